@@ -1,0 +1,446 @@
+"""Typed snapshot objects shared by every part of the allocator.
+
+The loader (``allocator.snapshot``) builds these from raw Kubernetes documents. Every object
+keeps its ``raw`` dict: it is the source of truth for fields the allocator does not model
+(clusters run newer API versions than any tool), and for showing objects back to users.
+
+Identity types are NamedTuples because they are hashed in the DFS inner loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from allocator.quantity import Quantity
+
+# Kubernetes caps allocation results at this many devices per claim (AllocationResultsMaxSize).
+ALLOCATION_RESULTS_MAX_SIZE = 32
+
+
+class PoolKey(NamedTuple):
+    driver: str
+    pool: str
+
+
+class DeviceID(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+    @property
+    def pool_key(self) -> PoolKey:
+        return PoolKey(self.driver, self.pool)
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+# --- attribute values ------------------------------------------------------------------------
+
+# An attribute value as Python sees it: bool, int, str, or a Version (semver string) for the
+# ``version`` type; list-typed attributes (DRAListTypeAttributes) are tuples of those.
+@dataclass(slots=True, frozen=True)
+class Version:
+    value: str  # semantic version, as published (no leading "v")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+AttributeValue = bool | int | str | Version | tuple
+
+
+# --- ResourceSlice ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DeviceTaint:
+    key: str
+    value: str | None
+    effect: str  # NoSchedule | NoExecute | None
+    time_added: str | None = None
+
+
+@dataclass(slots=True)
+class CounterConsumption:
+    counter_set: str
+    counters: dict[str, Quantity]
+    compatibility_groups: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class CounterSet:
+    name: str
+    counters: dict[str, Quantity]
+
+
+@dataclass(slots=True)
+class RequestPolicy:
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] = ()
+    valid_range_min: Quantity | None = None
+    valid_range_max: Quantity | None = None
+    valid_range_step: Quantity | None = None
+
+
+@dataclass(slots=True)
+class DeviceCapacity:
+    value: Quantity
+    request_policy: RequestPolicy | None = None
+
+
+@dataclass(slots=True)
+class Device:
+    """One device of a ResourceSlice (v1 shape; v1beta1's ``basic:`` is unwrapped on load)."""
+
+    name: str
+    # Keys exactly as published: "model" (driver's domain) or "domain.example.com/model".
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    capacity: dict[str, DeviceCapacity] = field(default_factory=dict)
+    # Per-device node accessibility (DRAPartitionableDevices lets devices carry their own).
+    node_name: str | None = None
+    node_selector: dict | None = None  # raw v1.NodeSelector
+    all_nodes: bool | None = None
+    consumes_counters: list[CounterConsumption] = field(default_factory=list)
+    taints: list[DeviceTaint] = field(default_factory=list)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+    allow_multiple_allocations: bool = False
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None = None
+    node_selector: dict | None = None  # raw v1.NodeSelector (terms ORed)
+    all_nodes: bool = False
+    per_device_node_selection: bool = False
+    devices: list[Device] = field(default_factory=list)
+    shared_counters: list[CounterSet] = field(default_factory=list)
+    owner_node: str | None = None  # metadata.ownerReferences entry of Kind=Node, if any
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def pool_key(self) -> PoolKey:
+        return PoolKey(self.driver, self.pool)
+
+
+# --- DeviceClass / ResourceClaim -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DeviceSelector:
+    cel: str | None  # None: a selector of a kind other than CEL (rejected by validation)
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DeviceClass:
+    name: str
+    selectors: list[DeviceSelector] = field(default_factory=list)
+    extended_resource_name: str | None = None
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DeviceToleration:
+    key: str | None = None
+    operator: str = "Equal"  # Equal | Exists
+    value: str | None = None
+    effect: str | None = None  # None: any effect
+    toleration_seconds: int | None = None
+
+
+@dataclass(slots=True)
+class CapacityRequirements:
+    requests: dict[str, Quantity] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ExactDeviceRequest:
+    """The body of ``exactly`` (or of one ``firstAvailable`` entry, a subrequest)."""
+
+    device_class_name: str
+    selectors: list[DeviceSelector] = field(default_factory=list)
+    allocation_mode: str = "ExactCount"  # ExactCount | All
+    count: int = 1
+    admin_access: bool = False
+    tolerations: list[DeviceToleration] = field(default_factory=list)
+    capacity: CapacityRequirements | None = None
+
+
+@dataclass(slots=True)
+class DeviceSubRequest:
+    name: str
+    request: ExactDeviceRequest
+
+
+@dataclass(slots=True)
+class DeviceRequest:
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[DeviceSubRequest] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DeviceConstraint:
+    requests: list[str] = field(default_factory=list)  # empty: all requests of the claim
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DeviceRequestAllocationResult:
+    request: str  # "<request>" or "<request>/<subrequest>"
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
+    tolerations: list[DeviceToleration] = field(default_factory=list)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    share_id: str | None = None
+    consumed_capacity: dict[str, Quantity] = field(default_factory=dict)
+
+    @property
+    def device_id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+
+@dataclass(slots=True)
+class AllocationResult:
+    """``status.allocation`` of a ResourceClaim."""
+
+    devices: list[DeviceRequestAllocationResult] = field(default_factory=list)
+    node_selector: dict | None = None  # raw v1.NodeSelector
+
+
+@dataclass(slots=True)
+class ConsumerReference:
+    resource: str  # "pods" for pods
+    name: str
+    uid: str | None = None
+    api_group: str = ""
+
+
+@dataclass(slots=True)
+class ResourceClaimSpec:
+    requests: list[DeviceRequest] = field(default_factory=list)
+    constraints: list[DeviceConstraint] = field(default_factory=list)
+    config: list[dict] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    spec: ResourceClaimSpec
+    allocation: AllocationResult | None = None
+    reserved_for: list[ConsumerReference] = field(default_factory=list)
+    # status.devices[] entries (conditions per device), raw, for binding failure detection.
+    device_statuses: list[dict] = field(default_factory=list)
+    generated_from_template: str | None = None  # set for claims the simulator generated
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class ResourceClaimTemplate:
+    namespace: str
+    name: str
+    spec: ResourceClaimSpec
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DeviceTaintRule:
+    name: str
+    taint: DeviceTaint
+    device_class_name: str | None = None
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    raw: dict = field(default_factory=dict)
+
+
+# --- core/v1 ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Namespace:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Taint:
+    key: str
+    value: str | None
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, Quantity] = field(default_factory=dict)
+    taints: list[Taint] = field(default_factory=list)
+    deleting: bool = False  # metadata.deletionTimestamp set
+    unschedulable: bool = False
+    declared_features: tuple[str, ...] | None = None  # status.declaredFeatures; None: not reported
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PodResourceClaim:
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str | None = None
+    creation_timestamp: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp set
+    owner_kinds: tuple[str, ...] = ()  # metadata.ownerReferences[].kind ("DaemonSet" ...)
+    # Sum of containers (max with init containers), plus overhead, as the scheduler computes.
+    requests: dict[str, Quantity] = field(default_factory=dict)
+    container_count: int = 1
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_node_affinity: dict | None = None  # raw NodeSelector of requiredDuringScheduling...
+    tolerations: list[Toleration] = field(default_factory=list)
+    resource_claims: list[PodResourceClaim] = field(default_factory=list)
+    # status.resourceClaimStatuses: entry name -> claim name (None: no claim needed).
+    resource_claim_statuses: dict[str, str | None] = field(default_factory=dict)
+    phase: str | None = None
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+# --- Karpenter -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class NodePool:
+    name: str
+    weight: int = 0
+    # spec.template.spec.requirements, raw NodeSelectorRequirementWithMinValues dicts.
+    requirements: list[dict] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # spec.template.metadata.labels
+    taints: list[Taint] = field(default_factory=list)
+    startup_taints: list[Taint] = field(default_factory=list)
+    limits: dict[str, Quantity] = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NodeClaim:
+    name: str
+    node_pool: str | None = None  # label karpenter.sh/nodepool
+    node_name: str | None = None  # status.nodeName
+    instance_type: str | None = None  # label node.kubernetes.io/instance-type
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    requirements: list[dict] = field(default_factory=list)  # spec.requirements, raw
+    taints: list[Taint] = field(default_factory=list)
+    initialized: bool = False  # status condition Initialized == True
+    deleting: bool = False
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+    # Extra requirements of the offering (KWOK shape), raw NodeSelectorRequirements.
+    requirements: list[dict] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ResourceSliceTemplate:
+    """What a node's DRA driver will publish (node-local); devices have the slice shape."""
+
+    driver: str
+    pool: str
+    devices: list[Device] = field(default_factory=list)
+    shared_counters: list[CounterSet] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AttributeBindingDecl:
+    attribute: str
+    devices: list[DeviceID] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class InstanceType:
+    name: str
+    capacity: dict[str, Quantity] = field(default_factory=dict)
+    requirements: list[dict] = field(default_factory=list)  # raw NodeSelectorRequirements
+    offerings: list[Offering] = field(default_factory=list)
+    resource_slice_templates: list[ResourceSliceTemplate] = field(default_factory=list)
+    attribute_bindings: list[AttributeBindingDecl] = field(default_factory=list)
+    raw: dict = field(default_factory=dict)
+
+
+# --- the snapshot ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything one upload holds, typed, plus the raw documents it came from."""
+
+    resource_slices: list[ResourceSlice] = field(default_factory=list)
+    device_classes: dict[str, DeviceClass] = field(default_factory=dict)
+    resource_claims: dict[str, ResourceClaim] = field(default_factory=dict)  # "ns/name"
+    resource_claim_templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
+    device_taint_rules: list[DeviceTaintRule] = field(default_factory=list)
+    namespaces: dict[str, Namespace] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: list[Pod] = field(default_factory=list)
+    node_pools: dict[str, NodePool] = field(default_factory=dict)
+    node_claims: dict[str, NodeClaim] = field(default_factory=dict)
+    instance_types: dict[str, InstanceType] = field(default_factory=dict)
+    # Every recognised document as uploaded, in load order: (kind, raw dict).
+    documents: list[tuple[str, dict]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def object_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for kind, _ in self.documents:
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+
+JSON = dict[str, Any]
