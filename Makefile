@@ -1,0 +1,65 @@
+# dra-web: `make run` starts the app with the demo snapshot, `make test` runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SYSTEM_PACKAGES := redis-server postgresql chromium chromium-driver
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test bench lint format system-deps venv demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[web,test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Servers for the tests are started by the tests themselves (127.0.0.1, free ports); this only
+# makes sure the binaries exist on a fresh Debian machine.
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+demo: $(STAMP)
+	$(PY) -m allocator simulate examples/demo-snapshot.yaml
+
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py ensure_demo_user
+	$(PY) manage.py load_demo
+	-$(PY) -m allocator simulate examples/demo-snapshot.yaml
+	@echo "dra-web on http://$(HOST):$(PORT)/ (log in with the user printed above)"
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+test: system-deps $(STAMP)
+	$(PY) -m ruff check allocator dra_web tests bench
+	$(PY) -m ruff format --check allocator dra_web tests bench
+	bash scripts/run-tests.sh
+
+bench: $(STAMP)
+	$(PY) bench/allocator_bench.py
+	$(PY) bench/scheduling_bench.py
+	$(PY) bench/web_bench.py
+	$(PY) bench/tree_bench.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check allocator dra_web tests bench
+
+format: $(STAMP)
+	$(PY) -m ruff format allocator dra_web tests bench
+
+clean:
+	rm -rf $(VENV) db.sqlite3 test-output .pytest_cache
