@@ -1,0 +1,7 @@
+"""``python -m allocator``: the command line (CONTRACT section 2)."""
+
+import sys
+
+from allocator.cli import main
+
+sys.exit(main())

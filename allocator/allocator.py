@@ -1,0 +1,358 @@
+"""The top-level Allocator: shared state of one scheduling loop, Allocate, Commit, Release.
+
+``allocate`` never mutates shared state; ``Allocation.commit`` and ``release_instance_type``
+do, sequentially, after the scheduler has decided.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from allocator.bindings import AttributeBindings
+from allocator.claims import (
+    ALLOCATED_IN_CLUSTER,
+    AllocatedDevice,
+    ClaimAllocationMetadata,
+    ClaimOutcome,
+    classify_claims,
+    in_cluster_devices,
+    merge_devices,
+)
+from allocator.dfs import DFSContext, ITOutcome, PathEntry, TimedOut, pool_variants
+from allocator.errors import AllocationError, AllocationTimeout
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import DeviceClass, DeviceID, Namespace, ResourceClaim, ResourceSlice
+from allocator.nodeclaim import NodeClaimView, instance_type_requirements
+from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
+from allocator.requirements import NODE_NAME_KEY, Requirements
+from allocator.trace import NULL_TRACE, Trace
+from allocator.tracker import AllocationTracker
+from allocator.validation import SelectorMatcher, ValidationContext, validate_claim_request
+
+__all__ = ["AllocationError", "Allocator", "AllocationResult", "Allocation"]
+
+
+def _new_engine() -> Any:
+    from allocator.cel import SelectorEngine
+
+    return SelectorEngine()
+
+
+class Allocator:
+    def __init__(
+        self,
+        in_cluster_slices: list[ResourceSlice],
+        allocated_devices: Iterable[DeviceID],
+        bindings: AttributeBindings,
+        device_classes: Mapping[str, DeviceClass],
+        *,
+        deleting_pods: Iterable[str] = frozenset(),
+        namespaces: Mapping[str, Namespace] | None = None,
+        gates: FeatureGates = ALL_ON,
+        timeout: float = 5.0,
+        engine: Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.in_cluster_slices = in_cluster_slices
+        self.universe = SliceUniverse(in_cluster_slices)
+        self.tracker = AllocationTracker(allocated_devices)
+        self.bindings = bindings
+        self.device_classes = dict(device_classes)
+        self.deleting_pods = frozenset(deleting_pods)
+        self.namespaces = dict(namespaces or {})
+        self.gates = gates
+        self.timeout = timeout
+        self.engine = engine if engine is not None else _new_engine()
+        self.clock = clock
+        self.pool_cache: dict[str, list[Pool]] = {}
+        self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
+        # State the DRA features keep across Allocate calls (counters in use, ...).
+        self.extensions: dict[str, Any] = {}
+        self.dfs_nodes = 0  # total DFS nodes, for the result's stats
+
+    # --- Allocate -----------------------------------------------------------------------------
+
+    def allocate(
+        self,
+        node_claim: NodeClaimView,
+        claims: list[ResourceClaim],
+        *,
+        trace: Trace = NULL_TRACE,
+        trace_parent: int | None = None,
+    ) -> AllocationResult:
+        effective = node_claim.requirements.copy()
+        classified = classify_claims(
+            claims, effective, node_claim.id, self.claim_metadata, self.deleting_pods
+        )
+        outcomes: dict[int, ClaimOutcome] = {}
+        for c in classified:
+            if c.state == ALLOCATED_IN_CLUSTER:
+                outcomes[c.index] = ClaimOutcome(
+                    c.claim.key,
+                    c.state,
+                    in_cluster_devices(c.claim),
+                    c.claim.allocation.node_selector if c.claim.allocation else None,
+                )
+            elif c.metadata is not None:
+                outcomes[c.index] = ClaimOutcome(
+                    c.claim.key,
+                    c.state,
+                    merge_devices(c.metadata.devices_by_instance_type, None),
+                    c.metadata.node_selector,
+                    dict(c.metadata.devices_by_instance_type),
+                )
+        to_dfs = [c for c in classified if c.needs_dfs]
+        instance_types = list(node_claim.instance_types)
+        if not to_dfs:
+            return AllocationResult(
+                instance_types,
+                effective,
+                Allocation(self, node_claim.id, {}, None, [], {}),
+                [outcomes[i] for i in range(len(claims))],
+            )
+
+        it_reqs = {it: instance_type_requirements(node_claim, it) for it in instance_types}
+        variants = (
+            [effective]
+            if node_claim.node_name is not None
+            else pool_variants(effective, list(it_reqs.values()))
+        )
+        cached = self.pool_cache.get(node_claim.id)
+        if cached is not None:
+            superset = refilter(cached, variants)
+        else:
+            superset = self.universe.gather(node_claim.node_name, variants)
+        templates = template_devices(node_claim.resource_slices())
+        matcher = SelectorMatcher(self.engine)
+        claim_data = []
+        for c in to_dfs:
+            ctx = ValidationContext(
+                claim=c.claim,
+                claim_index=c.index,
+                pools=superset,
+                template_devices_by_it=templates,
+                instance_types=instance_types,
+                engine=self.engine,
+                device_classes=self.device_classes,
+                matcher=matcher,
+                gates=self.gates,
+                namespaces=self.namespaces,
+            )
+            claim_data.append(validate_claim_request(ctx))
+
+        start = self.clock()
+        dfs = DFSContext(
+            tracker=self.tracker,
+            bindings=self.bindings,
+            node_claim_id=node_claim.id,
+            node_pool=node_claim.node_pool,
+            claims=claim_data,
+            matcher=matcher,
+            superset=superset,
+            templates_by_it=templates,
+            requirements=effective,
+            gates=self.gates,
+            namespaces=self.namespaces,
+            deadline=start + self.timeout,
+            clock=self.clock,
+            trace=trace,
+            extensions=self.extensions,
+        )
+        results: list[ITOutcome] = []
+        timed_out = False
+        for it in instance_types or [""]:
+            if self.clock() > dfs.deadline:
+                timed_out = True
+                break
+            try:
+                results.append(dfs.run_instance_type(it, it_reqs.get(it), trace_parent))
+            except TimedOut:
+                timed_out = True
+                if trace.enabled:
+                    trace.add(
+                        trace_parent,
+                        "instanceType",
+                        it,
+                        "failed",
+                        "timeout",
+                        f"timed out after {self.timeout:g}s",
+                    )
+                break
+        self.dfs_nodes += dfs.nodes
+        if timed_out:
+            raise AllocationTimeout(
+                f"allocation timed out after {self.timeout:g}s of device search "
+                f"({dfs.nodes} DFS nodes)"
+            )
+        succeeded = [r for r in results if r.ok]
+        if not succeeded:
+            reasons = "; ".join(
+                (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
+                for r in results
+            )
+            raise AllocationError(
+                f"no instance type can satisfy the allocation: {reasons}", code="no-instance-type"
+            )
+        per_it = {r.instance_type: r.path for r in succeeded}
+        for c in to_dfs:
+            by_it = {
+                it: [_allocated(e) for e in path if e.claim_index == c.index]
+                for it, path in per_it.items()
+            }
+            first_path = [e for e in succeeded[0].path if e.claim_index == c.index]
+            outcomes[c.index] = ClaimOutcome(
+                c.claim.key,
+                c.state,
+                merge_devices(by_it, None),
+                _node_selector(first_path),
+                by_it,
+            )
+        result_its = [r.instance_type for r in succeeded if r.instance_type]
+        allocation = Allocation(
+            self,
+            node_claim.id,
+            per_it,
+            superset,
+            [(c.claim.key, c.index) for c in to_dfs],
+            {c.index: outcomes[c.index] for c in to_dfs},
+        )
+        return AllocationResult(
+            result_its,
+            dfs.requirements,
+            allocation,
+            [outcomes[i] for i in range(len(claims))],
+            {r.instance_type: r.reason or "" for r in results if not r.ok},
+            dfs.nodes,
+        )
+
+    # --- Release and queries ------------------------------------------------------------------
+
+    def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
+        self.tracker.release_instance_type(node_claim_id, instance_type)
+        for meta in self.claim_metadata.values():
+            if meta.node_claim_id == node_claim_id:
+                meta.devices_by_instance_type.pop(instance_type, None)
+
+    def claim_devices(self, claim_key: str) -> list[AllocatedDevice]:
+        meta = self.claim_metadata.get(claim_key)
+        if meta is None:
+            return []
+        return merge_devices(meta.devices_by_instance_type, None)
+
+    def allocated_cluster_devices(self) -> set[DeviceID]:
+        return self.tracker.allocated_cluster_devices()
+
+
+def _allocated(e: PathEntry) -> AllocatedDevice:
+    cand = e.cand
+    extra = {k: v for k, v in e.extra.items() if not k.startswith("_")}
+    return AllocatedDevice(
+        e.request,
+        cand.id.driver,
+        cand.id.pool,
+        cand.id.device,
+        cand.source,
+        cand.instance_type,
+        extra,
+    )
+
+
+def _node_selector(path: list[PathEntry]) -> dict | None:
+    """The NodeSelector an allocation records: merged device topology; a nodeName pin as
+    ``metadata.name``; None for AllNodes and template devices only."""
+    reqs = Requirements()
+    node_names: set[str] = set()
+    for e in path:
+        term = e.extra.get("_term")
+        if term is not None:
+            reqs.add(term)
+        elif e.cand.source != TEMPLATE and e.cand.node_name:
+            node_names.add(e.cand.node_name)
+    if not len(reqs) and not node_names:
+        return None
+    term_json: dict[str, Any] = {}
+    exprs = reqs.to_node_selector_requirements()
+    if exprs:
+        term_json["matchExpressions"] = exprs
+    fields = []
+    if reqs.has(NODE_NAME_KEY):
+        fields = reqs.get(NODE_NAME_KEY).to_node_selector_requirements()
+    if node_names:
+        fields.append({"key": NODE_NAME_KEY, "operator": "In", "values": sorted(node_names)})
+    if fields:
+        term_json["matchFields"] = fields
+    return {"nodeSelectorTerms": [term_json]}
+
+
+def _claim_requirements(path: list[PathEntry]) -> Requirements:
+    reqs = Requirements()
+    for e in path:
+        term = e.extra.get("_term")
+        if term is not None:
+            reqs.add(term)
+    return reqs
+
+
+@dataclass(slots=True)
+class AllocationResult:
+    instance_types: list[str]  # ITs whose DFS succeeded (all of them when nothing to allocate)
+    requirements: Requirements  # accumulated: allocated claims' and picked devices' topology
+    allocation: Allocation
+    claims: list[ClaimOutcome]  # one per claim passed in, in order
+    # Why each pruned instance type failed (for explanations).
+    failed_instance_types: dict[str, str] = field(default_factory=dict)
+    dfs_nodes: int = 0
+
+
+class Allocation:
+    """The opaque handle: nothing changes until ``commit``."""
+
+    def __init__(
+        self,
+        allocator: Allocator,
+        node_claim_id: str,
+        per_it: dict[str, list[PathEntry]],
+        superset: list[Pool] | None,
+        claims: list[tuple[str, int]],
+        outcomes: dict[int, ClaimOutcome],
+    ) -> None:
+        self._allocator = allocator
+        self.node_claim_id = node_claim_id
+        self._per_it = per_it
+        self._superset = superset
+        self._claims = claims
+        self._outcomes = outcomes
+        self.committed = False
+
+    def device_ids(self) -> dict[str, list[DeviceID]]:
+        return {it: [e.cand.id for e in path] for it, path in self._per_it.items()}
+
+    def commit(self) -> None:
+        if self.committed:
+            return
+        self.committed = True
+        a = self._allocator
+        for it, path in self._per_it.items():
+            a.tracker.record(
+                self.node_claim_id,
+                it,
+                [e.cand.id for e in path if e.cand.source != TEMPLATE],
+                [e.cand.id for e in path if e.cand.source == TEMPLATE],
+            )
+        if self._superset is not None:
+            a.pool_cache[self.node_claim_id] = self._superset
+        for key, index in self._claims:
+            entries = [e for path in self._per_it.values() for e in path if e.claim_index == index]
+            outcome = self._outcomes[index]
+            a.claim_metadata[key] = ClaimAllocationMetadata(
+                node_claim_id=self.node_claim_id,
+                used_templates=any(e.cand.source == TEMPLATE for e in entries),
+                requirements=_claim_requirements(entries),
+                devices_by_instance_type={
+                    it: list(devs) for it, devs in outcome.devices_by_instance_type.items()
+                },
+                node_selector=outcome.node_selector,
+            )

@@ -1,0 +1,313 @@
+"""The command line (CONTRACT section 2): ``simulate`` and ``validate``, no Django needed.
+
+Exit status 0 when the simulation completed (also when pods could not be placed), 2 for an
+unusable snapshot or arguments with the message on standard error, never a traceback for bad
+input. The progress bar goes to standard error, and only when that is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import TextIO
+
+from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: exit 2, message on stderr
+        self.print_usage(sys.stderr)
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a number of seconds > 0")
+    return value
+
+
+def _gates(text: str) -> FeatureGates:
+    try:
+        return FeatureGates.parse(text)
+    except FeatureGateError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m allocator",
+        description="Karpenter's DRA device allocator and provisioning simulation.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sim = sub.add_parser("simulate", help="run one provisioning scheduling loop")
+    sim.add_argument("snapshot", nargs="+", metavar="SNAPSHOT", help="YAML or JSON files")
+    sim.add_argument("--json", action="store_true", help="print the result document")
+    sim.add_argument("--trace", metavar="FILE", help="also write the DFS trace as JSON")
+    sim.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=5.0,
+        metavar="SECONDS",
+        help="per-Allocate DFS budget (default 5)",
+    )
+    sim.add_argument(
+        "--feature-gates",
+        type=_gates,
+        default=ALL_ON,
+        metavar="NAME=true|false,...",
+        help="DRA feature gates; all on by default",
+    )
+    sim.add_argument(
+        "--disrupt",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="simulate consolidation of this node (repeatable)",
+    )
+    val = sub.add_parser("validate", help="load and check a snapshot")
+    val.add_argument("snapshot", nargs="+", metavar="SNAPSHOT")
+    return parser
+
+
+def _load(paths: list[str]):
+    from allocator.snapshot import SnapshotError, load_paths
+
+    for path in paths:
+        if not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+    try:
+        return load_paths(paths)
+    except SnapshotError as err:
+        problems = getattr(err, "problems", None) or [str(err)]
+        raise UsageError("\n".join(problems)) from None
+    except OSError as err:
+        raise UsageError(f"{err.filename or paths[0]}: {err.strerror or err}") from None
+
+
+def main(
+    argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "validate":
+            return _validate(args, stdout)
+        return _simulate(args, stdout, stderr)
+    except UsageError as err:
+        print(str(err), file=stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=stderr)
+        return 130
+    except Exception as err:  # a bug, not bad input: say so briefly unless debugging
+        if os.environ.get("DRA_WEB_DEBUG"):
+            raise
+        print(f"internal error: {type(err).__name__}: {err}", file=stderr)
+        return EXIT_INTERNAL
+
+
+def _validate(args, stdout: TextIO) -> int:
+    snapshot = _load(args.snapshot)
+    counts = snapshot.object_counts()
+    total = sum(counts.values())
+    print(f"ok: {total} objects ({_counts(counts)})", file=stdout)
+    for warning in snapshot.warnings:
+        print(f"warning: {warning}", file=stdout)
+    return EXIT_OK
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "empty"
+
+
+def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
+    from allocator.scheduling.disruption import DisruptionError
+    from allocator.simulation import SimulationOptions, simulate
+
+    snapshot = _load(args.snapshot)
+    options = SimulationOptions(
+        timeout=args.timeout,
+        gates=args.feature_gates,
+        disrupt=list(args.disrupt),
+        trace=args.trace is not None,
+    )
+    if args.trace is not None:
+        directory = os.path.dirname(os.path.abspath(args.trace))
+        if not os.path.isdir(directory):
+            raise UsageError(f"--trace: directory {directory} does not exist")
+    bar = ProgressBar(stderr) if _is_tty(stderr) else None
+    try:
+        output = simulate(snapshot, options, bar.update if bar else None)
+    except DisruptionError as err:
+        raise UsageError(str(err)) from None
+    finally:
+        if bar:
+            bar.close()
+    if args.trace is not None:
+        try:
+            with open(args.trace, "w", encoding="utf-8") as fh:
+                json.dump(output.trace, fh)
+        except OSError as err:
+            raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
+    if args.json:
+        json.dump(output.result, stdout, indent=2)
+        stdout.write("\n")
+    else:
+        stdout.write(summary(output.result))
+    return EXIT_OK
+
+
+def _is_tty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ProgressBar:
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = -1
+
+    def update(self, done: int, total: int) -> None:
+        filled = self.WIDTH * done // max(total, 1)
+        if filled == self.shown and done != total:
+            return
+        self.shown = filled
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r[{bar}] {done}/{total} pod attempts")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown >= 0:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --- the human summary -----------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [headers, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _devices_cell(pod: dict) -> str:
+    seen: dict[tuple, list[str]] = {}
+    for claim in pod["claims"]:
+        for d in claim["devices"]:
+            key = (d["driver"], d["pool"], d["device"], d["source"])
+            its = seen.setdefault(key, [])
+            if d.get("instanceType"):
+                its.append(d["instanceType"])
+    parts = []
+    for (driver, pool, device, source), its in seen.items():
+        if source == "template":
+            shown = ",".join(sorted(set(its))[:2]) + ("..." if len(set(its)) > 2 else "")
+            parts.append(f"{driver}/{device} (template: {shown})")
+        else:
+            parts.append(f"{driver}/{pool}/{device}")
+    if len(parts) > 4:
+        parts = parts[:4] + [f"+{len(parts) - 4} more"]
+    return ", ".join(parts) or "-"
+
+
+def _target_cell(target: dict | None) -> str:
+    if target is None:
+        return "-"
+    suffix = " (new)" if target.get("new") else ""
+    return f"{target['kind']} {target['name']}{suffix}"
+
+
+MAX_REASONS = 12
+MAX_REASON_CHARS = 160
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+
+
+def summary(result: dict) -> str:
+    stats = result["stats"]
+    out = [
+        f"Pods: {stats['pods']} pending, {stats['scheduled']} scheduled, "
+        f"{stats['failed']} failed  (DFS nodes {stats['dfsNodes']}, "
+        f"{stats['seconds']:.3f}s)\n\n"
+    ]
+    if result["pods"]:
+        rows = [
+            [
+                p["pod"],
+                "yes" if p["scheduled"] else "NO",
+                _target_cell(p["target"]),
+                _devices_cell(p),
+            ]
+            for p in result["pods"]
+        ]
+        out.append(_table(["POD", "SCHEDULED", "TARGET", "DEVICES"], rows))
+    if result["nodeClaims"]:
+        out.append("\nNew NodeClaims:\n")
+        rows = []
+        for nc in result["nodeClaims"]:
+            its = nc["instanceTypes"]
+            shown = ", ".join(its[:3]) + (f" +{len(its) - 3}" if len(its) > 3 else "")
+            price = f"${nc['price']:.4f}/h" if nc.get("price") is not None else "-"
+            drivers = nc["annotations"].get("karpenter.sh/requested-dra-drivers", "-")
+            rows.append([nc["name"], nc["nodePool"], shown, price, str(len(nc["pods"])), drivers])
+        out.append(
+            _table(["NAME", "NODEPOOL", "INSTANCE TYPES", "CHEAPEST", "PODS", "DRA DRIVERS"], rows)
+        )
+    failures = [p for p in result["pods"] if not p["scheduled"]]
+    if failures:
+        out.append("\nFailures:\n")
+        for p in failures:
+            reasons = p.get("reasons") or []
+            if not reasons:
+                out.append(f"{p['pod']}: {_clip(p['error'] or '')}\n")
+                continue
+            out.append(f"{p['pod']}:\n")
+            rows = [["  " + r["target"], _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
+            out.append(_table(["  TARGET", "REASON"], rows))
+            if len(reasons) > MAX_REASONS:
+                out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")
+    gating = [g for g in result.get("initializationGating", []) if g["status"] != "Initialized"]
+    if gating:
+        out.append("\nInitialization gating:\n")
+        for g in gating:
+            out.append(
+                f"{g['nodeClaim']} (node {g['node'] or '-'}): {g['status']} {g['reason']}, "
+                f"missing {', '.join(g['missingDrivers'])}\n"
+            )
+    disruption = result.get("disruption")
+    if disruption:
+        verdict = "all displaced pods placed" if disruption["allPlaced"] else "NOT all placed"
+        out.append(
+            f"\nDisruption of {', '.join(disruption['candidates'])}: "
+            f"{len(disruption['displacedPods'])} displaced pods, {verdict}\n"
+        )
+    return "".join(out)

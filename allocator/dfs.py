@@ -1,0 +1,656 @@
+"""The per-instance-type DFS: claims > requests > slots > candidate devices.
+
+Eligibility is an ordered list of ``DeviceCheck`` objects (allocated, selector, constraints,
+topology, and whatever the DRA features register). A check's ``try_add`` either rejects the
+device with ``(reason_code, message)`` and leaves no state behind, or accepts it and applies its
+state; ``remove`` undoes exactly one accepted ``try_add``. The DFS calls ``remove`` in reverse
+check order on backtrack, so state unwinds in exact reverse order.
+
+Pruning never changes which solution is found first; it only ends searches that cannot succeed:
+- within an ExactCount request, slots take devices in increasing candidate order (a set of
+  devices is tried once, not once per permutation);
+- a slot stops when fewer candidates remain than slots to fill;
+- when a MatchAttribute constraint gets pinned, every constrained request must still have
+  enough candidates that can match the pinned value (or binding class).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from allocator.bindings import AttributeBindings
+from allocator.constraints import BindingFallback, MatchAttributeConstraint
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import DeviceID, Namespace
+from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
+from allocator.requirements import Requirements
+from allocator.trace import NULL_TRACE, Trace
+from allocator.tracker import AllocationTracker
+from allocator.validation import ALL, ClaimData, RequestData, SelectorMatcher
+
+Rejection = tuple[str, str]  # (reason code, message)
+TIMEOUT_CHECK_EVERY = 256  # DFS nodes between clock reads
+
+
+class TimedOut(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Step:
+    """Where the DFS stands when a check runs."""
+
+    claim: ClaimData
+    request_index: int
+    request: RequestData  # the request, or the FirstAvailable subrequest being tried
+    slot: int
+    position: int  # index of the candidate in the request's candidate list
+
+
+class DeviceCheck(Protocol):
+    name: str
+
+    def prefilter(
+        self, ctx: DFSContext, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None: ...  # path-independent part, or None
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None: ...
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None: ...
+
+
+CheckFactory = Callable[["DFSContext"], "DeviceCheck | None"]
+
+
+# --- the four checks of the design ----------------------------------------------------------
+
+
+class AllocatedCheck:
+    """Check 1: seed set, other NodeClaims, the same NodeClaim's same IT, and this path."""
+
+    name = "allocated"
+
+    def __init__(self, ctx: DFSContext) -> None:
+        self.tracker = ctx.tracker
+        self.node_claim = ctx.node_claim_id
+        self.it = ctx.instance_type
+
+    def _tracked(self, cand: DeviceWithID) -> bool:
+        return self.tracker.is_allocated(cand.id, cand.source == TEMPLATE, self.node_claim, self.it)
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        if self._tracked(cand):
+            return ("allocated", f"device {cand.id} is already allocated")
+        return None
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        used = ctx.allocated_templates if cand.source == TEMPLATE else ctx.allocated_ids
+        if cand.id in used:
+            return ("allocated", f"device {cand.id} is already allocated in this search")
+        if self._tracked(cand):
+            return ("allocated", f"device {cand.id} is already allocated")
+        used.add(cand.id)
+        return None
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        used = ctx.allocated_templates if cand.source == TEMPLATE else ctx.allocated_ids
+        used.discard(cand.id)
+
+
+class SelectorCheck:
+    """Check 2: every class and request CEL selector (AND), memoised per (device, claim,
+    request)."""
+
+    name = "selector"
+
+    def __init__(self, ctx: DFSContext) -> None:
+        self.matcher = ctx.matcher
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        matched, error = self.matcher.match(request, claim.index, cand)
+        if matched:
+            return None
+        if error:
+            return ("cel-error", f"device {cand.id}: {error}")
+        return ("selector", f"device {cand.id} does not match the selectors of {request.name}")
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        return self.prefilter(ctx, step.claim, step.request, cand)
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        return None
+
+
+class ConstraintCheck:
+    """Check 3: the claim's constraints, rolled back on failure; MatchAttribute feasibility
+    pruning when a value gets pinned."""
+
+    name = "constraint"
+
+    def __init__(self, ctx: DFSContext) -> None:
+        pass
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        return None
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        constraints = step.claim.constraints
+        name = step.request.name
+        for i, c in enumerate(constraints):
+            was_pinned = getattr(c, "pinned", True)
+            reason = c.add(name, cand)
+            if (
+                reason is None
+                and not was_pinned
+                and isinstance(c, MatchAttributeConstraint)
+                and c.pinned
+            ):
+                reason = ctx.match_feasibility(c, step)
+                if reason is not None:
+                    c.remove(name, cand)
+            if reason is not None:
+                for prev in reversed(constraints[:i]):
+                    prev.remove(name, cand)
+                return ("constraint", f"{c}: {reason}")
+        return None
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        name = step.request.name
+        for c in reversed(step.claim.constraints):
+            c.remove(name, cand)
+
+
+class TopologyCheck:
+    """Check 4: a device with a label NodeSelector must fit the accumulated requirements; it
+    tightens them, re-filters the pools, and pushes a snapshot popped on backtrack."""
+
+    name = "topology"
+
+    def __init__(self, ctx: DFSContext) -> None:
+        self.pushed: list[bool] = []
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        return None
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        if cand.terms is None:
+            self.pushed.append(False)
+            return None
+        if cand.pool_key not in ctx.pool_keys:
+            return (
+                "topology",
+                f"pool {cand.id.driver}/{cand.id.pool} no longer fits the NodeClaim's requirements",
+            )
+        reasons = []
+        for term in cand.terms:
+            reason = ctx.view.compatible(term)
+            if reason is None:
+                ctx.tighten(term)
+                ctx.extra["_term"] = term
+                self.pushed.append(True)
+                return None
+            reasons.append(reason)
+        return (
+            "topology",
+            f"device {cand.id} node selector: " + (" | ".join(reasons) or "no node selector term"),
+        )
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        if self.pushed.pop():
+            ctx.restore()
+
+
+# Ordered registry: (order, name, factory). Features register between the built-ins.
+DEVICE_CHECKS: list[tuple[float, str, CheckFactory]] = [
+    (100, "allocated", AllocatedCheck),
+    (200, "selector", SelectorCheck),
+    (300, "constraint", ConstraintCheck),
+    (400, "topology", TopologyCheck),
+]
+
+
+def register_device_check(order: float, name: str, factory: CheckFactory) -> None:
+    """Add an eligibility check (taints ~250, counters/capacity ~350, ...). The factory is
+    called once per instance type's DFS and may return None (e.g. its gate is off)."""
+    DEVICE_CHECKS[:] = [c for c in DEVICE_CHECKS if c[1] != name]
+    DEVICE_CHECKS.append((order, name, factory))
+    DEVICE_CHECKS.sort(key=lambda c: c[0])
+
+
+def replace_device_check(name: str, factory: CheckFactory) -> None:
+    """Swap a built-in check (consumable capacity relaxes ``allocated``)."""
+    for i, (order, n, _) in enumerate(DEVICE_CHECKS):
+        if n == name:
+            DEVICE_CHECKS[i] = (order, n, factory)
+            return
+    raise KeyError(name)
+
+
+# --- the search -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PathEntry:
+    claim_index: int  # position in the pod's claim list
+    request: str  # "<request>" or "<request>/<subrequest>"
+    cand: DeviceWithID
+    extra: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ITOutcome:
+    instance_type: str
+    ok: bool
+    path: list[PathEntry] = field(default_factory=list)
+    reason: str | None = None
+    nodes: int = 0
+
+
+class DFSContext:
+    """Per-Allocate search state; per-IT parts are reset by ``run_instance_type``."""
+
+    def __init__(
+        self,
+        *,
+        tracker: AllocationTracker,
+        bindings: AttributeBindings,
+        node_claim_id: str,
+        node_pool: str | None,
+        claims: list[ClaimData],
+        matcher: SelectorMatcher,
+        superset: list[Pool],
+        templates_by_it: dict[str, list[DeviceWithID]],
+        requirements: Requirements,
+        gates: FeatureGates = ALL_ON,
+        namespaces: dict[str, Namespace] | None = None,
+        deadline: float = float("inf"),
+        clock: Callable[[], float] | None = None,
+        trace: Trace = NULL_TRACE,
+        extensions: dict[str, Any] | None = None,
+    ) -> None:
+        self.tracker = tracker
+        self.bindings = bindings
+        self.node_claim_id = node_claim_id
+        self.node_pool = node_pool
+        self.claims = claims
+        self.matcher = matcher
+        self.superset = superset
+        self.templates_by_it = templates_by_it
+        self.requirements = requirements  # accumulates across instance types
+        self.gates = gates
+        self.namespaces = namespaces or {}
+        self.deadline = deadline
+        self.clock = clock
+        self.trace = trace
+        self.extensions = extensions if extensions is not None else {}  # shared feature state
+        self.nodes = 0
+        # per IT
+        self.instance_type = ""
+        self.it_requirements: Requirements | None = None
+        self.view = requirements
+        self.pools: list[Pool] = []
+        self.pool_keys: set = set()
+        self.snapshots: list[tuple[Requirements, Requirements, list[Pool], set]] = []
+        self.allocated_ids: set[DeviceID] = set()
+        self.allocated_templates: set[DeviceID] = set()
+        self.path: list[PathEntry] = []
+        self.extra: dict[str, Any] = {}
+        self.checks: list[DeviceCheck] = []
+        self.candidates: dict[tuple[int, str], list[DeviceWithID]] = {}
+        self.eligible: dict[tuple[int, str], list[DeviceWithID]] = {}
+        self.suffix: dict[tuple[int, str], list[int]] = {}
+        self.failure: tuple[tuple, str] | None = None
+
+    # --- requirements and pools -------------------------------------------------------------
+
+    def _make_view(self, reqs: Requirements) -> Requirements:
+        return reqs if self.it_requirements is None else reqs.intersect(self.it_requirements)
+
+    def tighten(self, term: Requirements) -> None:
+        self.snapshots.append((self.requirements, self.view, self.pools, self.pool_keys))
+        reqs = self.requirements.copy()
+        reqs.add(term)
+        self.requirements = reqs
+        self.view = self._make_view(reqs)
+        self.pools = refilter(self.pools, [self.view])
+        self.pool_keys = {p.key for p in self.pools}
+
+    def restore(self) -> None:
+        self.requirements, self.view, self.pools, self.pool_keys = self.snapshots.pop()
+
+    # --- pruning ------------------------------------------------------------------------------
+
+    def match_feasibility(self, c: MatchAttributeConstraint, step: Step) -> str | None:
+        """Just pinned: can every constrained request still be filled?"""
+        claim = step.claim
+        for ri in range(step.request_index, len(claim.requests)):
+            req = claim.requests[ri]
+            current = ri == step.request_index
+            if current:
+                req = step.request
+            elif req.alternatives:
+                continue  # any alternative might fit: no pruning
+            if not c.applies(req.name):
+                continue
+            if req.allocation_mode == ALL:
+                slots = req.slots_for(self.instance_type) or []
+                rest = slots[step.slot + 1 :] if current else slots
+                for cand in rest:
+                    if c.check(cand) is not None:
+                        return (
+                            f"request {req.name} must take device {cand.id}, which cannot "
+                            f"match {c.attribute}"
+                        )
+                continue
+            need = req.num_devices - (step.slot + 1 if current else 0)
+            if need <= 0:
+                continue
+            cands = self.candidates.get((claim.index, req.name), [])
+            start = step.position + 1 if current else 0
+            found = 0
+            for cand in cands[start:]:
+                used = self.allocated_templates if cand.source == TEMPLATE else self.allocated_ids
+                if cand.id in used or c.check(cand) is not None:
+                    continue
+                if (
+                    cand.source != TEMPLATE
+                    and cand.terms is not None
+                    and (cand.pool_key not in self.pool_keys)
+                ):
+                    continue
+                found += 1
+                if found >= need:
+                    break
+            if found < need:
+                what = (
+                    f"{c.attribute}={c.value}"
+                    if c.mode == c.CONCRETE
+                    else f"the devices bound under {c.attribute}"
+                )
+                return f"request {req.name} has {found} of {need} devices left matching {what}"
+        return None
+
+    # --- running ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.nodes += 1
+        if (
+            self.nodes % TIMEOUT_CHECK_EVERY == 0
+            and self.clock is not None
+            and self.clock() > self.deadline
+        ):
+            raise TimedOut()
+
+    def _fail(self, depth: tuple, message: str) -> None:
+        if self.failure is None or depth >= self.failure[0]:
+            self.failure = (depth, message)
+
+    def _prepare_it(self, instance_type: str, it_requirements: Requirements | None) -> None:
+        self.instance_type = instance_type
+        self.it_requirements = it_requirements
+        self.view = self._make_view(self.requirements)
+        self.pools = refilter(self.superset, [self.view])
+        self.pool_keys = {p.key for p in self.pools}
+        self.snapshots = []
+        self.allocated_ids = set()
+        self.allocated_templates = set()
+        self.path = []
+        self.failure = None
+        self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
+        fallback = BindingFallback(self.bindings, self.node_pool, instance_type)
+        for claim in self.claims:
+            for c in claim.constraints:
+                c.reset()
+                c.set_binding_fallback(fallback)
+        templates = self.templates_by_it.get(instance_type, [])
+        universe = [d for p in self.pools for d in p.devices] + templates
+        self.candidates = {}
+        self.eligible = {}
+        for claim in self.claims:
+            for req in claim.requests:
+                for r in req.alternatives or [req]:
+                    if r.allocation_mode == ALL:
+                        continue
+                    key = (claim.index, r.name)
+                    eligible = [c for c in universe if self._prefilter(claim, r, c) is None]
+                    self.eligible[key] = eligible
+                    self.candidates[key] = universe if self.trace.enabled else eligible
+                    if self.trace.enabled:
+                        pos = {id(c): i for i, c in enumerate(universe)}
+                        counts = [0] * (len(universe) + 1)
+                        for c in eligible:
+                            counts[pos[id(c)]] += 1
+                        for i in range(len(universe) - 1, -1, -1):
+                            counts[i] += counts[i + 1]
+                        self.suffix[key] = counts
+
+    def _prefilter(
+        self, claim: ClaimData, req: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
+        for check in self.checks:
+            r = check.prefilter(self, claim, req, cand)
+            if r is not None:
+                return r
+        return None
+
+    def run_instance_type(
+        self, instance_type: str, it_requirements: Requirements | None, parent: int | None
+    ) -> ITOutcome:
+        trace = self.trace
+        node = trace.add(parent, "instanceType", instance_type) if trace.enabled else -1
+        start_nodes = self.nodes
+        for claim in self.claims:
+            why = claim.pruned_instance_types.get(instance_type)
+            if why is not None:
+                reason = f"claim {claim.key}: {why}"
+                if trace.enabled:
+                    trace.set(
+                        node,
+                        "pruned",
+                        "exceeding-maximum" if "exceeding" in why else "no-devices",
+                        reason,
+                    )
+                return ITOutcome(instance_type, False, reason=reason)
+        self._prepare_it(instance_type, it_requirements)
+        # Up-front count pruning: a request with fewer eligible devices than slots.
+        for claim in self.claims:
+            for req in claim.requests:
+                if req.alternatives:
+                    continue
+                reason = self._count_reason(claim, req)
+                if reason is not None:
+                    if trace.enabled:
+                        trace.set(node, "pruned", "count", reason)
+                    return ITOutcome(instance_type, False, reason=reason)
+        ok = self._claim(0, node)
+        out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes)
+        if ok:
+            out.path = list(self.path)
+        else:
+            out.reason = self.failure[1] if self.failure else "no allocation found"
+        if trace.enabled:
+            trace.set(
+                node,
+                "ok" if ok else "failed",
+                None if ok else "no-solution",
+                None if ok else out.reason,
+            )
+        return out
+
+    def _count_reason(self, claim: ClaimData, req: RequestData) -> str | None:
+        if req.allocation_mode == ALL:
+            slots = req.slots_for(self.instance_type) or []
+            if not slots:
+                return (
+                    f"claim {claim.key} request {req.name}: no device matches "
+                    "(allocation mode All needs at least one)"
+                )
+            for cand in slots:
+                r = self._prefilter(claim, req, cand)
+                if r is not None:
+                    return f"claim {claim.key} request {req.name} (allocation mode All): {r[1]}"
+            return None
+        n = len(self.eligible[(claim.index, req.name)])
+        if n < req.num_devices:
+            return (
+                f"claim {claim.key} request {req.name}: {n} of {req.num_devices} devices available"
+            )
+        return None
+
+    # --- recursion ----------------------------------------------------------------------------
+
+    def _claim(self, ci: int, parent: int) -> bool:
+        if ci == len(self.claims):
+            return True
+        claim = self.claims[ci]
+        trace = self.trace
+        node = trace.add(parent, "claim", claim.key) if trace.enabled else parent
+        ok = self._request(ci, 0, node)
+        if trace.enabled:
+            trace.set(node, "ok" if ok else "failed")
+        return ok
+
+    def _request(self, ci: int, ri: int, parent: int) -> bool:
+        claim = self.claims[ci]
+        if ri == len(claim.requests):
+            return self._claim(ci + 1, parent)
+        req = claim.requests[ri]
+        trace = self.trace
+        for alt in req.alternatives or [req]:
+            node = trace.add(parent, "request", alt.name) if trace.enabled else parent
+            if alt.allocation_mode == ALL:
+                ok = self._all_slot(ci, ri, alt, 0, node)
+            else:
+                ok = self._slot(ci, ri, alt, 0, 0, node)
+            if trace.enabled:
+                trace.set(node, "ok" if ok else "failed")
+            if ok:
+                return True
+        return False
+
+    def _slot(self, ci: int, ri: int, req: RequestData, slot: int, start: int, parent: int) -> bool:
+        if slot == req.num_devices:
+            return self._request(ci, ri + 1, parent)
+        claim = self.claims[ci]
+        key = (claim.index, req.name)
+        cands = self.candidates[key]
+        need = req.num_devices - slot
+        trace = self.trace
+        traced = trace.enabled
+        suffix = self.suffix.get(key) if traced else None
+        node = trace.add(parent, "slot", f"{req.name}[{slot}]") if traced else parent
+        step = Step(claim, ri, req, slot, 0)
+        rejected: dict[str, int] = {}
+        first_msg: dict[str, str] = {}
+        n = len(cands)
+        for pos in range(start, n):
+            left = suffix[pos] if suffix is not None else n - pos
+            if left < need:
+                msg = f"{left} candidate devices left for {need} slots"
+                if traced:
+                    trace.set(node, "pruned", "count", msg)
+                rejected["count"] = rejected.get("count", 0) + 1
+                first_msg.setdefault("count", msg)
+                break
+            cand = cands[pos]
+            self.tick()
+            step.position = pos
+            rejection = self._apply(step, cand)
+            if rejection is not None:
+                code, msg = rejection
+                rejected[code] = rejected.get(code, 0) + 1
+                first_msg.setdefault(code, msg)
+                if traced:
+                    self._trace_device(node, cand, "failed", code, msg)
+                continue
+            dnode = self._trace_device(node, cand, "ok", None, None) if traced else node
+            self.path.append(PathEntry(claim.index, req.name, cand, self.extra))
+            if self._slot(ci, ri, req, slot + 1, pos + 1, dnode):
+                if traced:
+                    trace.set(node, "ok")
+                return True
+            self.path.pop()
+            self._undo(step, cand)
+            if traced:
+                trace.set(dnode, "failed", "backtrack")
+        summary = ", ".join(f"{k}: {v} ({first_msg[k]})" for k, v in sorted(rejected.items()))
+        self._fail(
+            (ci, ri, slot),
+            f"claim {claim.key} request {req.name}: cannot fill slot {slot + 1} of "
+            f"{req.num_devices}" + (f"; rejected {summary}" if summary else "; no candidates"),
+        )
+        if traced and trace.nodes and node >= 0 and trace.nodes[node]["status"] == "ok":
+            trace.set(node, "failed")
+        return False
+
+    def _all_slot(self, ci: int, ri: int, req: RequestData, slot: int, parent: int) -> bool:
+        slots = req.slots_for(self.instance_type) or []
+        if slot == len(slots):
+            return self._request(ci, ri + 1, parent)
+        claim = self.claims[ci]
+        cand = slots[slot]
+        trace = self.trace
+        traced = trace.enabled
+        node = trace.add(parent, "slot", f"{req.name}[{slot}]") if traced else parent
+        self.tick()
+        step = Step(claim, ri, req, slot, slot)
+        rejection = self._apply(step, cand)
+        if rejection is not None:
+            if traced:
+                self._trace_device(node, cand, "failed", rejection[0], rejection[1])
+                trace.set(node, "failed", rejection[0])
+            self._fail(
+                (ci, ri, slot),
+                f"claim {claim.key} request {req.name} (allocation mode All): {rejection[1]}",
+            )
+            return False
+        dnode = self._trace_device(node, cand, "ok", None, None) if traced else node
+        self.path.append(PathEntry(claim.index, req.name, cand, self.extra))
+        if self._all_slot(ci, ri, req, slot + 1, dnode):
+            return True
+        self.path.pop()
+        self._undo(step, cand)
+        if traced:
+            trace.set(dnode, "failed", "backtrack")
+            trace.set(node, "failed")
+        return False
+
+    def _apply(self, step: Step, cand: DeviceWithID) -> Rejection | None:
+        self.extra = {}
+        checks = self.checks
+        for i, check in enumerate(checks):
+            rejection = check.try_add(self, step, cand)
+            if rejection is not None:
+                for prev in reversed(checks[:i]):
+                    prev.remove(self, step, cand)
+                return rejection
+        return None
+
+    def _undo(self, step: Step, cand: DeviceWithID) -> None:
+        for check in reversed(self.checks):
+            check.remove(self, step, cand)
+
+    def _trace_device(
+        self, parent: int, cand: DeviceWithID, status: str, code: str | None, msg: str | None
+    ) -> int:
+        return self.trace.add(
+            parent,
+            "device",
+            str(cand.id),
+            status,
+            code,
+            msg,
+            driver=cand.id.driver,
+            pool=cand.id.pool,
+            device=cand.id.device,
+            source=cand.source,
+            instanceType=cand.instance_type,
+        )
+
+
+def pool_variants(
+    base: Requirements, it_requirements: Sequence[Requirements | None]
+) -> list[Requirements]:
+    """The NodeClaim's requirements intersected with each candidate IT's (in-flight gather)."""
+    out = [base.intersect(r) for r in it_requirements if r is not None]
+    return out or [base]

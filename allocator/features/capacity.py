@@ -1,0 +1,363 @@
+"""Consumable capacity (DRAConsumableCapacity).
+
+A device with ``allowMultipleAllocations: true`` can be shared by several claims (and several
+requests of one claim); each allocation consumes part of its capacity and gets a ``shareID``.
+A request asks for capacity with ``capacity.requests``; the device's ``requestPolicy`` decides
+what is actually consumed:
+
+- nothing requested: the policy's ``default``, else the whole capacity;
+- ``validRange``: below ``min`` -> ``min``; with ``step``, rounded up to ``min + k*step``; above
+  ``max`` the device does not fit;
+- ``validValues``: rounded up to the first listed value >= the request; none -> no fit.
+
+The sum of what all shares consume must stay within the capacity. A device that does not allow
+multiple allocations is taken whole, but must still be able to hold the requested amount.
+Deleting pods free only their own share: the claims they alone hold do not count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import (
+    CapacityRequirements,
+    Device,
+    DeviceCapacity,
+    DeviceID,
+    ExactDeviceRequest,
+    RequestPolicy,
+    ResourceClaim,
+)
+from allocator.quantity import Quantity
+
+GATE = "DRAConsumableCapacity"
+# Fixed namespace so share IDs are the same in every run over the same snapshot.
+SHARE_ID_NAMESPACE = uuid.UUID("6f1c3a52-5d0e-4b8e-9f57-3c2d8a1e7b40")
+
+
+class CapacityError(ValueError):
+    pass
+
+
+def allows_multiple_allocations(device: Device, gates: FeatureGates = ALL_ON) -> bool:
+    return device.allow_multiple_allocations and gates.enabled(GATE)
+
+
+def check_capacity_gate(
+    request: ExactDeviceRequest, claim_key: str, request_name: str, gates: FeatureGates
+) -> None:
+    """kube-scheduler refuses capacity requests when the feature is off."""
+    if request.capacity is not None and request.capacity.requests and not gates.enabled(GATE):
+        raise CapacityError(
+            f"claim {claim_key}, request {request_name}: has capacity requests, but the "
+            f"{GATE} feature is disabled"
+        )
+
+
+def share_id(claim_key: str, request: str, device_id: DeviceID, slot: int = 0) -> str:
+    """A deterministic share ID (UUID 5) so that two runs over one snapshot compare equal."""
+    return str(uuid.uuid5(SHARE_ID_NAMESPACE, f"{claim_key}|{request}|{device_id}|{slot}"))
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def resolve_capacity_name(
+    name: str, driver: str, capacity: dict[str, DeviceCapacity]
+) -> str | None:
+    """The device's own key for a requested capacity name: exact, or the other spelling when
+    the domain is the device's driver (``bandwidth`` and ``<driver>/bandwidth`` are one)."""
+    if name in capacity:
+        return name
+    domain, sep, identifier = name.partition("/")
+    if sep:
+        if domain == driver and identifier in capacity:
+            return identifier
+        return None
+    qualified = f"{driver}/{name}"
+    return qualified if qualified in capacity else None
+
+
+def resolve_requests(
+    requirements: CapacityRequirements | None, driver: str, device: Device
+) -> dict[str, Quantity] | None:
+    """Requested amounts keyed by the device's capacity names; None when the device lacks a
+    requested capacity (it cannot satisfy the request)."""
+    if requirements is None or not requirements.requests:
+        return {}
+    out: dict[str, Quantity] = {}
+    for name, amount in requirements.requests.items():
+        key = resolve_capacity_name(name, driver, device.capacity)
+        if key is None:
+            return None
+        if key in out:
+            raise CapacityError(f"capacity {key} is requested under two names")
+        out[key] = amount
+    return out
+
+
+# --- request policy ---------------------------------------------------------------------------
+
+
+def round_up(requested: Quantity | None, capacity: DeviceCapacity) -> Quantity:
+    """What one allocation consumes of a capacity, before the policy's validity check."""
+    policy = capacity.request_policy
+    if requested is None:
+        if policy is not None and policy.default is not None:
+            return policy.default
+        return capacity.value
+    if policy is None:
+        return requested
+    if policy.valid_range_min is not None:
+        low = policy.valid_range_min
+        if requested < low:
+            return low
+        step = policy.valid_range_step
+        if step is None or step.value <= 0:
+            return requested
+        added = requested.value - low.value
+        n = -(-added // step.value)  # ceil for Fractions
+        return Quantity(low.value + step.value * n, step.format)
+    if policy.valid_values:
+        for value in sorted(policy.valid_values):
+            if requested <= value:
+                return value
+    return requested
+
+
+def violates_policy(amount: Quantity, policy: RequestPolicy | None) -> bool:
+    if policy is None:
+        return False
+    if policy.default is not None and amount == policy.default:
+        return False
+    if policy.valid_range_min is not None:
+        if policy.valid_range_max is not None and amount > policy.valid_range_max:
+            return True
+        step = policy.valid_range_step
+        if step is not None and step.value > 0:
+            return (amount.value - policy.valid_range_min.value) % step.value != 0
+        return amount < policy.valid_range_min
+    if policy.valid_values:
+        return all(amount != v for v in policy.valid_values)
+    return False
+
+
+def consumption(
+    device: Device, driver: str, requirements: CapacityRequirements | None
+) -> dict[str, Quantity] | None:
+    """What one allocation of ``device`` consumes of each capacity, or None when the request
+    cannot be met by this device (missing capacity, policy violated)."""
+    requested = resolve_requests(requirements, driver, device)
+    if requested is None:
+        return None
+    out = {}
+    for name, capacity in device.capacity.items():
+        amount = round_up(requested.get(name), capacity)
+        if amount.sign() < 0:
+            raise CapacityError(f"capacity {name}: negative amount {amount}")
+        if violates_policy(amount, capacity.request_policy):
+            return None
+        out[name] = amount
+    return out
+
+
+def fits(
+    device: Device,
+    amounts: dict[str, Quantity],
+    consumed: dict[str, Quantity] | None = None,
+) -> str | None:
+    """None when ``amounts`` fit on top of ``consumed``; otherwise which capacity runs out."""
+    for name, amount in amounts.items():
+        total = device.capacity[name].value
+        used = (consumed or {}).get(name)
+        after = used + amount if used is not None else amount
+        if after > total:
+            left = total - used if used is not None else total
+            return f"capacity {name}: needs {amount}, {left} of {total} left"
+    return None
+
+
+def capacity_result_fields(
+    share: str | None, consumed: dict[str, Quantity] | None
+) -> dict[str, object]:
+    """``shareID`` and ``consumedCapacity`` of a device's result entry (shared devices only)."""
+    if share is None:
+        return {}
+    return {
+        "shareID": share,
+        "consumedCapacity": {k: v.canonical() for k, v in sorted((consumed or {}).items())},
+    }
+
+
+# --- the ledger -------------------------------------------------------------------------------
+
+
+def _add(into: dict[str, Quantity], amounts: dict[str, Quantity], sign: int = 1) -> None:
+    for name, amount in amounts.items():
+        delta = amount if sign > 0 else -amount
+        into[name] = into[name] + delta if name in into else delta
+
+
+def seed_consumption(
+    claims: Iterable[ResourceClaim], freed_claims: Iterable[str] = ()
+) -> dict[DeviceID, dict[str, Quantity]]:
+    """Capacity consumed in the cluster: the consumedCapacity of every allocated claim's
+    shares, except claims held only by deleting pods (their share is freed)."""
+    freed = set(freed_claims)
+    out: dict[DeviceID, dict[str, Quantity]] = {}
+    for claim in claims:
+        if claim.allocation is None or claim.key in freed:
+            continue
+        for result in claim.allocation.devices:
+            if result.share_id is None or result.admin_access:
+                continue
+            _add(out.setdefault(result.device_id, {}), result.consumed_capacity)
+    return out
+
+
+def shared_devices_in_cluster(claims: Iterable[ResourceClaim]) -> set[DeviceID]:
+    """Devices allocated as shares (with a shareID): never exclusively in use."""
+    return {
+        r.device_id
+        for c in claims
+        if c.allocation is not None
+        for r in c.allocation.devices
+        if r.share_id is not None
+    }
+
+
+@dataclass(slots=True)
+class _Share:
+    node_claim_id: str
+    instance_type: str
+    amounts: dict[str, Quantity]
+    template: bool
+
+
+class CapacityLedger:
+    """Consumed capacity of shared devices across the run (in-cluster and template devices)."""
+
+    def __init__(
+        self,
+        claims: Iterable[ResourceClaim] = (),
+        freed_claims: Iterable[str] = (),
+        gates: FeatureGates = ALL_ON,
+    ) -> None:
+        self.gates = gates
+        self.seed = seed_consumption(claims, freed_claims)
+        self.shares: dict[DeviceID, list[_Share]] = {}
+
+    def view(self, node_claim_id: str, instance_type: str) -> CapacityView:
+        return CapacityView(self, node_claim_id, instance_type)
+
+    def baseline(
+        self, device_id: DeviceID, node_claim_id: str, instance_type: str, template: bool
+    ) -> dict[str, Quantity]:
+        consumed: dict[str, Quantity] = {}
+        if not template:
+            _add(consumed, self.seed.get(device_id, {}))
+        for share in self.shares.get(device_id, ()):
+            if share.template != template:
+                continue
+            if template:
+                # Template devices exist once per NodeClaim and instance type.
+                if share.node_claim_id == node_claim_id and share.instance_type == instance_type:
+                    _add(consumed, share.amounts)
+            elif share.node_claim_id != node_claim_id or share.instance_type == instance_type:
+                _add(consumed, share.amounts)
+        return consumed
+
+    def commit(
+        self,
+        node_claim_id: str,
+        instance_type: str,
+        shares: Iterable[tuple[DeviceID, dict[str, Quantity], bool]],
+    ) -> None:
+        """Record the run's shares: (device, consumed capacity, is-template)."""
+        for device_id, amounts, template in shares:
+            self.shares.setdefault(device_id, []).append(
+                _Share(node_claim_id, instance_type, dict(amounts), template)
+            )
+
+    def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
+        for device_id in list(self.shares):
+            kept = [
+                s
+                for s in self.shares[device_id]
+                if not (s.node_claim_id == node_claim_id and s.instance_type == instance_type)
+            ]
+            if kept:
+                self.shares[device_id] = kept
+            else:
+                del self.shares[device_id]
+
+    def consumed_after_run(self) -> dict[DeviceID, dict[str, Quantity]]:
+        """In-cluster consumption once the run is committed; a NodeClaim's shares count once
+        (its largest instance type), since only one of its instance types launches."""
+        out = {d: dict(v) for d, v in self.seed.items()}
+        for device_id, shares in self.shares.items():
+            per_claim: dict[str, dict[str, dict[str, Quantity]]] = {}
+            for s in shares:
+                if s.template:
+                    continue
+                _add(
+                    per_claim.setdefault(s.node_claim_id, {}).setdefault(s.instance_type, {}),
+                    s.amounts,
+                )
+            for by_it in per_claim.values():
+                largest: dict[str, Quantity] = {}
+                for amounts in by_it.values():
+                    for name, amount in amounts.items():
+                        if name not in largest or amount > largest[name]:
+                            largest[name] = amount
+                _add(out.setdefault(device_id, {}), largest)
+        return out
+
+
+@dataclass(slots=True)
+class CapacityView:
+    """What one Allocate sees of shared devices, updated as the DFS adds and removes shares."""
+
+    ledger: CapacityLedger
+    node_claim_id: str
+    instance_type: str
+    _path: dict[tuple[DeviceID, bool], dict[str, Quantity]] = field(default_factory=dict)
+
+    def consumed(self, device_id: DeviceID, template: bool = False) -> dict[str, Quantity]:
+        out = self.ledger.baseline(device_id, self.node_claim_id, self.instance_type, template)
+        _add(out, self._path.get((device_id, template), {}))
+        return out
+
+    def try_take(
+        self,
+        device_id: DeviceID,
+        device: Device,
+        requirements: CapacityRequirements | None,
+        template: bool = False,
+    ) -> tuple[dict[str, Quantity] | None, str | None]:
+        """(consumed amounts, None) when the device can serve the request; (None, reason)
+        otherwise. For a device taken whole, the amounts are {} (nothing is recorded)."""
+        gates = self.ledger.gates
+        if not gates.enabled(GATE):
+            return {}, None
+        amounts = consumption(device, device_id.driver, requirements)
+        if amounts is None:
+            return None, f"device {device_id} cannot serve the requested capacity"
+        if not allows_multiple_allocations(device, gates):
+            problem = fits(device, amounts)
+            return ({}, None) if problem is None else (None, f"device {device_id}: {problem}")
+        problem = fits(device, amounts, self.consumed(device_id, template))
+        if problem is not None:
+            return None, f"device {device_id}: {problem}"
+        _add(self._path.setdefault((device_id, template), {}), amounts)
+        return amounts, None
+
+    def give_back(
+        self, device_id: DeviceID, amounts: dict[str, Quantity], template: bool = False
+    ) -> None:
+        if not amounts:
+            return
+        _add(self._path.setdefault((device_id, template), {}), amounts, sign=-1)

@@ -1,0 +1,478 @@
+"""Partitionable devices: shared counters and compatibility groups.
+
+(DRAPartitionableDevices, DRADeviceCompatibilityGroups.)
+
+A pool publishes ``sharedCounters`` (counter sets, in ResourceSlices of their own) and its
+devices ``consumesCounters`` from them: a device can be allocated only while every counter it
+consumes has enough left. The docs' example: a counter set of 8Gi and two devices of 6Gi each,
+so only one of the two can be allocated at a time.
+
+Compatibility groups (at most 2 per consumesCounters entry) further restrict which devices may
+be allocated together on one counter set: the intersection of the groups of all devices placed
+on it must stay non-empty; devices without groups only go with other devices without groups.
+This holds across all claims, including devices allocated before the run. With the groups gate
+off, pools in which any device declares groups are treated as incomplete and skipped.
+
+Budgets follow the allocator's own visibility rules (design: Device Eligibility Checks): a
+NodeClaim × instance type sees the devices allocated in the cluster, those committed by other
+NodeClaims (any instance type) and those committed by itself on the same instance type; template
+pools are private to one NodeClaim × instance type.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import (
+    CounterConsumption,
+    Device,
+    DeviceID,
+    PoolKey,
+    ResourceSlice,
+    ResourceSliceTemplate,
+)
+from allocator.quantity import Quantity
+
+GATE = "DRAPartitionableDevices"
+GROUPS_GATE = "DRADeviceCompatibilityGroups"
+MAX_COMPATIBILITY_GROUPS = 2
+
+CLUSTER = "cluster"
+TEMPLATE = "template"
+
+# (scope, driver, pool, counter set)
+CounterKey = tuple[str, str, str, str]
+
+
+@dataclass(slots=True)
+class CounterPool:
+    """The counter sets of one pool and what each of its devices consumes."""
+
+    key: PoolKey
+    sets: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    consumption: dict[str, list[CounterConsumption]] = field(default_factory=dict)
+    has_groups: bool = False
+    error: str | None = None
+
+
+def build_counter_pool(
+    key: PoolKey,
+    slices: Sequence[ResourceSlice | ResourceSliceTemplate],
+    *,
+    separate_slices: bool = True,
+) -> CounterPool:
+    """Counter sets and consumption of one pool (slices of its newest generation).
+
+    ``separate_slices``: in-cluster pools must publish counter sets in slices without devices
+    (the API rule); templates describe a whole node in one entry, so they may mix them."""
+    pool = CounterPool(key)
+    problems: list[str] = []
+    for s in slices:
+        name = getattr(s, "name", None)
+        if separate_slices and s.shared_counters and s.devices:
+            problems.append(
+                f"ResourceSlice {name}: sharedCounters and devices must be published in "
+                "separate ResourceSlices"
+            )
+        for counter_set in s.shared_counters:
+            if counter_set.name in pool.sets:
+                problems.append(f"counter set {counter_set.name} is defined more than once")
+                continue
+            pool.sets[counter_set.name] = dict(counter_set.counters)
+        for device in s.devices:
+            if device.consumes_counters:
+                pool.consumption[device.name] = list(device.consumes_counters)
+    for device_name, entries in pool.consumption.items():
+        seen_sets: set[str] = set()
+        for entry in entries:
+            if entry.counter_set in seen_sets:
+                problems.append(
+                    f"device {device_name}: counter set {entry.counter_set} is consumed twice"
+                )
+            seen_sets.add(entry.counter_set)
+            counters = pool.sets.get(entry.counter_set)
+            if counters is None:
+                problems.append(
+                    f"device {device_name}: consumesCounters references counter set "
+                    f"{entry.counter_set}, which the pool does not define"
+                )
+                continue
+            for counter in entry.counters:
+                if counter not in counters:
+                    problems.append(
+                        f"device {device_name}: consumesCounters references counter "
+                        f"{counter} missing from counter set {entry.counter_set}"
+                    )
+            groups = entry.compatibility_groups
+            if groups:
+                pool.has_groups = True
+                if len(groups) > MAX_COMPATIBILITY_GROUPS:
+                    problems.append(
+                        f"device {device_name}: counter set {entry.counter_set}: at most "
+                        f"{MAX_COMPATIBILITY_GROUPS} compatibilityGroups per entry"
+                    )
+                if len(set(groups)) != len(groups):
+                    problems.append(
+                        f"device {device_name}: counter set {entry.counter_set}: "
+                        "compatibilityGroups must be unique"
+                    )
+    if problems:
+        pool.error = f"pool {key.driver}/{key.pool} is invalid: " + "; ".join(problems)
+    return pool
+
+
+def pool_has_compatibility_groups(devices: Iterable[Device]) -> bool:
+    return any(e.compatibility_groups for d in devices for e in d.consumes_counters)
+
+
+def pool_incomplete_without_groups_gate(
+    devices: Iterable[Device], gates: FeatureGates = ALL_ON
+) -> bool:
+    """Version-skew safety: with the groups gate off a pool whose devices declare groups is
+    treated as incomplete (kube-scheduler skips it entirely)."""
+    return not gates.enabled(GROUPS_GATE) and pool_has_compatibility_groups(devices)
+
+
+def gate_blocks_device(device: Device, gates: FeatureGates = ALL_ON) -> str | None:
+    """With partitionable devices off, a device that consumes counters cannot be allocated."""
+    if device.consumes_counters and not gates.enabled(GATE):
+        return f"device {device.name} consumes shared counters, but the {GATE} feature is disabled"
+    return None
+
+
+# --- compatibility group state ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class GroupState:
+    """Running intersection of the groups of the devices on one counter set, as counts so that
+    removing a device restores the previous intersection exactly."""
+
+    devices: int = 0
+    without_groups: int = 0
+    groups: Counter = field(default_factory=Counter)
+
+    def admits(self, groups: Sequence[str]) -> bool:
+        if self.devices == 0:
+            return True
+        if not groups:
+            return self.without_groups == self.devices
+        if self.without_groups:
+            return False
+        return any(self.groups[g] == self.devices for g in set(groups))
+
+    def add(self, groups: Sequence[str]) -> None:
+        self.devices += 1
+        if not groups:
+            self.without_groups += 1
+        for g in set(groups):
+            self.groups[g] += 1
+
+    def remove(self, groups: Sequence[str]) -> None:
+        self.devices -= 1
+        if not groups:
+            self.without_groups -= 1
+        for g in set(groups):
+            self.groups[g] -= 1
+
+    def intersection(self) -> frozenset[str] | None:
+        """None while empty or when every device lacks groups."""
+        if self.devices == 0 or self.without_groups:
+            return None
+        return frozenset(g for g, n in self.groups.items() if n == self.devices)
+
+
+# --- the ledger --------------------------------------------------------------------------------
+
+
+def _newest_generation(slices: Iterable[ResourceSlice]) -> dict[PoolKey, list[ResourceSlice]]:
+    by_pool: dict[PoolKey, list[ResourceSlice]] = {}
+    for s in slices:
+        current = by_pool.get(s.pool_key)
+        if current is None or s.generation > current[0].generation:
+            by_pool[s.pool_key] = [s]
+        elif s.generation == current[0].generation:
+            current.append(s)
+    return by_pool
+
+
+class CounterLedger:
+    """Counter budgets for one scheduling loop (in-cluster pools and template pools)."""
+
+    def __init__(
+        self,
+        in_cluster_slices: Iterable[ResourceSlice],
+        allocated_devices: Iterable[DeviceID] = (),
+        gates: FeatureGates = ALL_ON,
+    ) -> None:
+        self.gates = gates
+        self.pools: dict[PoolKey, CounterPool] = {}
+        for key, slices in _newest_generation(in_cluster_slices).items():
+            if any(s.shared_counters for s in slices) or any(
+                d.consumes_counters for s in slices for d in s.devices
+            ):
+                self.pools[key] = build_counter_pool(key, slices)
+        self.seed: set[DeviceID] = {
+            d
+            for d in allocated_devices
+            if d.pool_key in self.pools and d.device in self.pools[d.pool_key].consumption
+        }
+        # In-cluster devices committed in this run: device -> NodeClaim -> instance types.
+        self.committed: dict[DeviceID, dict[str, set[str]]] = {}
+        # Template devices committed: (NodeClaim, instance type) -> devices.
+        self.template_committed: dict[tuple[str, str], list[DeviceID]] = {}
+        self._template_pools: dict[tuple[str, PoolKey], CounterPool] = {}
+
+    # -- templates --
+
+    def template_pools(
+        self, instance_type: str, templates: Iterable[ResourceSliceTemplate]
+    ) -> dict[PoolKey, CounterPool]:
+        by_pool: dict[PoolKey, list[ResourceSliceTemplate]] = {}
+        for t in templates:
+            by_pool.setdefault(PoolKey(t.driver, t.pool), []).append(t)
+        out = {}
+        for key, group in by_pool.items():
+            cache_key = (instance_type, key)
+            pool = self._template_pools.get(cache_key)
+            if pool is None:
+                pool = build_counter_pool(key, group, separate_slices=False)
+                self._template_pools[cache_key] = pool
+            if pool.sets or pool.consumption:
+                out[key] = pool
+        return out
+
+    # -- views --
+
+    def view(
+        self,
+        node_claim_id: str,
+        instance_type: str,
+        templates: Iterable[ResourceSliceTemplate] = (),
+    ) -> CounterView:
+        return CounterView(
+            self, node_claim_id, instance_type, self.template_pools(instance_type, templates)
+        )
+
+    def visible_cluster_devices(self, node_claim_id: str, instance_type: str) -> set[DeviceID]:
+        visible = set(self.seed)
+        for device_id, holders in self.committed.items():
+            for nc, its in holders.items():
+                if nc != node_claim_id or instance_type in its:
+                    visible.add(device_id)
+                    break
+        return visible
+
+    # -- commit / release --
+
+    def commit(
+        self,
+        node_claim_id: str,
+        instance_type: str,
+        cluster_devices: Iterable[DeviceID] = (),
+        template_devices: Iterable[DeviceID] = (),
+    ) -> None:
+        for device_id in cluster_devices:
+            pool = self.pools.get(device_id.pool_key)
+            if pool is None or device_id.device not in pool.consumption:
+                continue
+            self.committed.setdefault(device_id, {}).setdefault(node_claim_id, set()).add(
+                instance_type
+            )
+        template = [d for d in template_devices]
+        if template:
+            self.template_committed.setdefault((node_claim_id, instance_type), []).extend(template)
+
+    def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
+        for device_id in list(self.committed):
+            holders = self.committed[device_id]
+            its = holders.get(node_claim_id)
+            if its is None:
+                continue
+            its.discard(instance_type)
+            if not its:
+                del holders[node_claim_id]
+            if not holders:
+                del self.committed[device_id]
+        self.template_committed.pop((node_claim_id, instance_type), None)
+
+    # -- after the run --
+
+    def consumed_devices(self) -> set[DeviceID]:
+        """In-cluster devices consuming counters once the run's allocations are committed."""
+        return self.seed | set(self.committed)
+
+    def remaining(
+        self, key: PoolKey, consuming: Iterable[DeviceID] | None = None
+    ) -> dict[str, dict[str, Quantity]]:
+        """What is left of each counter set of an in-cluster pool."""
+        pool = self.pools.get(key)
+        if pool is None:
+            return {}
+        left = {name: dict(counters) for name, counters in pool.sets.items()}
+        users = self.consumed_devices() if consuming is None else set(consuming)
+        for device_name, entries in pool.consumption.items():
+            if DeviceID(key.driver, key.pool, device_name) not in users:
+                continue
+            for entry in entries:
+                counters = left.get(entry.counter_set)
+                if counters is None:
+                    continue
+                for name, amount in entry.counters.items():
+                    if name in counters:
+                        counters[name] = counters[name] - amount
+        return left
+
+
+class CounterView:
+    """The counter budget one Allocate sees for one NodeClaim × instance type, updated as the
+    DFS adds and removes devices. ``try_add`` returns None on success or a reason."""
+
+    __slots__ = (
+        "_baseline_devices",
+        "_consumed",
+        "_groups",
+        "_refs",
+        "instance_type",
+        "ledger",
+        "node_claim_id",
+        "template_pools",
+    )
+
+    def __init__(
+        self,
+        ledger: CounterLedger,
+        node_claim_id: str,
+        instance_type: str,
+        template_pools: dict[PoolKey, CounterPool],
+    ) -> None:
+        self.ledger = ledger
+        self.node_claim_id = node_claim_id
+        self.instance_type = instance_type
+        self.template_pools = template_pools
+        self._consumed: dict[CounterKey, dict[str, Quantity]] = {}
+        self._groups: dict[CounterKey, GroupState] = {}
+        self._refs: Counter = Counter()  # devices added on this path (shared devices count once)
+        self._baseline_devices: dict[str, set[DeviceID]] = {}
+
+    def _pool(self, device_id: DeviceID, template: bool) -> CounterPool | None:
+        if template:
+            return self.template_pools.get(device_id.pool_key)
+        return self.ledger.pools.get(device_id.pool_key)
+
+    def _baseline(self, scope: str) -> set[DeviceID]:
+        devices = self._baseline_devices.get(scope)
+        if devices is None:
+            if scope == CLUSTER:
+                devices = self.ledger.visible_cluster_devices(
+                    self.node_claim_id, self.instance_type
+                )
+            else:
+                devices = set(
+                    self.ledger.template_committed.get((self.node_claim_id, self.instance_type), [])
+                )
+            self._baseline_devices[scope] = devices
+        return devices
+
+    def _ensure(self, scope: str, pool: CounterPool, set_name: str) -> CounterKey:
+        key = (scope, pool.key.driver, pool.key.pool, set_name)
+        if key in self._consumed:
+            return key
+        consumed: dict[str, Quantity] = {}
+        groups = GroupState()
+        for device_id in self._baseline(scope):
+            if device_id.pool_key != pool.key:
+                continue
+            for entry in pool.consumption.get(device_id.device, []):
+                if entry.counter_set != set_name:
+                    continue
+                for name, amount in entry.counters.items():
+                    consumed[name] = consumed[name] + amount if name in consumed else amount
+                groups.add(entry.compatibility_groups)
+        self._consumed[key] = consumed
+        self._groups[key] = groups
+        return key
+
+    def try_add(self, device_id: DeviceID, device: Device, template: bool = False) -> str | None:
+        if not device.consumes_counters:
+            return None
+        blocked = gate_blocks_device(device, self.ledger.gates)
+        if blocked:
+            return blocked
+        pool = self._pool(device_id, template)
+        if pool is None:
+            return f"device {device_id}: pool defines no shared counters"
+        if pool.error:
+            return pool.error
+        scope = TEMPLATE if template else CLUSTER
+        if self._refs[device_id] or device_id in self._baseline(scope):
+            # Already consuming (a device shared by several allocations consumes once).
+            self._refs[device_id] += 1
+            return None
+        groups_on = self.ledger.gates.enabled(GROUPS_GATE)
+        keys = []
+        for entry in pool.consumption.get(device.name, device.consumes_counters):
+            key = self._ensure(scope, pool, entry.counter_set)
+            keys.append((key, entry))
+            totals = pool.sets[entry.counter_set]
+            consumed = self._consumed[key]
+            for name, amount in entry.counters.items():
+                used = consumed.get(name)
+                after = used + amount if used is not None else amount
+                if after > totals[name]:
+                    left = totals[name] - used if used is not None else totals[name]
+                    return (
+                        f"device {device_id} needs {amount} of counter {name} in counter set "
+                        f"{entry.counter_set}, only {left} of {totals[name]} left"
+                    )
+            if groups_on and not self._groups[key].admits(entry.compatibility_groups):
+                have = self._groups[key].intersection()
+                have_text = ", ".join(sorted(have)) if have else "no groups"
+                want = ", ".join(entry.compatibility_groups) or "no groups"
+                return (
+                    f"compatibility-group: device {device_id} ({want}) cannot be allocated "
+                    f"together with the devices on counter set {entry.counter_set} "
+                    f"({have_text})"
+                )
+        for key, entry in keys:
+            consumed = self._consumed[key]
+            for name, amount in entry.counters.items():
+                consumed[name] = consumed[name] + amount if name in consumed else amount
+            self._groups[key].add(entry.compatibility_groups)
+        self._refs[device_id] += 1
+        return None
+
+    def remove(self, device_id: DeviceID, device: Device, template: bool = False) -> None:
+        if not device.consumes_counters:
+            return
+        self._refs[device_id] -= 1
+        if self._refs[device_id] > 0:
+            return
+        del self._refs[device_id]
+        scope = TEMPLATE if template else CLUSTER
+        if device_id in self._baseline(scope):
+            return
+        pool = self._pool(device_id, template)
+        if pool is None:
+            return
+        for entry in pool.consumption.get(device.name, device.consumes_counters):
+            key = (scope, pool.key.driver, pool.key.pool, entry.counter_set)
+            consumed = self._consumed[key]
+            for name, amount in entry.counters.items():
+                consumed[name] = consumed[name] - amount
+            self._groups[key].remove(entry.compatibility_groups)
+
+    def consumed(self, device_id: DeviceID, set_name: str, template: bool = False) -> dict:
+        """Current consumption of a counter set of the device's pool (for traces and tests)."""
+        pool = self._pool(device_id, template)
+        if pool is None:
+            return {}
+        key = self._ensure(TEMPLATE if template else CLUSTER, pool, set_name)
+        return dict(self._consumed[key])
+
+
+def is_compatibility_group_failure(reason: str | None) -> bool:
+    return bool(reason) and reason.startswith("compatibility-group:")

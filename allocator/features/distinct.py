@@ -1,0 +1,140 @@
+"""DistinctAttribute constraints and list-typed attributes (DRAListTypeAttributes).
+
+Constraints are stateful like the design's MatchAttribute: every successful ``add`` is undone
+by exactly one ``remove`` with the same arguments, in reverse order, so the DFS can backtrack.
+
+- DistinctAttribute: every device allocated for the constrained requests has a different
+  value of the attribute (a device lacking it fails). With list-typed attributes (gate on) the
+  values of any two devices must be disjoint sets; a scalar counts as a one-element set.
+- MatchAttribute with list-typed attributes (gate on): the intersection of all devices' value
+  sets must stay non-empty. With the gate off a list value matches nothing (kube-scheduler
+  does not know the type then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from allocator.features.attributes import as_value_set, is_list_value, lookup_attribute
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.prioritized import constraint_applies
+from allocator.model import AttributeValue, Device, DeviceConstraint, DeviceID
+
+LIST_GATE = "DRAListTypeAttributes"
+
+
+@dataclass(slots=True)
+class DistinctAttributeConstraint:
+    """``distinctAttribute``: no two constrained devices share a value."""
+
+    attribute: str
+    requests: tuple[str, ...] = ()
+    list_semantics: bool = True
+    # One entry per device added (and not removed), in order.
+    _values: list[AttributeValue] = field(default_factory=list)
+    last_failure: str | None = None
+
+    @classmethod
+    def from_api(
+        cls, constraint: DeviceConstraint, gates: FeatureGates = ALL_ON
+    ) -> DistinctAttributeConstraint:
+        if not constraint.distinct_attribute:
+            raise ValueError("constraint has no distinctAttribute")
+        return cls(
+            attribute=constraint.distinct_attribute,
+            requests=tuple(constraint.requests),
+            list_semantics=gates.enabled(LIST_GATE),
+        )
+
+    def applies(self, request: str, subrequest: str | None = None) -> bool:
+        return constraint_applies(self.requests, request, subrequest)
+
+    def add(
+        self, request: str, subrequest: str | None, device: Device, device_id: DeviceID
+    ) -> bool:
+        if not self.applies(request, subrequest):
+            return True
+        value = lookup_attribute(device, device_id.driver, self.attribute)
+        if value is None:
+            self.last_failure = f"device {device_id} has no attribute {self.attribute}"
+            return False
+        if not self._compatible(value):
+            self.last_failure = (
+                f"device {device_id}: {self.attribute}={_show(value)} is not distinct from "
+                "the devices already chosen"
+            )
+            return False
+        self._values.append(value)
+        return True
+
+    def remove(
+        self, request: str, subrequest: str | None, device: Device, device_id: DeviceID
+    ) -> None:
+        if not self.applies(request, subrequest):
+            return
+        self._values.pop()
+
+    def _compatible(self, value: AttributeValue) -> bool:
+        if self.list_semantics:
+            new = as_value_set(value)
+            return all(not (new & as_value_set(old)) for old in self._values)
+        if is_list_value(value):
+            return False  # unknown type without the list gate
+        return all(
+            is_list_value(old) or type(old) is not type(value) or old != value
+            for old in self._values
+        )
+
+    @property
+    def size(self) -> int:
+        return len(self._values)
+
+
+@dataclass(slots=True)
+class ListMatchAttributeState:
+    """The concrete-value path of ``matchAttribute`` when values may be lists.
+
+    Keeps a stack of running intersections so ``remove`` restores the previous one."""
+
+    attribute: str
+    list_semantics: bool = True
+    _stack: list[frozenset] = field(default_factory=list)
+
+    def try_add(self, value: AttributeValue | None) -> bool:
+        if value is None:
+            return False
+        if not self.list_semantics and is_list_value(value):
+            return False
+        new = as_value_set(value)
+        if self._stack:
+            current = self._stack[-1]
+            if self.list_semantics:
+                new = current & new
+                if not new:
+                    return False
+            elif new != current:
+                return False
+        self._stack.append(new)
+        return True
+
+    def remove(self) -> None:
+        self._stack.pop()
+
+    @property
+    def pinned(self) -> frozenset | None:
+        return self._stack[-1] if self._stack else None
+
+
+def match_values(pinned: AttributeValue, value: AttributeValue, gates: FeatureGates) -> bool:
+    """Stateless form for a two-device check: do ``pinned`` and ``value`` match?"""
+    if is_list_value(pinned) or is_list_value(value):
+        if not gates.enabled(LIST_GATE):
+            return False
+        return bool(as_value_set(pinned) & as_value_set(value))
+    return type(pinned) is type(value) and pinned == value
+
+
+def _show(value: AttributeValue) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)

@@ -1,0 +1,231 @@
+"""Node allocatable resources managed by DRA (DRANodeAllocatableResources).
+
+A device may stand for a standard node resource (a CPU driver's cores: *mapping*) or need host
+resources to work (an accelerator's host memory: *overhead*). Either way the pod needs those
+resources from the node on top of its own requests (``draNodeResources`` in the result).
+
+Two shapes are read from the device as published (``Device.raw``):
+
+- the docs' ``nodeAllocatableResources``::
+
+      mapping:  {cpu: {capacityKey: cpu.example.com/cpu, capacityMultiplier: 1}}
+                {cpu: {deviceMultiplier: 2}}
+      overhead: {memory: {perPod: 8Gi, perContainer: 1Gi}}
+
+- Kubernetes 1.36's ``nodeAllocatableResourceMappings``::
+
+      {cpu: {capacityKey: dra.example.com/cores, allocationMultiplier: "2"}}
+      {memory: {allocationMultiplier: 2Gi}}      # per allocated device
+
+With ``capacityKey`` the amount is the capacity the allocation consumed (the share of a shared
+device, the whole capacity otherwise) times the multiplier; without it, the number of devices
+times the multiplier. Overhead is per pod, plus per container that references the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from allocator.features.capacity import resolve_capacity_name
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import Device, Pod
+from allocator.quantity import BINARY_SI, Quantity, QuantityError
+
+GATE = "DRANodeAllocatableResources"
+
+
+class NodeAllocatableError(ValueError):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceMapping:
+    resource: str
+    capacity_key: str | None
+    multiplier: Quantity
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceOverhead:
+    resource: str
+    per_pod: Quantity | None
+    per_container: Quantity | None
+
+
+@dataclass(slots=True)
+class NodeAllocatable:
+    mappings: list[ResourceMapping] = field(default_factory=list)
+    overheads: list[ResourceOverhead] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.mappings or self.overheads)
+
+
+@dataclass(slots=True)
+class AllocatedDevice:
+    """One device a pod's claim got, as node resource accounting needs it."""
+
+    claim_key: str
+    pod_claim_name: str  # the pod's spec.resourceClaims[].name
+    driver: str
+    device: Device
+    consumed_capacity: dict[str, Quantity] | None = None  # None: the device is taken whole
+
+
+def _quantity(raw: object, where: str) -> Quantity:
+    try:
+        return Quantity.parse(raw)  # type: ignore[arg-type]
+    except (QuantityError, ValueError) as e:
+        raise NodeAllocatableError(f"{where}: {e}") from e
+
+
+def parse_node_allocatable(device: Device) -> NodeAllocatable:
+    """The device's node resource mappings and overheads, from either published shape."""
+    raw = device.raw or {}
+    out = NodeAllocatable()
+    docs_shape = raw.get("nodeAllocatableResources") or {}
+    if not isinstance(docs_shape, dict):
+        raise NodeAllocatableError(f"device {device.name}: nodeAllocatableResources: not a map")
+    for resource, spec in sorted((docs_shape.get("mapping") or {}).items()):
+        where = f"device {device.name}: nodeAllocatableResources.mapping.{resource}"
+        spec = spec or {}
+        if spec.get("capacityKey"):
+            mult = _quantity(spec.get("capacityMultiplier", 1), where + ".capacityMultiplier")
+            out.mappings.append(ResourceMapping(resource, spec["capacityKey"], mult))
+        else:
+            mult = _quantity(spec.get("deviceMultiplier", 1), where + ".deviceMultiplier")
+            out.mappings.append(ResourceMapping(resource, None, mult))
+    for resource, spec in sorted((docs_shape.get("overhead") or {}).items()):
+        where = f"device {device.name}: nodeAllocatableResources.overhead.{resource}"
+        spec = spec or {}
+        per_pod = spec.get("perPod")
+        per_container = spec.get("perContainer")
+        out.overheads.append(
+            ResourceOverhead(
+                resource,
+                _quantity(per_pod, where + ".perPod") if per_pod is not None else None,
+                _quantity(per_container, where + ".perContainer")
+                if per_container is not None
+                else None,
+            )
+        )
+    mappings_136 = raw.get("nodeAllocatableResourceMappings") or {}
+    if not isinstance(mappings_136, dict):
+        raise NodeAllocatableError(
+            f"device {device.name}: nodeAllocatableResourceMappings: not a map"
+        )
+    for resource, spec in sorted(mappings_136.items()):
+        where = f"device {device.name}: nodeAllocatableResourceMappings.{resource}"
+        spec = spec or {}
+        mult = _quantity(spec.get("allocationMultiplier", 1), where + ".allocationMultiplier")
+        out.mappings.append(ResourceMapping(resource, spec.get("capacityKey") or None, mult))
+    return out
+
+
+def containers_referencing(pod: Pod, pod_claim_name: str) -> int:
+    """How many containers (and init containers) of the pod list the claim in
+    ``resources.claims``."""
+    spec = (pod.raw or {}).get("spec") or {}
+    count = 0
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            claims = ((container or {}).get("resources") or {}).get("claims") or []
+            if any((c or {}).get("name") == pod_claim_name for c in claims):
+                count += 1
+    return count
+
+
+def _scaled(base: Quantity, multiplier: Quantity) -> Quantity:
+    value = base.value * multiplier.value
+    fmt = BINARY_SI if BINARY_SI in (base.format, multiplier.format) else base.format
+    return Quantity(Fraction(value), fmt)
+
+
+def _add(into: dict[str, Quantity], resource: str, amount: Quantity) -> None:
+    into[resource] = into[resource] + amount if resource in into else amount
+
+
+def dra_node_resources(
+    pod: Pod, devices: Iterable[AllocatedDevice], gates: FeatureGates = ALL_ON
+) -> dict[str, Quantity]:
+    """What the pod's devices add to the pod's node resource needs (``draNodeResources``)."""
+    if not gates.enabled(GATE):
+        return {}
+    out: dict[str, Quantity] = {}
+    for allocated in devices:
+        spec = parse_node_allocatable(allocated.device)
+        if not spec:
+            continue
+        for mapping in spec.mappings:
+            if mapping.capacity_key is None:
+                _add(out, mapping.resource, mapping.multiplier)
+                continue
+            key = resolve_capacity_name(
+                mapping.capacity_key, allocated.driver, allocated.device.capacity
+            )
+            if key is None:
+                raise NodeAllocatableError(
+                    f"device {allocated.device.name}: capacityKey {mapping.capacity_key} is not "
+                    "a capacity of the device"
+                )
+            if allocated.consumed_capacity is not None and key in allocated.consumed_capacity:
+                base = allocated.consumed_capacity[key]
+            else:
+                base = allocated.device.capacity[key].value
+            _add(out, mapping.resource, _scaled(base, mapping.multiplier))
+        containers = containers_referencing(pod, allocated.pod_claim_name)
+        for overhead in spec.overheads:
+            if overhead.per_pod is not None:
+                _add(out, overhead.resource, overhead.per_pod)
+            if overhead.per_container is not None and containers:
+                _add(out, overhead.resource, overhead.per_container * containers)
+    return {k: v for k, v in sorted(out.items()) if v.sign() != 0}
+
+
+def uses_mapping(devices: Iterable[Device]) -> bool:
+    return any(parse_node_allocatable(d).mappings for d in devices)
+
+
+def shared_mapping_claim_error(claim_key: str, pods: Iterable[str]) -> str | None:
+    """Claims whose devices map node resources directly cannot be shared by several pods."""
+    users = sorted(set(pods))
+    if len(users) > 1:
+        return (
+            f"claim {claim_key} maps node allocatable resources and cannot be shared by "
+            f"several pods ({', '.join(users)})"
+        )
+    return None
+
+
+def pod_level_limit_problem(pod: Pod, dra: dict[str, Quantity]) -> str | None:
+    """With pod-level ``spec.resources.requests``, the containers' requests plus the DRA
+    resources must not exceed them."""
+    spec = (pod.raw or {}).get("spec") or {}
+    pod_requests = ((spec.get("resources") or {}).get("requests")) or {}
+    if not pod_requests or not dra:
+        return None
+    containers: dict[str, Quantity] = {}
+    for container in spec.get("containers") or []:
+        for name, raw in (((container or {}).get("resources") or {}).get("requests") or {}).items():
+            _add(containers, name, _quantity(raw, f"pod {pod.key}: container request {name}"))
+    for name, amount in dra.items():
+        if name not in pod_requests:
+            continue
+        limit = _quantity(pod_requests[name], f"pod {pod.key}: spec.resources.requests.{name}")
+        total = containers.get(name, Quantity.zero()) + amount
+        if total > limit:
+            return (
+                f"pod {pod.key}: containers request {containers.get(name, Quantity.zero())} "
+                f"and devices add {amount} of {name}, more than the pod-level request {limit}"
+            )
+    return None
+
+
+def add_resources(requests: dict[str, Quantity], extra: dict[str, Quantity]) -> dict[str, Quantity]:
+    """The pod's requests with the DRA node resources added (what must fit on the node)."""
+    out = dict(requests)
+    for name, amount in extra.items():
+        _add(out, name, amount)
+    return out

@@ -1,0 +1,290 @@
+"""Everything besides devices that decides whether a pod fits a target (CONTRACT section 3).
+
+Resources are kept as integer milli-units (``Quantity.milli_value``) so that the hot loop
+compares ints, not Fractions. Requirement checks use Karpenter's ``Requirements`` algebra;
+messages follow Karpenter's wording so that users recognise them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from allocator.model import InstanceType, NodePool, Offering, Pod, Taint, Toleration
+from allocator.quantity import Quantity
+from allocator.requirements import (
+    WELL_KNOWN_LABELS,
+    Requirements,
+    requirements_from_node_selector,
+)
+
+ZONE = "topology.kubernetes.io/zone"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+NODEPOOL = "karpenter.sh/nodepool"
+INITIALIZED = "karpenter.sh/initialized"
+HOSTNAME = "kubernetes.io/hostname"
+
+Resources = dict[str, int]  # resource name -> milli-units
+
+_BINARY = ("memory", "ephemeral-storage", "hugepages-")
+# Taints every not-yet-initialized node carries for a while; Karpenter ignores them.
+EPHEMERAL_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "karpenter.sh/unregistered",
+    }
+)
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+def to_milli(quantities: dict[str, Quantity]) -> Resources:
+    return {name: q.milli_value() for name, q in quantities.items()}
+
+
+def pod_requests(pod: Pod) -> Resources:
+    """The pod's requests plus one ``pods`` slot, as Karpenter's RequestsForPods counts."""
+    requests = to_milli(pod.requests)
+    requests["pods"] = requests.get("pods", 0) + 1000
+    return requests
+
+
+def add_into(total: Resources, more: Resources) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+
+
+def merged(*parts: Resources) -> Resources:
+    total: Resources = {}
+    for part in parts:
+        add_into(total, part)
+    return total
+
+
+def exceeded(requests: Resources, available: Resources) -> list[str]:
+    """Names of requested resources (non-zero) that ``available`` cannot cover."""
+    return [
+        name for name, value in requests.items() if value > 0 and value > available.get(name, 0)
+    ]
+
+
+def fits(requests: Resources, available: Resources) -> bool:
+    for name, value in requests.items():
+        if value > 0 and value > available.get(name, 0):
+            return False
+    return True
+
+
+def format_quantity(name: str, milli: int) -> str:
+    binary = name.startswith(_BINARY)
+    return Quantity(Fraction(milli, 1000), "BinarySI" if binary else "DecimalSI").canonical()
+
+
+def format_resources(resources: Resources) -> str:
+    """Karpenter's resources.String: a JSON object of canonical quantities, keys sorted."""
+    shown = {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+    return json.dumps(shown, separators=(",", ":"))
+
+
+# --- taints ----------------------------------------------------------------------------------
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' Toleration.ToleratesTaint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return (toleration.value or "") == (taint.value or "")
+
+
+def format_taint(taint: Taint) -> str:
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
+
+
+def untolerated_taint(
+    tolerations: list[Toleration], taints: Iterable[Taint], ignore: frozenset[str] = frozenset()
+) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration covers (PreferNoSchedule is soft)."""
+    for taint in taints:
+        if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignore:
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+# --- requirements ----------------------------------------------------------------------------
+
+
+def pod_requirement_terms(pod: Pod) -> list[Requirements]:
+    """The pod's node selector and required node affinity: one Requirements per ORed term."""
+    base = Requirements.from_labels(pod.node_selector)
+    terms = requirements_from_node_selector(pod.required_node_affinity)
+    if not terms:
+        return [base]
+    out = []
+    for term in terms:
+        combined = term.copy()
+        combined.add(base)
+        out.append(combined)
+    return out
+
+
+def first_compatible_term(
+    target: Requirements,
+    terms: list[Requirements],
+    allow_undefined: frozenset[str] = WELL_KNOWN_LABELS,
+) -> tuple[Requirements | None, str | None]:
+    """The first pod term the target is compatible with, else the first term's reason."""
+    first_reason = None
+    for term in terms:
+        reason = target.compatible(term, allow_undefined=allow_undefined)
+        if reason is None:
+            return term, None
+        if first_reason is None:
+            first_reason = reason
+    return None, first_reason
+
+
+def format_requirements(reqs: Requirements) -> str:
+    """Karpenter's Requirements.String: ``key In [a b], key Exists`` sorted by key."""
+    return str(reqs)
+
+
+def node_pool_requirements(pool: NodePool) -> Requirements:
+    """NodePool template requirements plus template labels plus the nodepool label."""
+    reqs = Requirements.from_node_selector_requirements(
+        [_strip_min_values(r) for r in pool.requirements]
+    )
+    labels = dict(pool.labels)
+    labels[NODEPOOL] = pool.name
+    reqs.add(Requirements.from_labels(labels))
+    return reqs
+
+
+def _strip_min_values(req: dict) -> dict:
+    return {k: v for k, v in req.items() if k in ("key", "operator", "values")}
+
+
+# --- instance types --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class InstanceTypeInfo:
+    """An instance type with its requirements and allocatable precomputed once per run."""
+
+    it: InstanceType
+    name: str
+    requirements: Requirements
+    capacity: Resources
+    offerings: list[tuple[Offering, Requirements | None]] = field(default_factory=list)
+
+
+def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
+    reqs = Requirements.from_node_selector_requirements(list(it.requirements))
+    zones = sorted({o.zone for o in it.offerings})
+    capacity_types = sorted({o.capacity_type for o in it.offerings})
+    extra = [{"key": INSTANCE_TYPE, "operator": "In", "values": [it.name]}]
+    if zones and not reqs.has(ZONE):
+        extra.append({"key": ZONE, "operator": "In", "values": zones})
+    if capacity_types and not reqs.has(CAPACITY_TYPE):
+        extra.append({"key": CAPACITY_TYPE, "operator": "In", "values": capacity_types})
+    reqs.add(Requirements.from_node_selector_requirements(extra))
+    offerings = []
+    for offering in it.offerings:
+        extra_reqs = (
+            Requirements.from_node_selector_requirements(list(offering.requirements))
+            if offering.requirements
+            else None
+        )
+        offerings.append((offering, extra_reqs))
+    return InstanceTypeInfo(it, it.name, reqs, to_milli(it.capacity), offerings)
+
+
+def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requirements) -> bool:
+    if not offering.available:
+        return False
+    if reqs.has(ZONE) and not reqs.get(ZONE).has(offering.zone):
+        return False
+    if reqs.has(CAPACITY_TYPE) and not reqs.get(CAPACITY_TYPE).has(offering.capacity_type):
+        return False
+    return extra is None or reqs.intersects(extra) is None
+
+
+def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | None:
+    prices = [o.price for o, extra in info.offerings if offering_allowed(o, extra, reqs)]
+    return min(prices) if prices else None
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    remaining: list[InstanceTypeInfo]  # in try order: cheapest allowed offering, then name
+    requirements_failed: int = 0
+    resources_failed: int = 0
+    offerings_failed: int = 0
+
+    def failure_reason(self) -> str:
+        """Why nothing remained, in Karpenter's words."""
+        if self.remaining:
+            return ""
+        parts = []
+        if self.requirements_failed:
+            parts.append("no instance type met the scheduling requirements")
+        if self.resources_failed:
+            parts.append("no instance type had enough resources")
+        if self.offerings_failed:
+            parts.append("no instance type had a required offering")
+        return " or ".join(parts) if parts else "no instance types available"
+
+
+def filter_instance_types(
+    candidates: Iterable[InstanceTypeInfo], reqs: Requirements, requests: Resources
+) -> FilterOutcome:
+    """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings."""
+    outcome = FilterOutcome([])
+    priced: list[tuple[float, str, InstanceTypeInfo]] = []
+    for info in candidates:
+        if reqs.intersects(info.requirements) is not None:
+            outcome.requirements_failed += 1
+            continue
+        if not fits(requests, info.capacity):
+            outcome.resources_failed += 1
+            continue
+        price = cheapest_offering(info, reqs)
+        if price is None:
+            outcome.offerings_failed += 1
+            continue
+        priced.append((price, info.name, info))
+    priced.sort(key=lambda entry: (entry[0], entry[1]))
+    outcome.remaining = [info for _, _, info in priced]
+    return outcome
+
+
+# --- NodePool limits -------------------------------------------------------------------------
+
+
+def within_limits(capacity: Resources, remaining: Resources | None) -> bool:
+    """Karpenter's filterByRemainingResources: launching this type must not cross a limit."""
+    if remaining is None:
+        return True
+    return all(capacity.get(name, 0) <= left for name, left in remaining.items())
+
+
+def max_capacity(infos: Iterable[InstanceTypeInfo]) -> Resources:
+    """Karpenter charges a NodeClaim against limits at its largest candidate type."""
+    out: Resources = {}
+    for info in infos:
+        for name, value in info.capacity.items():
+            if value > out.get(name, 0):
+                out[name] = value
+    return out

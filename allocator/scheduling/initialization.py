@@ -1,0 +1,195 @@
+"""Scheduler Initialization (design section of that name, CONTRACT section 3).
+
+Builds, once per run, what the allocator is constructed from: the in-cluster slice universe,
+the allocated-device seed, the instance types each NodePool may launch (for attribute
+bindings), and the ResourceClaims of pending pods, generating those that templates would create.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from allocator.claims import REALLOCATION_PREDICATES, reserved_only_by_deleting_pods
+from allocator.model import (
+    DeviceID,
+    InstanceType,
+    Node,
+    Pod,
+    ResourceClaim,
+    ResourceSlice,
+    Snapshot,
+)
+from allocator.scheduling.fit import (
+    INITIALIZED,
+    NODEPOOL,
+    InstanceTypeInfo,
+    instance_type_info,
+    node_pool_requirements,
+)
+
+
+def managed_nodes(snapshot: Snapshot) -> set[str]:
+    """Nodes Karpenter manages: a nodepool label, or a NodeClaim naming them."""
+    names = {name for name, node in snapshot.nodes.items() if NODEPOOL in node.labels}
+    names.update(nc.node_name for nc in snapshot.node_claims.values() if nc.node_name)
+    return names
+
+
+def is_initialized(node: Node, managed: set[str]) -> bool:
+    return node.name not in managed or node.labels.get(INITIALIZED) == "true"
+
+
+def slice_universe(
+    slices: list[ResourceSlice], nodes: dict[str, Node], excluded_nodes: set[str]
+) -> list[ResourceSlice]:
+    """Slices minus those owned (ownerReferences Kind=Node) by excluded or absent nodes.
+
+    ``spec.nodeName`` says where devices are reachable, not who owns the slice, so only the
+    owner reference counts here (design: Scheduler Initialization, step 1).
+    """
+    return [
+        s
+        for s in slices
+        if s.owner_node is None or (s.owner_node in nodes and s.owner_node not in excluded_nodes)
+    ]
+
+
+def claim_held_only_by_deleting(claim: ResourceClaim, deleting_pods: set[str]) -> bool:
+    """Reserved, and every consumer is a deleting pod (an empty reservedFor keeps devices)."""
+    return reserved_only_by_deleting_pods(claim, deleting_pods)
+
+
+def reallocated(claim: ResourceClaim, deleting_pods: set[str]) -> bool:
+    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or a device that
+    failed to bind (the predicates the features add to ``claims.REALLOCATION_PREDICATES``)."""
+    if claim.allocation is None:
+        return False
+    if reserved_only_by_deleting_pods(claim, deleting_pods):
+        return True
+    return any(predicate(claim) for predicate in REALLOCATION_PREDICATES)
+
+
+def allocated_device_seed(
+    claims: dict[str, ResourceClaim], deleting_pods: set[str]
+) -> set[DeviceID]:
+    """Devices of every allocated claim, minus those held only by deleting pods."""
+    seed: set[DeviceID] = set()
+    for claim in claims.values():
+        if claim.allocation is None or reallocated(claim, deleting_pods):
+            continue
+        # Shares of a multi-allocatable device (shareID set) never hold it exclusively; the
+        # capacity they consume is accounted for by consumable capacity, not the seed.
+        seed.update(d.device_id for d in claim.allocation.devices if d.share_id is None)
+    return seed
+
+
+def node_pool_instance_types(snapshot: Snapshot) -> dict[str, list[InstanceTypeInfo]]:
+    """Instance types each NodePool may launch: compatible with its template requirements."""
+    infos = [instance_type_info(it) for it in sorted(snapshot.instance_types.values(), key=_name)]
+    out: dict[str, list[InstanceTypeInfo]] = {}
+    for name, pool in sorted(snapshot.node_pools.items()):
+        reqs = node_pool_requirements(pool)
+        out[name] = [info for info in infos if reqs.intersects(info.requirements) is None]
+    return out
+
+
+def binding_instance_types(
+    snapshot: Snapshot, per_pool: dict[str, list[InstanceTypeInfo]]
+) -> dict[str, list[InstanceType]]:
+    """AttributeBindings input: the NodePool's types plus those of its launched nodes."""
+    out = {pool: [info.it for info in infos] for pool, infos in per_pool.items()}
+    launched: list[tuple[str | None, str | None]] = [
+        (node.labels.get(NODEPOOL), node.labels.get("node.kubernetes.io/instance-type"))
+        for node in snapshot.nodes.values()
+    ]
+    launched += [(nc.node_pool, nc.instance_type) for nc in snapshot.node_claims.values()]
+    for pool, it_name in launched:
+        if not pool or not it_name or it_name not in snapshot.instance_types:
+            continue
+        names = {it.name for it in out.setdefault(pool, [])}
+        if it_name not in names:
+            out[pool].append(snapshot.instance_types[it_name])
+    return out
+
+
+def _name(obj) -> str:
+    return obj.name
+
+
+# --- claims of pods --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PodClaims:
+    """A pod's ResourceClaims in ``spec.resourceClaims`` order, or why they cannot be had."""
+
+    claims: list[ResourceClaim] = field(default_factory=list)
+    error: str | None = None
+
+
+def resolve_pod_claims(
+    pod: Pod, snapshot: Snapshot, generated: dict[str, ResourceClaim]
+) -> PodClaims:
+    """Find or generate each claim the pod references (CONTRACT section 1, Claims of pods).
+
+    ``generated`` collects claims made from templates so that every pod naming the same one
+    (a re-run, a retry pass) sees the same object.
+    """
+    out = PodClaims()
+    for entry in pod.resource_claims:
+        if entry.resource_claim_name:
+            key = f"{pod.namespace}/{entry.resource_claim_name}"
+            claim = snapshot.resource_claims.get(key) or generated.get(key)
+            if claim is None:
+                out.error = f'resourceclaim "{key}" not found'
+                return out
+            out.claims.append(claim)
+            continue
+        if not entry.resource_claim_template_name:
+            continue
+        if entry.name in pod.resource_claim_statuses:
+            claim_name = pod.resource_claim_statuses[entry.name]
+            if claim_name is None:  # Kubernetes: no claim needed for this entry
+                continue
+            key = f"{pod.namespace}/{claim_name}"
+            claim = snapshot.resource_claims.get(key) or generated.get(key)
+            if claim is None:
+                out.error = f'resourceclaim "{key}" not found'
+                return out
+            out.claims.append(claim)
+            continue
+        key = f"{pod.namespace}/{pod.name}-{entry.name}"
+        claim = snapshot.resource_claims.get(key) or generated.get(key)
+        if claim is None:
+            template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
+            template = snapshot.resource_claim_templates.get(template_key)
+            if template is None:
+                out.error = f'resourceclaimtemplate "{template_key}" not found'
+                return out
+            claim = ResourceClaim(
+                namespace=pod.namespace,
+                name=f"{pod.name}-{entry.name}",
+                spec=copy.deepcopy(template.spec),
+                generated_from_template=template.name,
+                raw={
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {
+                        "namespace": pod.namespace,
+                        "name": f"{pod.name}-{entry.name}",
+                        "annotations": {"resource.kubernetes.io/pod-claim-name": entry.name},
+                    },
+                    "spec": copy.deepcopy((template.raw.get("spec") or {}).get("spec") or {}),
+                },
+            )
+            generated[key] = claim
+        out.claims.append(claim)
+    return out
+
+
+def claim_state_before_dfs(claim: ResourceClaim, deleting_pods: set[str], in_memory: bool) -> str:
+    """How the allocator will classify the claim (used for pods no target accepted)."""
+    if claim.allocation is not None:
+        return "reallocated" if reallocated(claim, deleting_pods) else "allocated-in-cluster"
+    return "allocated-in-memory" if in_memory else "unallocated"

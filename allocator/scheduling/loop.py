@@ -1,0 +1,509 @@
+"""The provisioning scheduling loop (CONTRACT section 3; design: Integration with Karpenter's
+Scheduler): existing nodes, then NodeClaims created in this run, then a new NodeClaim per
+NodePool; constraint propagation and instance type re-filtering after every placement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from allocator.model import DeviceID, NodePool, Pod, ResourceClaim, Taint
+from allocator.requirements import WELL_KNOWN_LABELS, Requirements
+from allocator.scheduling import explain
+from allocator.scheduling.devicecount import DeviceCounter, claims_minimum
+from allocator.scheduling.fit import (
+    FilterOutcome,
+    InstanceTypeInfo,
+    Resources,
+    add_into,
+    filter_instance_types,
+    first_compatible_term,
+    fits,
+    format_requirements,
+    format_resources,
+    format_taint,
+    max_capacity,
+    merged,
+    pod_requests,
+    pod_requirement_terms,
+    untolerated_taint,
+    within_limits,
+)
+from allocator.scheduling.initialization import PodClaims, claim_state_before_dfs
+from allocator.scheduling.nodeclaims import (
+    EXISTING,
+    ExistingTarget,
+    InFlightNodeClaim,
+    Probe,
+)
+from allocator.trace import NULL_TRACE, Trace
+
+_NO_STRICT: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class PoolPlan:
+    """A NodePool as the loop uses it: requirements, launchable types, limits."""
+
+    pool: NodePool
+    requirements: Requirements
+    instance_types: list[InstanceTypeInfo]
+    taints: list[Taint]
+    limits: Resources | None  # milli-units; None when the NodePool sets no limits
+    usage: Resources = field(default_factory=dict)  # capacity launched before this run
+
+
+@dataclass(slots=True)
+class PodOutcome:
+    pod: Pod
+    pod_claims: PodClaims
+    scheduled: bool = False
+    target: ExistingTarget | InFlightNodeClaim | None = None
+    claim_outcomes: list = field(default_factory=list)  # AllocationResult.claims
+    claim_states: dict[str, str] = field(default_factory=dict)  # for unplaced pods
+    reasons: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+    dra_node_resources: Resources = field(default_factory=dict)
+    attempts: int = 0
+    validated: bool = False  # an Allocate call got past Request Validation
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A NodeClaim's state after adding a pod (Karpenter's CanAdd output, applied by Add)."""
+
+    requirements: Requirements
+    candidates: list[InstanceTypeInfo]
+    requests: Resources
+    result: object | None
+    dra_resources: Resources
+    claims: list[ResourceClaim] = field(default_factory=list)
+
+
+class AllocationFailure(Exception):
+    pass
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        allocator,
+        existing: list[ExistingTarget],
+        pools: list[PoolPlan],
+        deleting_pods: set[str],
+        device_counter: DeviceCounter | None = None,
+        reserved_names: set[str] = frozenset(),
+        trace: Trace = NULL_TRACE,
+        allocation_errors: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        self.allocator = allocator
+        self.existing = existing
+        self.pools = pools
+        self.deleting_pods = deleting_pods
+        self.counter = device_counter
+        self.reserved_names = set(reserved_names)
+        self.trace = trace
+        self.allocation_errors = allocation_errors
+        self.node_claims: list[InFlightNodeClaim] = []
+        self.in_memory: set[str] = set()  # claims allocated earlier in this run
+        self._moved: dict[str, ResourceClaim] = {}  # re-allocated claims, allocation dropped
+        self._next_index: dict[str, int] = {}
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def run(
+        self,
+        pods: list[Pod],
+        pod_claims: dict[str, PodClaims],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[PodOutcome]:
+        outcomes = [PodOutcome(pod, pod_claims[pod.key]) for pod in pods]
+        queue = list(outcomes)
+        done = 0
+        while queue:
+            failed: list[PodOutcome] = []
+            placed_any = False
+            total = done + len(queue)
+            for outcome in queue:
+                if self._schedule(outcome):
+                    placed_any = True
+                else:
+                    failed.append(outcome)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            if not placed_any or not failed:
+                break
+            queue = failed  # Karpenter retries while the previous pass made progress
+        return outcomes
+
+    def _schedule(self, outcome: PodOutcome) -> bool:
+        pod = outcome.pod
+        outcome.attempts += 1
+        outcome.reasons = []
+        outcome.error = None
+        claims = outcome.pod_claims.claims
+        pod_node = self.trace.add(None, "pod", pod.key) if self.trace.enabled else -1
+        if outcome.pod_claims.error is not None:
+            outcome.error = outcome.pod_claims.error
+            self.trace.set(pod_node, "failed", "claim", outcome.error)
+            return False
+        requests = pod_requests(pod)
+        terms = pod_requirement_terms(pod)
+        needed = claims_minimum(self._to_allocate(claims)) if claims else 0
+        check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
+
+        for target in self.existing:
+            reason = self._try_existing(
+                target, outcome, requests, terms if check_terms else None, needed, pod_node
+            )
+            if reason is None:
+                return self._placed(outcome, target, pod_node)
+            outcome.reasons.append((target.reason_target, reason))
+
+        for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
+            reason = self._try_in_flight(nc, outcome, requests, terms, pod_node)
+            if reason is None:
+                return self._placed(outcome, nc, pod_node)
+            outcome.reasons.append((nc.reason_target, reason))
+
+        for plan in self.pools:
+            reason, nc = self._try_new(plan, outcome, requests, terms, pod_node)
+            if nc is not None:
+                return self._placed(outcome, nc, pod_node)
+            outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
+
+        outcome.error = explain.summarize(outcome.reasons)
+        outcome.claim_states = {
+            c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
+            for c in claims
+        }
+        self.trace.set(pod_node, "failed", "unschedulable", outcome.error)
+        return False
+
+    def _placed(self, outcome: PodOutcome, target, pod_node: int) -> bool:
+        outcome.scheduled = True
+        outcome.target = target
+        outcome.error = None
+        outcome.reasons = []
+        target.pods.append(outcome.pod)
+        self.trace.set(pod_node, "ok", "scheduled", f"{target.target_json()['name']}")
+        return True
+
+    def _to_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
+        """The claims the DFS will have to place (for the device-count pre-check)."""
+        return [
+            c
+            for c in claims
+            if claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
+            in ("unallocated", "reallocated")
+        ]
+
+    # --- existing nodes (design: Existing Node Evaluation) -----------------------------------
+
+    def _try_existing(
+        self,
+        target: ExistingTarget,
+        outcome: PodOutcome,
+        requests: Resources,
+        terms: list[Requirements] | None,
+        needed: int,
+        pod_node: int,
+    ) -> str | None:
+        pod = outcome.pod
+        if target.unschedulable:
+            return "node is unschedulable"
+        if not fits(requests, target.available):
+            return self._exceeds(requests, target.available)
+        if (
+            needed
+            and outcome.validated
+            and self.counter is not None
+            and target.kind == EXISTING
+            and self.counter.tracks(target.name)
+            and needed > self.counter.upper_bound(target.name)
+        ):
+            # Same outcome and wording as the DFS on this node: nothing could be allocated.
+            it = target.instance_types[0] if target.instance_types else target.name
+            return explain.dra_reason(
+                f"no instance type can satisfy the allocation: {it}: the claims need "
+                f"{needed} devices, at most {self.counter.upper_bound(target.name)} "
+                "unallocated devices are reachable from the node"
+            )
+        taint = untolerated_taint(pod.tolerations, target.taints, target.ignored_taint_keys)
+        if taint is not None:
+            return f"did not tolerate taint {format_taint(taint)}"
+        if terms is not None:
+            allow = _NO_STRICT if target.strict_labels else WELL_KNOWN_LABELS
+            term, reason = first_compatible_term(target.requirements, terms, allow)
+            if term is None:
+                return f"incompatible requirements, {reason}"
+        claims = self._claims_for_allocate(outcome.pod_claims.claims)
+        dra: Resources = {}
+        result = None
+        if claims:
+            node = self._target_trace(pod_node, target.id)
+            try:
+                result = self.allocator.allocate(
+                    target, claims, trace=self.trace, trace_parent=node if node >= 0 else None
+                )
+            except self.allocation_errors as err:
+                self._note_validation(outcome, err)
+                self.trace.set(node, "failed", getattr(err, "code", "allocation"), str(err))
+                return explain.dra_reason(str(err))
+            outcome.validated = True
+            dra = dra_node_resources(result)
+            if dra and not fits(merged(requests, dra), target.available):
+                self.trace.set(node, "failed", "resources", "device node resources")
+                return self._exceeds(merged(requests, dra), target.available)
+            self.trace.set(node, "ok", "allocated")
+            self._commit(result, claims)
+        for name, value in merged(requests, dra).items():
+            target.available[name] = target.available.get(name, 0) - value
+        self._record(outcome, result, dra)
+        return None
+
+    @staticmethod
+    def _exceeds(requests: Resources, available: Resources) -> str:
+        shown = {k: max(v, 0) for k, v in available.items() if k in requests}
+        return (
+            f"exceeds node resources, requests {format_resources(requests)}, "
+            f"available {format_resources(shown)}"
+        )
+
+    # --- NodeClaims of this run and new ones (design: In-Flight / New NodeClaim Evaluation) ---
+
+    def _try_in_flight(
+        self,
+        nc: InFlightNodeClaim,
+        outcome: PodOutcome,
+        requests: Resources,
+        terms: list[Requirements],
+        pod_node: int,
+    ) -> str | None:
+        taint = untolerated_taint(outcome.pod.tolerations, nc.taints)
+        if taint is not None:
+            return f"did not tolerate taint {format_taint(taint)}"
+        node = self._target_trace(pod_node, nc.id)
+        try:
+            plan = self._plan(
+                nc.id,
+                nc.node_pool,
+                nc.requirements,
+                nc.candidates,
+                nc.requests,
+                outcome,
+                requests,
+                terms,
+                node,
+            )
+        except AllocationFailure as failure:
+            self.trace.set(node, "failed", "nodeclaim", str(failure))
+            return str(failure)
+        self.trace.set(node, "ok", "allocated")
+        self._apply(nc, plan, outcome)
+        return None
+
+    def _try_new(
+        self,
+        plan_pool: PoolPlan,
+        outcome: PodOutcome,
+        requests: Resources,
+        terms: list[Requirements],
+        pod_node: int,
+    ) -> tuple[str, InFlightNodeClaim | None]:
+        pool = plan_pool.pool
+        taint = untolerated_taint(outcome.pod.tolerations, plan_pool.taints)
+        if taint is not None:
+            return explain.nodepool_reason(
+                pool.name, f"did not tolerate taint {format_taint(taint)}"
+            ), None
+        if not plan_pool.instance_types:
+            return explain.nodepool_reason(
+                pool.name, "no instance types are compatible with its requirements"
+            ), None
+        remaining = self._remaining(plan_pool)
+        candidates = [i for i in plan_pool.instance_types if within_limits(i.capacity, remaining)]
+        if not candidates:
+            return f'all available instance types exceed limits for nodepool: "{pool.name}"', None
+        name = self._name_for(pool.name, peek=True)
+        node = self._target_trace(pod_node, f"nodepool/{pool.name} (new {name})")
+        try:
+            plan = self._plan(
+                name,
+                pool.name,
+                plan_pool.requirements,
+                candidates,
+                {},
+                outcome,
+                requests,
+                terms,
+                node,
+            )
+        except AllocationFailure as failure:
+            self.trace.set(node, "failed", "nodepool", str(failure))
+            return explain.nodepool_reason(pool.name, str(failure)), None
+        self.trace.set(node, "ok", "allocated")
+        self._name_for(pool.name, peek=False)
+        nc = InFlightNodeClaim(
+            id=name,
+            name=name,
+            node_pool=pool.name,
+            requirements=plan_pool.requirements.copy(),
+            candidates=candidates,
+            taints=list(plan_pool.taints),
+            order=len(self.node_claims),
+        )
+        self._apply(nc, plan, outcome)
+        self.node_claims.append(nc)
+        return "", nc
+
+    def _plan(
+        self,
+        nc_id: str,
+        node_pool: str,
+        base: Requirements,
+        candidates: list[InstanceTypeInfo],
+        base_requests: Resources,
+        outcome: PodOutcome,
+        requests: Resources,
+        terms: list[Requirements],
+        trace_node: int,
+    ) -> _Plan:
+        """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation."""
+        term, reason = first_compatible_term(base, terms, WELL_KNOWN_LABELS)
+        if term is None:
+            raise AllocationFailure(f"incompatible requirements, {reason}")
+        reqs = base.copy()
+        reqs.add(term)
+        total = merged(base_requests, requests)
+        filtered = filter_instance_types(candidates, reqs, total)
+        if not filtered.remaining:
+            raise AllocationFailure(_no_instance_type(requests, reqs, filtered))
+        claims = self._claims_for_allocate(outcome.pod_claims.claims)
+        if not claims:
+            return _Plan(reqs, filtered.remaining, total, None, {})
+        probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
+        try:
+            result = self.allocator.allocate(
+                probe,
+                claims,
+                trace=self.trace,
+                trace_parent=trace_node if trace_node >= 0 else None,
+            )
+        except self.allocation_errors as err:
+            self._note_validation(outcome, err)
+            raise AllocationFailure(explain.dra_reason(str(err))) from None
+        outcome.validated = True
+        allowed = set(result.instance_types)
+        kept = [info for info in filtered.remaining if info.name in allowed]
+        if not kept:
+            raise AllocationFailure(
+                explain.dra_reason("no instance type can satisfy the allocation")
+            )
+        # Requirement tightening, then the FULL instance type filter again (design:
+        # Constraint Propagation): zones, offerings and resources may all change.
+        tightened = reqs.copy()
+        tightened.add(result.requirements)
+        dra = dra_node_resources(result)
+        refiltered = filter_instance_types(kept, tightened, merged(total, dra))
+        if not refiltered.remaining:
+            raise AllocationFailure(
+                explain.dra_reason(_no_instance_type(merged(requests, dra), tightened, refiltered))
+            )
+        return _Plan(tightened, refiltered.remaining, merged(total, dra), result, dra, claims)
+
+    def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
+        """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
+        before = set(nc.instance_types)
+        if plan.result is not None:
+            before.update(plan.result.instance_types)
+            self._commit(plan.result, plan.claims)
+        nc.requirements = plan.requirements
+        nc.candidates = plan.candidates
+        nc.requests = plan.requests
+        kept = set(nc.instance_types)
+        for name in sorted(before - kept):
+            self.allocator.release_instance_type(nc.id, name)
+        self._record(outcome, plan.result, plan.dra_resources)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _commit(self, result, claims: list[ResourceClaim]) -> None:
+        result.allocation.commit()
+        for claim, original in zip(result.claims, claims, strict=True):
+            if claim.state in ("unallocated", "reallocated"):
+                self.in_memory.add(claim.key)
+                if original.allocation is not None:
+                    self._moved[claim.key] = dataclasses.replace(original, allocation=None)
+        if self.counter is not None:
+            self.counter.taken(
+                DeviceID(d.driver, d.pool, d.device)
+                for claim in result.claims
+                for d in claim.devices
+                if d.source == "in-cluster"
+            )
+
+    def _claims_for_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
+        """A claim re-allocated earlier in this run is allocated in memory from then on, even
+        though its stale ``status.allocation`` is still in the snapshot: hand the allocator the
+        claim without it so that the in-memory metadata decides (design: Allocated (In-Memory))."""
+        if not self._moved:
+            return claims
+        return [self._moved.get(c.key, c) for c in claims]
+
+    @staticmethod
+    def _note_validation(outcome: PodOutcome, err: BaseException) -> None:
+        """The device-count pre-check is used only for pods whose claims passed Request
+        Validation once, so that a claim the allocator rejects (``exceeding maximum``, a
+        missing DeviceClass ...) is reported with the allocator's own words on every node."""
+        if getattr(err, "code", None) != "validation":
+            outcome.validated = True
+
+    def _record(self, outcome: PodOutcome, result, dra: Resources) -> None:
+        outcome.claim_outcomes = list(result.claims) if result is not None else []
+        outcome.dra_node_resources = dra
+
+    def _target_trace(self, pod_node: int, label: str) -> int:
+        if not self.trace.enabled:
+            return -1
+        return self.trace.add(pod_node, "target", label)
+
+    def _remaining(self, plan: PoolPlan) -> Resources | None:
+        if plan.limits is None:
+            return None
+        used = dict(plan.usage)
+        for nc in self.node_claims:
+            if nc.node_pool == plan.pool.name:
+                add_into(used, max_capacity(nc.candidates))
+        return {name: limit - used.get(name, 0) for name, limit in plan.limits.items()}
+
+    def _name_for(self, pool: str, peek: bool) -> str:
+        n = self._next_index.get(pool, 1)
+        while f"{pool}-{n}" in self.reserved_names:
+            n += 1  # never shadow a NodeClaim or node of the snapshot
+        if not peek:
+            self._next_index[pool] = n + 1
+            self.reserved_names.add(f"{pool}-{n}")
+        return f"{pool}-{n}"
+
+
+def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:
+    return (
+        f"no instance type satisfied resources {format_resources(requests)} and requirements "
+        f"{format_requirements(reqs)} ({filtered.failure_reason()})"
+    )
+
+
+def dra_node_resources(result) -> Resources:
+    """What the allocated devices add to the pod's node resources (DRANodeAllocatableResources)."""
+    extra = getattr(result, "node_resources", None)
+    if not extra:
+        return {}
+    out: Resources = {}
+    for name, value in extra.items():
+        out[name] = value.milli_value() if hasattr(value, "milli_value") else int(value)
+    return out

@@ -1,0 +1,168 @@
+"""Wiring one run together (design: Scheduler Initialization, steps 1-4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from allocator.model import ResourceClaim, ResourceSlice, Snapshot
+from allocator.scheduling.devicecount import DeviceCounter
+from allocator.scheduling.disruption import check_candidates
+from allocator.scheduling.fit import (
+    NODEPOOL,
+    instance_type_info,
+    max_capacity,
+    node_pool_requirements,
+    to_milli,
+)
+from allocator.scheduling.initialization import (
+    PodClaims,
+    allocated_device_seed,
+    binding_instance_types,
+    is_initialized,
+    managed_nodes,
+    node_pool_instance_types,
+    reallocated,
+    resolve_pod_claims,
+    slice_universe,
+)
+from allocator.scheduling.loop import PoolPlan, Scheduler
+from allocator.scheduling.nodeclaims import EXISTING, existing_targets
+from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
+from allocator.trace import Trace
+
+
+@dataclass(slots=True)
+class Run:
+    scheduler: Scheduler
+    allocator: object
+    pods: PodSets
+    pod_claims: dict[str, PodClaims]
+    generated_claims: dict[str, ResourceClaim]
+    universe: list[ResourceSlice]
+    disrupted: list[str]
+    seed: set = field(default_factory=set)
+    kept_claims: set[str] = field(default_factory=set)  # in-cluster allocations not freed
+
+
+def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
+    from allocator.allocator import AllocationError, Allocator
+
+    from allocator.bindings import AttributeBindings
+
+    disrupted = check_candidates(snapshot, options.disrupt)
+    going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
+    pods = collect_pods(snapshot.pods, going_away, set(disrupted))
+    managed = managed_nodes(snapshot)
+    uninitialized = {
+        name for name, node in snapshot.nodes.items() if not is_initialized(node, managed)
+    }
+    universe = slice_universe(snapshot.resource_slices, snapshot.nodes, uninitialized | going_away)
+    seed = allocated_device_seed(snapshot.resource_claims, pods.deleting)
+    per_pool = node_pool_instance_types(snapshot)
+    bindings = AttributeBindings.build(binding_instance_types(snapshot, per_pool))
+    allocator = Allocator(
+        universe,
+        seed,
+        bindings,
+        snapshot.device_classes,
+        **_allocator_kwargs(Allocator, snapshot, options, pods.deleting),
+    )
+
+    generated: dict[str, ResourceClaim] = {}
+    pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
+
+    infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
+    targets = existing_targets(
+        snapshot,
+        managed=managed,
+        excluded_nodes=going_away,
+        bound_pods=pods.bound,
+        infos=infos,
+    )
+    counter = DeviceCounter(
+        universe,
+        seed,
+        {t.name: snapshot.nodes[t.name].labels for t in targets if t.kind == EXISTING},
+    )
+    plans = _pool_plans(snapshot, per_pool, disrupted, infos)
+    reserved = set(snapshot.node_claims) | set(snapshot.nodes)
+    scheduler = Scheduler(
+        allocator=allocator,
+        existing=targets,
+        pools=plans,
+        deleting_pods=pods.deleting,
+        device_counter=counter,
+        reserved_names=reserved,
+        trace=trace,
+        allocation_errors=(AllocationError,),
+    )
+    kept = {
+        key
+        for key, claim in snapshot.resource_claims.items()
+        if claim.allocation is not None and not reallocated(claim, pods.deleting)
+    }
+    return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed, kept)
+
+
+def _allocator_kwargs(allocator_cls, snapshot: Snapshot, options, deleting: set[str]) -> dict:
+    """Keyword arguments of docs/INTERFACES.md, plus optional ones the core may accept."""
+    import inspect
+
+    kwargs = {
+        "deleting_pods": deleting,
+        "namespaces": snapshot.namespaces,
+        "gates": options.gates,
+        "timeout": options.timeout,
+    }
+    params = inspect.signature(allocator_cls).parameters
+    optional = {
+        "device_taint_rules": snapshot.device_taint_rules,
+        "resource_claims": snapshot.resource_claims,
+        "binding_timeout_seconds": options.binding_timeout_seconds,
+    }
+    kwargs.update({k: v for k, v in optional.items() if k in params})
+    return kwargs
+
+
+def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> list[PoolPlan]:
+    """NodePools by weight descending then name, with limits and pre-run usage."""
+    usage: dict[str, dict[str, int]] = {}
+
+    def charge(pool: str | None, capacity: dict[str, int]) -> None:
+        if not pool:
+            return
+        bucket = usage.setdefault(pool, {})
+        for name, value in capacity.items():
+            bucket[name] = bucket.get(name, 0) + value
+
+    claim_nodes = {nc.node_name for nc in snapshot.node_claims.values() if nc.node_name}
+    for name, node in snapshot.nodes.items():
+        if name in disrupted:
+            continue
+        pool = node.labels.get(NODEPOOL)
+        if pool is None:
+            owner = next((nc for nc in snapshot.node_claims.values() if nc.node_name == name), None)
+            pool = owner.node_pool if owner else None
+        it_name = node.labels.get("node.kubernetes.io/instance-type")
+        capacity = infos[it_name].capacity if it_name in infos else to_milli(node.allocatable)
+        charge(pool, capacity)
+    for nc in snapshot.node_claims.values():
+        if nc.node_name in claim_nodes and nc.node_name in snapshot.nodes:
+            continue  # counted through its node
+        if nc.instance_type in infos:
+            charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
+
+    plans = []
+    pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
+    for pool in pools:
+        plans.append(
+            PoolPlan(
+                pool=pool,
+                requirements=node_pool_requirements(pool),
+                instance_types=per_pool.get(pool.name, []),
+                taints=list(pool.taints),
+                limits=to_milli(pool.limits) if pool.limits else None,
+                usage=usage.get(pool.name, {}),
+            )
+        )
+    return plans

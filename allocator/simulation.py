@@ -1,0 +1,115 @@
+"""The one entry point the command line and the Celery task share: ``simulate``.
+
+One call runs one provisioning scheduling loop (CONTRACT section 3) over a typed snapshot and
+returns the result document (section 4) and, on demand, the search trace (section 5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
+from allocator.model import Snapshot
+from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
+
+_OPTION_FIELDS = {
+    "timeout",
+    "featureGates",
+    "disrupt",
+    "trace",
+    "traceMaxNodes",
+    "bindingTimeoutSeconds",
+}
+
+
+@dataclass(slots=True)
+class SimulationOptions:
+    timeout: float = 5.0
+    gates: FeatureGates = ALL_ON
+    disrupt: list[str] = field(default_factory=list)
+    trace: bool = False
+    trace_max_nodes: int = DEFAULT_MAX_NODES
+    binding_timeout_seconds: int = 600
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> SimulationOptions:
+        """The API's ``options`` object; a ValueError names the offending field."""
+        if d is None:
+            return cls()
+        if not isinstance(d, dict):
+            raise ValueError("options: must be an object")
+        unknown = sorted(set(d) - _OPTION_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"options.{unknown[0]}: unknown option (known: {', '.join(sorted(_OPTION_FIELDS))})"
+            )
+        opts = cls()
+        if "timeout" in d:
+            value = d["timeout"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError("options.timeout: must be a number of seconds > 0")
+            opts.timeout = float(value)
+        if "featureGates" in d:
+            gates = d["featureGates"]
+            if not isinstance(gates, dict):
+                raise ValueError("options.featureGates: must be an object of NAME: true|false")
+            try:
+                opts.gates = FeatureGates.from_mapping(gates)
+            except FeatureGateError as err:
+                raise ValueError(f"options.featureGates: {err}") from None
+        if "disrupt" in d:
+            nodes = d["disrupt"]
+            if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
+                raise ValueError("options.disrupt: must be a list of node names")
+            opts.disrupt = list(nodes)
+        if "trace" in d:
+            if not isinstance(d["trace"], bool):
+                raise ValueError("options.trace: must be true or false")
+            opts.trace = d["trace"]
+        for key, attr in (
+            ("traceMaxNodes", "trace_max_nodes"),
+            ("bindingTimeoutSeconds", "binding_timeout_seconds"),
+        ):
+            if key in d:
+                value = d[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"options.{key}: must be an integer >= 1")
+                setattr(opts, attr, value)
+        return opts
+
+    def to_json(self) -> dict:
+        return {
+            "timeout": self.timeout,
+            "featureGates": self.gates.as_dict(),
+            "disrupt": list(self.disrupt),
+            "trace": self.trace,
+            "traceMaxNodes": self.trace_max_nodes,
+            "bindingTimeoutSeconds": self.binding_timeout_seconds,
+        }
+
+
+@dataclass(slots=True)
+class SimulationOutput:
+    result: dict
+    trace: dict | None
+
+
+def simulate(
+    snapshot: Snapshot,
+    options: SimulationOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationOutput:
+    """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes."""
+    from allocator.result import build_result
+    from allocator.scheduling.setup import build_run
+
+    options = options or SimulationOptions()
+    started = time.perf_counter()
+    trace = Trace(enabled=True, max_nodes=options.trace_max_nodes) if options.trace else NULL_TRACE
+    run = build_run(snapshot, options, trace)
+    outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
+    seconds = time.perf_counter() - started
+    result = build_result(snapshot, options, run, outcomes, seconds)
+    return SimulationOutput(result, trace.to_json() if options.trace else None)

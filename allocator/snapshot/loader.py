@@ -1,0 +1,222 @@
+"""Load a cluster snapshot (CONTRACT section 1) into ``allocator.model.Snapshot``.
+
+All problems of a load are collected, then raised together as one ``SnapshotError``; each
+reads ``FILE doc N Kind namespace/name: field.path: message`` with N the 1-based position of
+the object in its file (Lists flattened). Unknown kinds are warnings, never errors; unknown
+fields are kept in ``raw`` and never rejected.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from allocator.model import Snapshot
+from allocator.snapshot import core, karpenter, resource
+from allocator.snapshot.decode import RawObject, decode_file
+from allocator.snapshot.fields import Context
+
+SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+class SnapshotError(ValueError):
+    """An unusable snapshot; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = f"snapshot has {count} problem{'s' if count != 1 else ''}"
+        super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    group: str
+    namespaced: bool
+    build: Callable[[Context, dict], Any]
+    store: Callable[[Snapshot, Any], None]
+    key: Callable[[Any], str]
+
+
+def _append(attr: str) -> Callable[[Snapshot, Any], None]:
+    def store(snapshot: Snapshot, obj: Any) -> None:
+        getattr(snapshot, attr).append(obj)
+
+    return store
+
+
+def _by_key(attr: str, key: Callable[[Any], str]) -> Callable[[Snapshot, Any], None]:
+    def store(snapshot: Snapshot, obj: Any) -> None:
+        getattr(snapshot, attr)[key(obj)] = obj
+
+    return store
+
+
+def _name(o: Any) -> str:
+    return o.name
+
+
+def _ns_name(o: Any) -> str:
+    return f"{o.namespace}/{o.name}"
+
+
+KINDS: dict[str, KindSpec] = {
+    "ResourceSlice": KindSpec(
+        "resource.k8s.io", False, resource.build_resource_slice, _append("resource_slices"), _name
+    ),
+    "DeviceClass": KindSpec(
+        "resource.k8s.io",
+        False,
+        resource.build_device_class,
+        _by_key("device_classes", _name),
+        _name,
+    ),
+    "ResourceClaim": KindSpec(
+        "resource.k8s.io",
+        True,
+        resource.build_resource_claim,
+        _by_key("resource_claims", _ns_name),
+        _ns_name,
+    ),
+    "ResourceClaimTemplate": KindSpec(
+        "resource.k8s.io",
+        True,
+        resource.build_resource_claim_template,
+        _by_key("resource_claim_templates", _ns_name),
+        _ns_name,
+    ),
+    "DeviceTaintRule": KindSpec(
+        "resource.k8s.io",
+        False,
+        resource.build_device_taint_rule,
+        _append("device_taint_rules"),
+        _name,
+    ),
+    "Namespace": KindSpec("", False, core.build_namespace, _by_key("namespaces", _name), _name),
+    "Node": KindSpec("", False, core.build_node, _by_key("nodes", _name), _name),
+    "Pod": KindSpec("", True, core.build_pod, _append("pods"), _ns_name),
+    "NodePool": KindSpec(
+        "karpenter.sh", False, karpenter.build_node_pool, _by_key("node_pools", _name), _name
+    ),
+    "NodeClaim": KindSpec(
+        "karpenter.sh", False, karpenter.build_node_claim, _by_key("node_claims", _name), _name
+    ),
+    "InstanceType": KindSpec(
+        "dra-web.io",
+        False,
+        karpenter.build_instance_type,
+        _by_key("instance_types", _name),
+        _name,
+    ),
+}
+
+
+def _group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def _load_object(
+    raw: RawObject,
+    snapshot: Snapshot,
+    problems: list[str],
+    seen: dict[tuple[str, str], str],
+) -> None:
+    obj = raw.obj
+    where = f"{raw.file} doc {raw.index}"
+    if not isinstance(obj, dict):
+        problems.append(f"{where}: must be an object, not {type(obj).__name__}")
+        return
+    if karpenter.is_kwok_instance_type(obj):
+        name = obj.get("name") if isinstance(obj.get("name"), str) else None
+        ctx = Context(raw.file, raw.index, "InstanceType", None, name, problems)
+        if not name:
+            ctx.problem("name", "required")
+            return
+        obj = karpenter.convert_kwok_instance_type(ctx, obj)
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        problems.append(f"{where}: kind: required")
+        return
+    if api_version is not None and not isinstance(api_version, str):
+        problems.append(f"{where} {kind}: apiVersion: must be a string")
+        return
+    md = obj.get("metadata")
+    md_ok = isinstance(md, dict)
+    name = md.get("name") if md_ok and isinstance(md.get("name"), str) else None
+    namespace = md.get("namespace") if md_ok and isinstance(md.get("namespace"), str) else None
+    spec = KINDS.get(kind)
+    if spec is None or (api_version is not None and _group(api_version) != spec.group):
+        label = f"{namespace}/{name}" if namespace else (name or "<unnamed>")
+        snapshot.warnings.append(
+            f"{where} {kind} {label}: unknown kind {kind} ({api_version or 'no apiVersion'}), "
+            "skipped"
+        )
+        return
+    namespace = (namespace or "default") if spec.namespaced else None
+    ctx = Context(raw.file, raw.index, kind, namespace, name, problems)
+    before = len(problems)
+    if md is not None and not md_ok:
+        ctx.problem("metadata", "must be an object")
+        return
+    if not md_ok:
+        ctx.problem("metadata", "required")
+        return
+    if name is None:
+        ctx.problem("metadata.name", "required" if md.get("name") is None else "must be a string")
+    if md.get("namespace") is not None and not isinstance(md.get("namespace"), str):
+        ctx.problem("metadata.namespace", "must be a string")
+    built = spec.build(ctx, obj)
+    if len(problems) != before:
+        return
+    key = (kind, spec.key(built))
+    if key in seen:
+        ctx.problem("metadata.name", f"duplicate {kind} (first defined in {seen[key]})")
+        return
+    seen[key] = where
+    spec.store(snapshot, built)
+    snapshot.documents.append((kind, obj))
+
+
+def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
+    """Load (file name, content) pairs; raise SnapshotError listing every problem."""
+    problems: list[str] = []
+    snapshot = Snapshot()
+    seen: dict[tuple[str, str], str] = {}
+    for name, content in files:
+        for raw in decode_file(name, content, problems):
+            _load_object(raw, snapshot, problems, seen)
+    if problems:
+        raise SnapshotError(problems)
+    if not snapshot.documents:
+        raise SnapshotError(["snapshot holds no recognised objects"])
+    return snapshot
+
+
+def _expand(path: str) -> list[str]:
+    if os.path.isdir(path):
+        return [
+            os.path.join(root, f)
+            for root, _, names in sorted(os.walk(path))
+            for f in sorted(names)
+            if f.endswith(SNAPSHOT_EXTENSIONS)
+        ]
+    return [path]
+
+
+def load_paths(paths: list[str]) -> Snapshot:
+    """Load files (directories: their .yaml/.yml/.json files, sorted)."""
+    files: list[tuple[str, bytes | str]] = []
+    problems: list[str] = []
+    for path in paths:
+        for file in _expand(path):
+            try:
+                with open(file, "rb") as fh:
+                    files.append((file, fh.read()))
+            except OSError as err:
+                problems.append(f"{file}: cannot read: {err.strerror or err}")
+    if problems:
+        raise SnapshotError(problems)
+    return load_files(files)

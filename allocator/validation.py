@@ -1,0 +1,295 @@
+"""Request Validation: ResourceClaim -> ClaimData, before the DFS (the design's error table).
+
+Hooks for the DRA features outside the first scope:
+- ``constraints.register_constraint_parser`` adds constraint kinds;
+- ``set_first_available_handler`` turns on FirstAvailable requests (DRAPrioritizedList);
+- ``REQUEST_VALIDATORS`` run on every validated request (admin access, capacity, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from allocator.constraints import Constraint, ConstraintParseContext, parse_constraint
+from allocator.errors import ValidationError
+from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.model import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    DeviceClass,
+    DeviceRequest,
+    DeviceSelector,
+    ExactDeviceRequest,
+    Namespace,
+    ResourceClaim,
+)
+from allocator.pools import DeviceWithID, Pool
+
+EXACT_COUNT = "ExactCount"
+ALL = "All"
+
+
+@dataclass(slots=True, eq=False)
+class RequestData:
+    name: str  # "<request>" or "<request>/<subrequest>"
+    device_class: DeviceClass | None
+    num_devices: int  # ExactCount
+    allocation_mode: str  # ExactCount | All
+    selectors: list[DeviceSelector]  # class selectors first, then the request's
+    compiled: list[Any] = field(default_factory=list)  # engine CompiledSelector, same order
+    all_devices: list[DeviceWithID] | None = None  # All mode: eligible in-cluster devices
+    all_template_devices_by_it: dict[str, list[DeviceWithID]] | None = None
+    exact: ExactDeviceRequest | None = None  # the source request (tolerations, capacity, ...)
+    # FirstAvailable: the subrequests, tried in order; this entry is then only their parent.
+    alternatives: list[RequestData] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # feature data (admin access, ...)
+
+    def slots_for(self, instance_type: str) -> list[DeviceWithID] | None:
+        """All mode: the predetermined devices of every slot on this instance type."""
+        if self.allocation_mode != ALL:
+            return None
+        templates = (self.all_template_devices_by_it or {}).get(instance_type, [])
+        return list(self.all_devices or []) + templates
+
+    def max_devices(self) -> int:
+        if self.alternatives:
+            return max(a.max_devices() for a in self.alternatives)
+        if self.allocation_mode == ALL:
+            return len(self.all_devices or [])
+        return self.num_devices
+
+
+@dataclass(slots=True)
+class ClaimData:
+    index: int
+    key: str
+    claim: ResourceClaim
+    requests: list[RequestData]
+    constraints: list[Constraint]
+    # Instance types this claim cannot use, with why (All mode: no match, 32-device limit).
+    pruned_instance_types: dict[str, str] = field(default_factory=dict)
+
+
+class SelectorMatcher:
+    """Selector matching for one Allocate, memoised per (device, claim, request)."""
+
+    __slots__ = ("engine", "memo")
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.memo: dict[tuple[DeviceWithID, int, str], tuple[bool, str | None]] = {}
+
+    def match(
+        self, request: RequestData, claim_index: int, cand: DeviceWithID
+    ) -> tuple[bool, str | None]:
+        """(matched, error): error is a CEL runtime error text (the device does not match)."""
+        key = (cand, claim_index, request.name)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        result: tuple[bool, str | None] = (True, None)
+        for sel in request.compiled:
+            outcome = self.engine.matches(sel, cand.device, cand.id.driver)
+            if not outcome.matched:
+                result = (False, outcome.error)
+                break
+        self.memo[key] = result
+        return result
+
+
+@dataclass(slots=True)
+class ValidationContext:
+    claim: ResourceClaim
+    claim_index: int
+    pools: Sequence[Pool]
+    template_devices_by_it: Mapping[str, list[DeviceWithID]]
+    instance_types: Sequence[str]
+    engine: Any
+    device_classes: Mapping[str, DeviceClass]
+    matcher: SelectorMatcher
+    gates: FeatureGates = ALL_ON
+    namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+
+    @property
+    def claim_key(self) -> str:
+        return self.claim.key
+
+
+FirstAvailableHandler = Callable[[ValidationContext, DeviceRequest], list[RequestData]]
+RequestValidator = Callable[[ValidationContext, RequestData], None]
+
+_first_available_handler: FirstAvailableHandler | None = None
+REQUEST_VALIDATORS: list[RequestValidator] = []
+
+
+def set_first_available_handler(handler: FirstAvailableHandler | None) -> None:
+    """Accept FirstAvailable requests: ``handler`` returns the subrequests' RequestData, in
+    order (build each with ``validate_exact_request``). It may raise ValidationError."""
+    global _first_available_handler
+    _first_available_handler = handler
+
+
+def _compile(ctx: ValidationContext, where: str, expression: str) -> Any:
+    try:
+        return ctx.engine.compile(expression)
+    except ValueError as e:
+        text = str(e)
+        if "failed to compile" not in text:
+            text = f"failed to compile: {text}"
+        raise ValidationError(f"claim {ctx.claim_key}: {where}: {text}") from e
+
+
+def validate_exact_request(
+    ctx: ValidationContext, name: str, exact: ExactDeviceRequest
+) -> RequestData:
+    where = f"request {name}"
+    device_class = ctx.device_classes.get(exact.device_class_name)
+    if device_class is None:
+        raise ValidationError(
+            f"claim {ctx.claim_key}: {where}: device class {exact.device_class_name!r} not found"
+        )
+    selectors = list(device_class.selectors) + list(exact.selectors)
+    compiled = []
+    for i, sel in enumerate(selectors):
+        origin = (
+            f"device class {device_class.name}"
+            if i < len(device_class.selectors)
+            else f"{where} selector {i - len(device_class.selectors)}"
+        )
+        if sel.cel is None:
+            raise ValidationError(
+                f"claim {ctx.claim_key}: {where}: unsupported selector type in {origin} "
+                "(only CEL selectors are supported)"
+            )
+        compiled.append(_compile(ctx, origin, sel.cel))
+    mode = exact.allocation_mode or EXACT_COUNT
+    if mode not in (EXACT_COUNT, ALL):
+        raise ValidationError(
+            f"claim {ctx.claim_key}: {where}: unsupported allocation mode {mode!r}"
+        )
+    data = RequestData(
+        name=name,
+        device_class=device_class,
+        num_devices=exact.count if mode == EXACT_COUNT else 0,
+        allocation_mode=mode,
+        selectors=selectors,
+        compiled=compiled,
+        exact=exact,
+    )
+    for validator in REQUEST_VALIDATORS:
+        validator(ctx, data)
+    if mode == ALL:
+        _precompute_all(ctx, data)
+    return data
+
+
+def _precompute_all(ctx: ValidationContext, data: RequestData) -> None:
+    in_cluster: list[DeviceWithID] = []
+    for pool in ctx.pools:
+        pool_name = f"{pool.key.driver}/{pool.key.pool}"
+        if pool.invalid:
+            raise ValidationError(
+                f"claim {ctx.claim_key}: request {data.name}: allocation mode All needs every "
+                f"pool: pool {pool_name} is invalid ({pool.invalid_reason})"
+            )
+        if pool.incomplete:
+            raise ValidationError(
+                f"claim {ctx.claim_key}: request {data.name}: allocation mode All needs every "
+                f"pool: pool {pool_name} is incomplete"
+            )
+        for cand in pool.devices:
+            if ctx.matcher.match(data, ctx.claim_index, cand)[0]:
+                in_cluster.append(cand)
+    data.all_devices = in_cluster
+    by_it: dict[str, list[DeviceWithID]] = {}
+    for it in _instance_types(ctx):
+        matches = [
+            c
+            for c in ctx.template_devices_by_it.get(it, ())
+            if ctx.matcher.match(data, ctx.claim_index, c)[0]
+        ]
+        # Kept when it has template matches or there are in-cluster matches.
+        if matches or in_cluster:
+            by_it[it] = matches
+    data.all_template_devices_by_it = by_it
+
+
+def _instance_types(ctx: ValidationContext) -> list[str]:
+    return list(dict.fromkeys([*ctx.instance_types, *ctx.template_devices_by_it]))
+
+
+def validate_claim_request(ctx: ValidationContext) -> ClaimData:
+    """The design's ValidateClaimRequest. Constraints get no binding fallback here."""
+    claim = ctx.claim
+    key = claim.key
+    parse_ctx = ConstraintParseContext(key, [r.name for r in claim.spec.requests], ctx.gates)
+    constraints = [parse_constraint(dc, parse_ctx) for dc in claim.spec.constraints]
+    requests: list[RequestData] = []
+    for req in claim.spec.requests:
+        if req.exactly is not None:
+            requests.append(validate_exact_request(ctx, req.name, req.exactly))
+        elif req.first_available:
+            if _first_available_handler is None:
+                raise ValidationError(
+                    f"claim {key}: request {req.name}: only Exactly requests are supported "
+                    "(firstAvailable needs the DRAPrioritizedList feature)"
+                )
+            alternatives = _first_available_handler(ctx, req)
+            requests.append(
+                RequestData(req.name, None, 0, EXACT_COUNT, [], alternatives=alternatives)
+            )
+        else:
+            raise ValidationError(
+                f"claim {key}: request {req.name}: only Exactly requests are supported "
+                "(the request has neither exactly nor firstAvailable)"
+            )
+    pruned = _enforce_max_size(key, requests, ctx)
+    return ClaimData(ctx.claim_index, key, claim, requests, constraints, pruned)
+
+
+def _enforce_max_size(
+    key: str, requests: list[RequestData], ctx: ValidationContext
+) -> dict[str, str]:
+    pruned: dict[str, str] = {}
+    all_requests = [r for r in requests if r.allocation_mode == ALL and not r.alternatives]
+    # Step 2 of All mode: instance types with neither template nor in-cluster matches.
+    for r in all_requests:
+        kept = r.all_template_devices_by_it or {}
+        for it in _instance_types(ctx):
+            if it not in kept and it not in pruned:
+                pruned[it] = f"request {r.name}: no device matches (allocation mode All)"
+    # 3a: base total.
+    base = sum(r.max_devices() for r in requests)
+    if base > ALLOCATION_RESULTS_MAX_SIZE:
+        raise ValidationError(
+            f"claim {key}: {base} devices requested, exceeding maximum of "
+            f"{ALLOCATION_RESULTS_MAX_SIZE} devices per claim"
+        )
+    # 3b: per instance type, the All-mode template devices on top of the base.
+    candidates: list[str] = []
+    for r in all_requests:
+        for it in r.all_template_devices_by_it or {}:
+            if it not in candidates:
+                candidates.append(it)
+    had_templates = any(
+        devs for r in all_requests for devs in (r.all_template_devices_by_it or {}).values()
+    )
+    for it in candidates:
+        total = base + sum(
+            len((r.all_template_devices_by_it or {}).get(it, ())) for r in all_requests
+        )
+        if total > ALLOCATION_RESULTS_MAX_SIZE:
+            for r in all_requests:
+                (r.all_template_devices_by_it or {}).pop(it, None)
+            pruned[it] = (
+                f"{total} devices with the instance type's template devices, exceeding maximum "
+                f"of {ALLOCATION_RESULTS_MAX_SIZE} devices per claim"
+            )
+    # 3c: template devices were there, and every instance type went.
+    if had_templates and candidates and not any(r.all_template_devices_by_it for r in all_requests):
+        raise ValidationError(
+            f"claim {key}: all instance types pruned: each would need more than "
+            f"{ALLOCATION_RESULTS_MAX_SIZE} devices (exceeding maximum)"
+        )
+    return pruned

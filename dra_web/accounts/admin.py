@@ -1,0 +1,1 @@
+"""Users and tokens are administered with Django's and DRF's own admin pages."""

@@ -1,0 +1,284 @@
+"""Reads the pages need beyond the snapshots and runs selectors (read-only, no writes).
+
+The typed snapshot is parsed once per process and snapshot (snapshots are immutable), so a run
+page that shows intents, template slices and pool devices pays the parse once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+_CACHE_SIZE = 6
+_lock = threading.Lock()
+_models: OrderedDict[int, Any] = OrderedDict()
+
+
+def _remember(cache: OrderedDict, key, build):
+    with _lock:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = build()
+    with _lock:
+        cache[key] = value
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    return value
+
+
+def snapshot_model(snapshot):
+    """The snapshot as ``allocator.model.Snapshot``; None when it no longer loads."""
+    from dra_web.snapshots.services import load_snapshot
+
+    def build():
+        try:
+            return load_snapshot(snapshot)
+        except Exception:  # a stored snapshot that the current loader rejects: show raw only
+            return None
+
+    return _remember(_models, snapshot.pk, build)
+
+
+# --- claims: the intent beside the decision ------------------------------------------------
+
+
+def _docs(snapshot_documents: list[tuple[str, dict]], kind: str) -> dict[str, dict]:
+    out = {}
+    for k, raw in snapshot_documents:
+        if k != kind:
+            continue
+        meta = raw.get("metadata") or {}
+        out[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = raw
+    return out
+
+
+def claim_specs(snapshot_documents: list[tuple[str, dict]]) -> dict[str, Any]:
+    """Lookup tables to find the spec behind any claim key of a result document."""
+    return {
+        "claims": _docs(snapshot_documents, "ResourceClaim"),
+        "templates": _docs(snapshot_documents, "ResourceClaimTemplate"),
+        "pods": _docs(snapshot_documents, "Pod"),
+    }
+
+
+def claim_intent(specs: dict[str, Any], pod_key: str, claim_key: str) -> dict[str, Any]:
+    """The requests and constraints a claim asked for, from the claim or its template."""
+    source = "ResourceClaim"
+    raw = specs["claims"].get(claim_key)
+    devices = ((raw or {}).get("spec") or {}).get("devices")
+    if raw is None:
+        pod = specs["pods"].get(pod_key) or {}
+        namespace = pod_key.partition("/")[0]
+        pod_name = pod_key.partition("/")[2]
+        claim_name = claim_key.partition("/")[2]
+        statuses = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            template = entry.get("resourceClaimTemplateName")
+            if not template:
+                continue
+            generated = statuses.get(entry.get("name")) or f"{pod_name}-{entry.get('name')}"
+            if generated == claim_name:
+                traw = specs["templates"].get(f"{namespace}/{template}") or {}
+                devices = (((traw.get("spec") or {}).get("spec")) or {}).get("devices")
+                source = f"ResourceClaimTemplate {template}"
+                break
+    devices = devices or {}
+    requests = []
+    for req in devices.get("requests") or []:
+        if req.get("exactly") is not None or req.get("firstAvailable") is None:
+            body = req.get("exactly") or {k: v for k, v in req.items() if k != "name"}
+            requests.append({"name": req.get("name"), **_request_body(body), "subrequests": []})
+        else:
+            subs = [
+                {"name": f"{req.get('name')}/{s.get('name')}", **_request_body(s)}
+                for s in req.get("firstAvailable") or []
+            ]
+            requests.append({"name": req.get("name"), "firstAvailable": True, "subrequests": subs})
+    constraints = []
+    for c in devices.get("constraints") or []:
+        kind = "matchAttribute" if c.get("matchAttribute") else "distinctAttribute"
+        constraints.append(
+            {
+                "kind": kind,
+                "attribute": c.get("matchAttribute") or c.get("distinctAttribute") or "",
+                "requests": c.get("requests") or ["(all requests)"],
+            }
+        )
+    return {
+        "source": source,
+        "requests": requests,
+        "constraints": constraints,
+        "found": bool(devices),
+    }
+
+
+def _request_body(body: dict) -> dict[str, Any]:
+    mode = body.get("allocationMode") or "ExactCount"
+    return {
+        "deviceClassName": body.get("deviceClassName"),
+        "selectors": [
+            (s.get("cel") or {}).get("expression") or str(s) for s in body.get("selectors") or []
+        ],
+        "allocationMode": mode,
+        "count": body.get("count", 1) if mode == "ExactCount" else "all",
+        "adminAccess": bool(body.get("adminAccess")),
+        "tolerations": body.get("tolerations") or [],
+        "capacity": (body.get("capacity") or {}).get("requests") or {},
+    }
+
+
+# --- devices: template slices and pools ----------------------------------------------------
+
+
+def template_slices(model, instance_type: str) -> list[dict[str, Any]]:
+    """The ResourceSlices a node of ``instance_type`` will publish, as raw-ish dicts."""
+    if model is None or instance_type not in model.instance_types:
+        return []
+    it = model.instance_types[instance_type]
+    out = []
+    for template in it.resource_slice_templates:
+        out.append(
+            {
+                "driver": template.driver,
+                "pool": template.pool,
+                "devices": [_device_view(d) for d in template.devices],
+                "sharedCounters": [
+                    {"name": cs.name, "counters": {k: str(q) for k, q in cs.counters.items()}}
+                    for cs in template.shared_counters
+                ],
+            }
+        )
+    return out
+
+
+def _device_view(device) -> dict[str, Any]:
+    return {
+        "name": device.name,
+        "attributes": {k: _attr(v) for k, v in device.attributes.items()},
+        "capacity": {k: str(c.value) for k, c in device.capacity.items()},
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in device.taints],
+        "consumesCounters": [
+            {"counterSet": c.counter_set, "counters": {k: str(q) for k, q in c.counters.items()}}
+            for c in device.consumes_counters
+        ],
+        "bindingConditions": list(device.binding_conditions),
+        "bindsToNode": device.binds_to_node,
+        "allowMultipleAllocations": device.allow_multiple_allocations,
+    }
+
+
+def _attr(value):
+    if isinstance(value, tuple):
+        return [_attr(v) for v in value]
+    if isinstance(value, bool | int | str):
+        return value
+    return str(value)
+
+
+def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
+    """An in-cluster pool's newest generation: its devices (with their slice), how many
+    slices were seen, and which nodes can reach it."""
+    empty = {"devices": [], "slicesSeen": 0, "access": ""}
+    if model is None:
+        return empty
+    slices = [s for s in model.resource_slices if s.driver == driver and s.pool == pool]
+    if not slices:
+        return empty
+    newest = max(s.generation for s in slices)
+    current = sorted((s for s in slices if s.generation == newest), key=lambda s: s.name)
+    devices = [{"slice": s.name, **_device_view(d)} for s in current for d in s.devices]
+    nodes = sorted({s.node_name for s in current if s.node_name})
+    if nodes:
+        access = "node " + ", ".join(nodes)
+    elif any(s.node_selector for s in current):
+        access = "node selector"
+    elif any(s.all_nodes for s in current):
+        access = "all nodes"
+    elif any(s.per_device_node_selection for s in current):
+        access = "per device"
+    else:
+        access = "—"
+    return {"devices": devices, "slicesSeen": len(current), "access": access}
+
+
+def device_info(model, driver: str, pool: str, device: str) -> dict[str, Any] | None:
+    """A device tried by the DFS: in-cluster first, then instance type templates."""
+    if model is None:
+        return None
+    for s in model.resource_slices:
+        if s.driver == driver and s.pool == pool:
+            for d in s.devices:
+                if d.name == device:
+                    return {
+                        "driver": driver,
+                        "pool": pool,
+                        "source": "in-cluster",
+                        **_device_view(d),
+                    }
+    for it in model.instance_types.values():
+        for t in it.resource_slice_templates:
+            if t.driver == driver and t.pool == pool:
+                for d in t.devices:
+                    if d.name == device:
+                        return {
+                            "driver": driver,
+                            "pool": pool,
+                            "source": "template",
+                            "instanceType": it.name,
+                            **_device_view(d),
+                        }
+    return None
+
+
+# --- the search tree -------------------------------------------------------------------------
+
+
+def trace_overview(run, *, max_depth: int = 12, min_fraction: float = 1 / 2000) -> dict:
+    """Icicle rectangles from the indexed trace rows, without reading the whole trace.
+
+    A DFS records a node before its subtree, so a subtree's ids are contiguous and a node's
+    horizontal offset in the icicle is simply its id."""
+    from dra_web.runs.models import TraceNode
+
+    total = run.trace_node_count or TraceNode.objects.filter(run=run).count()
+    if not total:
+        return {"total": 0, "depth": 0, "rects": []}
+    threshold = max(0, int(total * min_fraction) - 1)
+    rows = (
+        TraceNode.objects.filter(run=run, descendants__gte=threshold, depth__lte=max_depth)
+        .order_by("node_id")
+        .values_list("node_id", "depth", "descendants", "status")
+    )
+    rects = [[nid, depth, nid, desc + 1, status] for nid, depth, desc, status in rows]
+    deepest = max((r[1] for r in rects), default=0)
+    return {"total": total, "depth": deepest + 1, "rects": rects}
+
+
+def trace_reveal(run, node_id: int) -> list[dict[str, int]]:
+    """For each node from the root to ``node_id``: its id and index among its siblings."""
+    from dra_web.runs.models import TraceNode
+
+    chain = []
+    current = TraceNode.objects.filter(run=run, node_id=node_id).values("node_id", "parent").first()
+    while current is not None:
+        chain.append(current)
+        if current["parent"] is None:
+            break
+        current = (
+            TraceNode.objects.filter(run=run, node_id=current["parent"])
+            .values("node_id", "parent")
+            .first()
+        )
+    chain.reverse()
+    out = []
+    for step in chain:
+        index = TraceNode.objects.filter(
+            run=run, parent=step["parent"], node_id__lt=step["node_id"]
+        ).count()
+        out.append({"id": step["node_id"], "index": index})
+    return out

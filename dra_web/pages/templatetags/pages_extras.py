@@ -1,0 +1,116 @@
+"""Template filters of the debugger pages: YAML, CEL highlighting, prices, durations."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+_CEL_TOKEN = re.compile(
+    r"(?P<str>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
+    r"|(?P<num>\b\d+(?:\.\d+)?\b)"
+    r"|(?P<kw>\b(?:device|true|false|null|in|has|all|exists|exists_one|map|filter)\b)"
+)
+
+
+@register.filter
+def to_yaml(value) -> str:
+    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=100)
+
+
+@register.filter
+def to_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def cel(expression: str):
+    """CEL source with strings, numbers and keywords marked up (escaped first)."""
+    out = []
+    pos = 0
+    text = str(expression or "")
+    for m in _CEL_TOKEN.finditer(text):
+        out.append(escape(text[pos : m.start()]))
+        out.append(f'<span class="{m.lastgroup}">{escape(m.group(0))}</span>')
+        pos = m.end()
+    out.append(escape(text[pos:]))
+    return mark_safe("".join(out))
+
+
+@register.filter
+def price(value) -> str:
+    if value is None or value == "":
+        return "—"
+    return f"${float(value):,.3f}/h"
+
+
+@register.filter
+def seconds(value) -> str:
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.2f} s"
+    return f"{value / 60:.1f} min"
+
+
+@register.filter
+def get(mapping, key):
+    if isinstance(mapping, dict):
+        return mapping.get(key)
+    return None
+
+
+@register.filter
+def pod_namespace(key: str) -> str:
+    return (key or "").partition("/")[0]
+
+
+@register.filter
+def pod_name(key: str) -> str:
+    return (key or "").partition("/")[2]
+
+
+@register.filter
+def percent(done, total) -> int:
+    try:
+        return max(0, min(100, round(100 * int(done) / int(total))))
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0
+
+
+@register.filter
+def requirement(req: dict) -> str:
+    """A NodeSelectorRequirement as one readable line."""
+    if not isinstance(req, dict):
+        return str(req)
+    values = req.get("values") or []
+    op = req.get("operator") or ""
+    text = f"{req.get('key')} {op}"
+    if values:
+        text += " " + ", ".join(str(v) for v in values)
+    if req.get("minValues"):
+        text += f" (minValues {req['minValues']})"
+    return text
+
+
+@register.filter
+def anchor(key: str) -> str:
+    """An id-safe anchor for a pod or claim key."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", key or "").strip("-")
+
+
+@register.simple_tag(takes_context=True)
+def page_url(context, param: str, value) -> str:
+    """The current URL's query with ``param`` replaced (pagination that keeps filters)."""
+    query = context["request"].GET.copy()
+    query[param] = value
+    return "?" + query.urlencode()

@@ -1,0 +1,29 @@
+"""Page paths (CONTRACT section 7) and the search tree's JSON helpers; included at the root."""
+
+from django.urls import path
+
+from dra_web.pages import views
+
+app_name = "pages"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("upload/", views.upload, name="upload"),
+    path("runs/start/", views.start_run, name="start-run"),
+    path("snapshots/<int:snapshot_id>/", views.snapshot_detail, name="snapshot"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/row/", views.run_row, name="run-row"),
+    path("runs/<int:run_id>/status/", views.run_status, name="run-status"),
+    path("runs/<int:run_id>/diff/", views.diff_pick, name="diff-pick"),
+    path("runs/<int:run_a>/diff/<int:run_b>/", views.run_diff, name="diff"),
+    path(
+        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/review/",
+        views.pod_review,
+        name="pod-review",
+    ),
+    path("runs/<int:run_id>/tree/children/", views.tree_children, name="tree-children"),
+    path("runs/<int:run_id>/tree/nodes/<int:node_id>/", views.tree_node, name="tree-node"),
+    path("runs/<int:run_id>/tree/reveal/<int:node_id>/", views.tree_reveal, name="tree-reveal"),
+    path("runs/<int:run_id>/tree/search/", views.tree_search, name="tree-search"),
+    path("runs/<int:run_id>/tree/overview/", views.tree_overview, name="tree-overview"),
+]

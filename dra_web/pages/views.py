@@ -1,0 +1,440 @@
+"""The debugger's pages (CONTRACT section 7). Thin: read through selectors, write via services."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from allocator.features.gates import GATE_NAMES
+from dra_web.pages import presenters
+from dra_web.pages import selectors as page_selectors
+from dra_web.pages.forms import CommentForm, RunForm, UploadForm
+from dra_web.reviews import selectors as review_selectors
+from dra_web.reviews import services as review_services
+from dra_web.runs import selectors as run_selectors
+from dra_web.runs import services as run_services
+from dra_web.snapshots import selectors as snapshot_selectors
+from dra_web.snapshots import services as snapshot_services
+
+RUNS_PER_PAGE = 15
+SNAPSHOTS_PER_PAGE = 10
+OBJECTS_PER_PAGE = 40
+PLACEMENTS_PER_PAGE = 25
+POOL_DEVICES_SHOWN = 200
+
+
+def _page(request, items, per_page, param="page"):
+    return Paginator(items, per_page).get_page(request.GET.get(param))
+
+
+# --- dashboard -----------------------------------------------------------------------------
+
+
+def _dashboard_context(request, upload_form=None, run_form=None, upload_problems=None):
+    review = request.GET.get("review") or ""
+    status = request.GET.get("status") or ""
+    mine = request.GET.get("mine") == "1"
+    runs = run_selectors.run_list(
+        owner=request.user if mine else None, status=status or None
+    ).select_related("snapshot", "owner")
+    if review == "open":
+        runs = runs.filter(pk__in=review_selectors.run_ids_with_open_review())
+    snapshots = snapshot_selectors.snapshot_list(owner=request.user if mine else None)
+    open_reviews = review_selectors.open_reviews().select_related("run", "run__snapshot")[:50]
+    runs_page = _page(request, runs, RUNS_PER_PAGE)
+    open_ids = review_selectors.run_ids_with_open_review()
+    for run in runs_page:
+        run.has_open_review = run.pk in open_ids
+    return {
+        "nav": "reviews" if review == "open" else "dashboard",
+        "runs": runs_page,
+        "snapshots": _page(request, snapshots, SNAPSHOTS_PER_PAGE, "spage"),
+        "snapshot_choices": snapshot_selectors.snapshot_list(owner=None)[:200],
+        "open_reviews": open_reviews,
+        "upload_form": upload_form or UploadForm(),
+        "run_form": run_form or RunForm(),
+        "upload_problems": upload_problems or [],
+        "gate_names": GATE_NAMES,
+        "filters": {"review": review, "status": status, "mine": mine},
+        "statuses": ["queued", "running", "succeeded", "failed"],
+    }
+
+
+@login_required
+@require_GET
+def dashboard(request):
+    return render(request, "pages/dashboard.html", _dashboard_context(request))
+
+
+@login_required
+@require_POST
+def upload(request):
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        ctx = _dashboard_context(request, upload_form=form)
+        return render(request, "pages/dashboard.html", ctx, status=400)
+    files = [(f.name, f.read()) for f in form.cleaned_data["files"]]
+    try:
+        snapshot = snapshot_services.create_snapshot(
+            request.user, files, form.cleaned_data.get("name") or None
+        )
+    except snapshot_services.SnapshotUploadError as e:
+        ctx = _dashboard_context(request, upload_form=form, upload_problems=e.problems or [str(e)])
+        return render(request, "pages/dashboard.html", ctx, status=getattr(e, "status", 400))
+    if getattr(snapshot, "existing", False):
+        messages.info(request, f"This content was already uploaded as “{snapshot.name}”.")
+    else:
+        messages.success(request, f"Uploaded “{snapshot.name}”: {snapshot.object_total} objects.")
+    return redirect("pages:snapshot", snapshot_id=snapshot.pk)
+
+
+@login_required
+@require_POST
+def start_run(request):
+    snapshot = snapshot_selectors.get_snapshot(request.POST.get("snapshot") or 0)
+    model = page_selectors.snapshot_model(snapshot)
+    form = RunForm(request.POST, nodes=sorted(model.nodes) if model else [])
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{field}: {' '.join(errors)}")
+        return redirect(request.POST.get("back") or reverse("pages:dashboard"))
+    try:
+        run = run_services.start_run(request.user, snapshot, form.options())
+    except run_services.RunOptionsError as e:
+        messages.error(request, f"Could not start the run: {e}")
+        return redirect(request.POST.get("back") or reverse("pages:dashboard"))
+    return redirect("pages:run", run_id=run.pk)
+
+
+@login_required
+@require_GET
+def run_row(request, run_id):
+    run = run_selectors.get_run(run_id)
+    run.has_open_review = run.reviews.filter(state="open").exists()
+    return render(request, "pages/_run_row.html", {"run": run})
+
+
+@login_required
+@require_GET
+def run_status(request, run_id):
+    run = run_selectors.get_run(run_id)
+    response = render(request, "pages/_run_status.html", {"run": run})
+    if run.finished:
+        # The page around the status box shows the result: reload it once the run is done.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+# --- snapshot --------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def snapshot_detail(request, snapshot_id):
+    snapshot = snapshot_selectors.get_snapshot(snapshot_id)
+    by_kind = snapshot_selectors.objects_by_kind(snapshot)
+    kinds = sorted(by_kind, key=lambda k: (-len(by_kind[k]), k))
+    kind = request.GET.get("kind") or (kinds[0] if kinds else "")
+    if kind and kind not in by_kind:
+        raise Http404(f"no {kind} in this snapshot")
+    objects = _page(request, by_kind.get(kind, []), OBJECTS_PER_PAGE)
+    device_classes = []
+    for obj in by_kind.get("DeviceClass", []):
+        spec = obj["raw"].get("spec") or {}
+        device_classes.append(
+            {
+                "name": obj["name"],
+                "selectors": [
+                    (s.get("cel") or {}).get("expression") or str(s)
+                    for s in spec.get("selectors") or []
+                ],
+                "extendedResourceName": spec.get("extendedResourceName"),
+                "config": spec.get("config") or [],
+            }
+        )
+    model = page_selectors.snapshot_model(snapshot)
+    nodes = sorted(model.nodes) if model else []
+    return render(
+        request,
+        "pages/snapshot.html",
+        {
+            "snapshot": snapshot,
+            "kinds": [(k, len(by_kind[k])) for k in kinds],
+            "kind": kind,
+            "objects": objects,
+            "device_classes": device_classes,
+            "runs": snapshot.runs.all()[:20],
+            "nodes": nodes,
+            "gate_names": GATE_NAMES,
+        },
+    )
+
+
+# --- run ---------------------------------------------------------------------------------------
+
+
+def _placements(run, view, specs, page):
+    items = []
+    for pod in page:
+        claims = []
+        for claim in pod.get("claims") or []:
+            intent = page_selectors.claim_intent(
+                specs, pod.get("pod") or "", claim.get("claim") or ""
+            )
+            claims.append({**claim, "intent": intent})
+        items.append({**pod, "claims_view": claims})
+    return items
+
+
+def _node_claims(view, model, run):
+    held = presenters.devices_by_claim(view["pods"])
+    known = {
+        "name",
+        "nodePool",
+        "instanceTypes",
+        "requirements",
+        "annotations",
+        "pods",
+        "cost",
+        "instanceTypesPruned",
+        "requirementsBeforeDRA",
+        "requirementsBefore",
+        "price",
+    }
+    out = []
+    for nc in view["node_claims"]:
+        devices = held.get(nc.get("name") or "", [])
+        out.append(
+            {
+                **nc,
+                "held": devices,
+                "pruned": nc.get("instanceTypesPruned") or [],
+                "before": nc.get("requirementsBeforeDRA") or nc.get("requirementsBefore"),
+                "templates": [
+                    {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
+                    for it in nc.get("instanceTypes") or []
+                ],
+                "tolerated": [d for d in devices if d.get("tolerations")],
+                "binding": [
+                    d
+                    for d in devices
+                    if d.get("bindingConditions")
+                    or d.get("bindsToNode")
+                    or d.get("bindingFailureConditions")
+                ],
+                "other": {k: v for k, v in nc.items() if k not in known},
+            }
+        )
+    return out
+
+
+@login_required
+@require_GET
+def run_detail(request, run_id):
+    run = run_selectors.get_run(run_id)
+    ctx = {"run": run, "snapshot": run.snapshot, "gate_names": GATE_NAMES}
+    if run.status != "succeeded" or not run.result:
+        return render(request, "pages/run.html", ctx)
+    view = presenters.result_view(run.result)
+    model = page_selectors.snapshot_model(run.snapshot)
+    if model is not None:
+        presenters.fill_costs_from_catalog(
+            view["node_claims"], presenters.cheapest_prices(model.instance_types)
+        )
+        view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
+    specs = page_selectors.claim_specs(run.snapshot.documents())
+    ordered = view["failed"] + view["scheduled"]
+    placements_page = _page(request, ordered, PLACEMENTS_PER_PAGE, "ppage")
+    reviews = review_selectors.reviews_by_pod(run)
+    for pod in view["failed"]:
+        pod["review"] = reviews.get(pod.get("pod"))
+    pools = []
+    for pool in view["pools"]:
+        extra = page_selectors.pool_view(model, pool.get("driver"), pool.get("pool"))
+        devices = extra["devices"]
+        pools.append(
+            {
+                **pool,
+                "devices": devices[:POOL_DEVICES_SHOWN],
+                "device_count": len(devices),
+                "slices_seen": extra["slicesSeen"],
+                "access": extra["access"],
+            }
+        )
+    from dra_web.runs.models import TraceNode
+
+    reason_counts = list(
+        TraceNode.objects.filter(run=run)
+        .exclude(status="ok")
+        .exclude(reason=None)
+        .values_list("reason")
+        .annotate(n=Count("id"))
+        .order_by("-n", "reason")
+    )
+    taint_excluded = [
+        n
+        for n in run_selectors.trace_search(run, reason="taint", limit=200)
+        if n.get("kind") == "device"
+    ]
+    ctx.update(
+        {
+            "view": view,
+            "placements": _placements(run, view, specs, placements_page),
+            "placements_page": placements_page,
+            "node_claims": _node_claims(view, model, run),
+            "pools": pools,
+            "reviews": reviews,
+            "reason_counts": reason_counts,
+            "taint_excluded": taint_excluded,
+            "other_runs": run_selectors.run_list()
+            .exclude(pk=run.pk)
+            .select_related("snapshot")[:100],
+        }
+    )
+    return render(request, "pages/run.html", ctx)
+
+
+@login_required
+@require_GET
+def diff_pick(request, run_id):
+    other = request.GET.get("other")
+    if not other:
+        return redirect("pages:run", run_id=run_id)
+    return redirect("pages:diff", run_a=run_id, run_b=int(other))
+
+
+@login_required
+@require_GET
+def run_diff(request, run_a, run_b):
+    a = run_selectors.get_run(run_a)
+    b = run_selectors.get_run(run_b)
+    ctx = {"a": a, "b": b, "other_runs": run_selectors.run_list().exclude(pk=a.pk)[:100]}
+    if a.result and b.result:
+        ctx["diff"] = run_selectors.diff_runs(a, b)
+    return render(request, "pages/diff.html", ctx)
+
+
+# --- review ------------------------------------------------------------------------------------
+
+
+@login_required
+def pod_review(request, run_id, namespace, name):
+    run = run_selectors.get_run(run_id)
+    key = f"{namespace}/{name}"
+    pod = next((p for p in (run.result or {}).get("pods") or [] if p.get("pod") == key), None)
+    if pod is None:
+        raise Http404(f"pod {key} is not in run #{run.pk}")
+    pod = {**pod, "aggregate": presenters.aggregate_reasons(pod.get("reasons") or [])}
+    form = CommentForm()
+    status = 200
+    if request.method == "POST":
+        form = CommentForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                if data.get("verdict"):
+                    review_services.set_verdict(
+                        run, key, request.user, data["verdict"], data["body"]
+                    )
+                elif (data.get("body") or "").strip():
+                    review_services.add_comment(run, key, request.user, data["body"])
+                if data.get("state"):
+                    review_services.set_state(run, key, request.user, data["state"])
+            except review_services.ReviewError as e:
+                form.add_error(None, str(e))
+            else:
+                url = reverse("pages:pod-review", args=[run.pk, namespace, name])
+                return redirect(f"{url}#thread")
+        status = 400
+    return render(
+        request,
+        "pages/review.html",
+        {
+            "run": run,
+            "pod": pod,
+            "review": review_selectors.review_for(run, key),
+            "form": form,
+        },
+        status=status,
+    )
+
+
+# --- the search tree's JSON helpers -----------------------------------------------------------
+
+
+def _int(value, default=None):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+@login_required
+@require_GET
+def tree_children(request, run_id):
+    run = run_selectors.get_run(run_id)
+    parent = _int(request.GET.get("parent"))
+    offset = max(0, _int(request.GET.get("offset"), 0))
+    limit = max(1, min(1000, _int(request.GET.get("limit"), 200)))
+    from dra_web.runs.models import TraceNode
+
+    total = TraceNode.objects.filter(run=run, parent=parent).count()
+    if parent is None:
+        nodes = run_selectors.trace_roots(run, offset=offset, limit=limit)
+    else:
+        nodes = run_selectors.trace_children(run, parent, offset=offset, limit=limit)
+    return JsonResponse({"parent": parent, "offset": offset, "total": total, "nodes": nodes})
+
+
+@login_required
+@require_GET
+def tree_node(request, run_id, node_id):
+    run = run_selectors.get_run(run_id)
+    node = run_selectors.trace_node(run, node_id)
+    if node is None:
+        raise Http404("no such trace node")
+    if node.get("driver") and node.get("pool") and node.get("device"):
+        model = page_selectors.snapshot_model(run.snapshot)
+        node["device_info"] = page_selectors.device_info(
+            model, node["driver"], node["pool"], node["device"]
+        )
+    return JsonResponse(node)
+
+
+@login_required
+@require_GET
+def tree_reveal(request, run_id, node_id):
+    run = run_selectors.get_run(run_id)
+    path = page_selectors.trace_reveal(run, node_id)
+    if not path:
+        raise Http404("no such trace node")
+    return JsonResponse({"path": path})
+
+
+@login_required
+@require_GET
+def tree_search(request, run_id):
+    run = run_selectors.get_run(run_id)
+    limit = max(1, min(500, _int(request.GET.get("limit"), 100)))
+    matches = run_selectors.trace_search(
+        run,
+        request.GET.get("q") or None,
+        reason=request.GET.get("reason") or None,
+        status=request.GET.get("status") or None,
+        kind=request.GET.get("kind") or None,
+        limit=5000,
+    )
+    return JsonResponse({"total": len(matches), "results": matches[:limit]})
+
+
+@login_required
+@require_GET
+def tree_overview(request, run_id):
+    run = run_selectors.get_run(run_id)
+    return JsonResponse(page_selectors.trace_overview(run))

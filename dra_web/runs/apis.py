@@ -1,0 +1,195 @@
+"""Run endpoints: thin views over services (writes) and selectors (reads)."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dra_web.pagination import Pagination
+from dra_web.runs import selectors, services
+from dra_web.runs.models import Run
+from dra_web.runs.serializers import (
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+    TraceNodeSerializer,
+)
+from dra_web.snapshots.models import Snapshot
+
+STATUS_VALUES = [s for s, _ in Run.STATUSES]
+
+
+def _bad(field: str, message: str) -> Response:
+    return Response({"detail": f"{field}: {message}", field: [message]}, status=400)
+
+
+def _bool_param(value: str | None) -> bool | None:
+    if value is None or value == "":
+        return None
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes"):
+        return True
+    if lowered in ("0", "false", "no"):
+        return False
+    raise ValueError(value)
+
+
+class RunListCreateApi(APIView):
+    pagination_class = Pagination
+
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=[
+            OpenApiParameter("status", str, enum=STATUS_VALUES),
+            OpenApiParameter("snapshot", int),
+            OpenApiParameter("owner", str, description="username"),
+            OpenApiParameter("has_open_review", bool),
+        ],
+        responses=RunSerializer(many=True),
+    )
+    def get(self, request):
+        params = request.query_params
+        status_value = params.get("status") or None
+        if status_value and status_value not in STATUS_VALUES:
+            return _bad("status", f"must be one of {', '.join(STATUS_VALUES)}")
+        snapshot = params.get("snapshot") or None
+        if snapshot is not None and not snapshot.isdigit():
+            return _bad("snapshot", "must be a snapshot id")
+        try:
+            open_review = _bool_param(params.get("has_open_review"))
+        except ValueError:
+            return _bad("has_open_review", "must be true or false")
+        qs = selectors.run_list(
+            owner=params.get("owner") or None,
+            status=status_value,
+            snapshot=int(snapshot) if snapshot else None,
+            has_open_review=open_review,
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(RunSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="runs_create", request=RunCreateSerializer, responses={202: RunSerializer}
+    )
+    def post(self, request):
+        serializer = RunCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        snapshot = Snapshot.objects.filter(pk=serializer.validated_data["snapshot"]).first()
+        if snapshot is None:
+            return _bad("snapshot", f"snapshot {serializer.validated_data['snapshot']} not found")
+        try:
+            run = services.start_run(request.user, snapshot, serializer.validated_data["options"])
+        except services.RunOptionsError as exc:
+            return Response({"detail": str(exc), "options": [str(exc)]}, status=400)
+        run.refresh_from_db()
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(operation_id="runs_retrieve", responses=RunDetailSerializer)
+    def get(self, request, run_id: int):
+        return Response(RunDetailSerializer(selectors.get_run(run_id)).data)
+
+    @extend_schema(operation_id="runs_destroy", responses={204: None})
+    def delete(self, request, run_id: int):
+        services.delete_run(selectors.get_run(run_id), request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _int_param(value: str | None, field: str) -> int | None:
+    if value is None or value == "" or value in ("root", "null"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{field}: must be a node id") from None
+
+
+class RunTraceApi(APIView):
+    pagination_class = Pagination
+
+    @extend_schema(
+        operation_id="runs_trace",
+        parameters=[
+            OpenApiParameter("parent", str, description="node id, or 'root': that node's children"),
+            OpenApiParameter("node", int, description="one node with its path from the root"),
+            OpenApiParameter("q", str, description="search labels, devices, claims, NodeClaims"),
+            OpenApiParameter("reason", str, description="reason code, e.g. selector, taint"),
+            OpenApiParameter("status", str, enum=["ok", "failed", "pruned"]),
+            OpenApiParameter("kind", str, description="pod, target, instanceType, ..."),
+            OpenApiParameter("download", bool, description="the whole trace document"),
+        ],
+        responses={200: TraceNodeSerializer(many=True), 404: OpenApiTypes.OBJECT},
+    )
+    def get(self, request, run_id: int):
+        run = selectors.get_run(run_id)
+        params = request.query_params
+        if run.status != Run.SUCCEEDED:
+            return Response(
+                {"detail": f"run {run.pk} is {run.status}: it has no trace", "status": run.status},
+                status=status.HTTP_409_CONFLICT,
+            )
+        if params.get("download"):
+            body = b"null" if run.trace_blob is None else _trace_bytes(run)
+            response = HttpResponse(body, content_type="application/json")
+            response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
+            return response
+        try:
+            if "node" in params:
+                node_id = _int_param(params.get("node"), "node")
+                node = selectors.trace_node(run, node_id) if node_id is not None else None
+                if node is None:
+                    raise Http404(f"trace node {params.get('node')} not found")
+                return Response(node)
+            parent_given = "parent" in params
+            parent = _int_param(params.get("parent"), "parent") if parent_given else None
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        meta = {
+            "run": run.pk,
+            "traceNodes": run.trace_node_count,
+            "omitted": run.trace_omitted,
+            "maxNodes": (run.options or {}).get("traceMaxNodes"),
+        }
+        if parent_given:
+            qs = selectors.trace_children_queryset(run, parent)
+            meta["parent"] = parent
+        elif any(params.get(k) for k in ("q", "reason", "status", "kind")):
+            qs = selectors.trace_search_queryset(
+                run,
+                params.get("q") or None,
+                reason=params.get("reason") or None,
+                status=params.get("status") or None,
+                kind=params.get("kind") or None,
+            )
+        else:
+            qs = selectors.trace_page_queryset(run)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        response = paginator.get_paginated_response([n.as_json() for n in page])
+        response.data.update(meta)
+        return response
+
+
+def _trace_bytes(run: Run) -> bytes:
+    import zlib
+
+    return zlib.decompress(bytes(run.trace_blob))
+
+
+class RunDiffApi(APIView):
+    @extend_schema(operation_id="runs_diff", responses=OpenApiTypes.OBJECT)
+    def get(self, request, run_id: int, other_id: int):
+        a, b = selectors.get_run(run_id), selectors.get_run(other_id)
+        for run in (a, b):
+            if not run.finished:
+                return Response(
+                    {"detail": f"run {run.pk} is {run.status}: compare finished runs"},
+                    status=status.HTTP_409_CONFLICT,
+                )
+        return Response(selectors.diff_runs(a, b))

@@ -1,0 +1,97 @@
+"""Run representations of the REST API (CONTRACT section 6); names are camelCase."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from dra_web.runs.models import Run
+
+
+class RunSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    snapshot = serializers.IntegerField(source="snapshot_id", read_only=True)
+    snapshotName = serializers.CharField(source="snapshot.name", read_only=True)
+    queuedAt = serializers.DateTimeField(source="queued_at", read_only=True)
+    startedAt = serializers.DateTimeField(source="started_at", read_only=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True)
+    heartbeatAt = serializers.DateTimeField(source="heartbeat_at", read_only=True)
+    durationSeconds = serializers.FloatField(source="duration_seconds", read_only=True)
+    progress = serializers.SerializerMethodField()
+    stats = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
+    allocatorVersion = serializers.CharField(source="allocator_version", read_only=True)
+    taskId = serializers.CharField(source="task_id", read_only=True)
+    traceNodes = serializers.IntegerField(source="trace_node_count", read_only=True)
+    traceOmitted = serializers.IntegerField(source="trace_omitted", read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "snapshot",
+            "snapshotName",
+            "owner",
+            "status",
+            "options",
+            "queuedAt",
+            "startedAt",
+            "finishedAt",
+            "heartbeatAt",
+            "durationSeconds",
+            "progress",
+            "stats",
+            "error",
+            "allocatorVersion",
+            "taskId",
+            "attempts",
+            "traceNodes",
+            "traceOmitted",
+        ]
+        read_only_fields = fields
+
+    def get_progress(self, obj) -> dict:
+        return {"done": obj.progress_done, "total": obj.progress_total}
+
+    def get_stats(self, obj) -> dict | None:
+        if obj.pods_total is None:
+            return None
+        return {"pods": obj.pods_total, "scheduled": obj.pods_scheduled, "failed": obj.pods_failed}
+
+    def get_error(self, obj) -> str | None:
+        return obj.error or None
+
+
+class RunDetailSerializer(RunSerializer):
+    result = serializers.JSONField(read_only=True, help_text="CONTRACT section 4, when done")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "result"]
+        read_only_fields = fields
+
+
+class RunCreateSerializer(serializers.Serializer):
+    snapshot = serializers.IntegerField()
+    options = serializers.JSONField(required=False, default=dict)
+
+    def validate_options(self, value):
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be an object")
+        return value
+
+
+class TraceNodeSerializer(serializers.Serializer):
+    """A trace node (CONTRACT section 5) plus its subtree counts."""
+
+    id = serializers.IntegerField()
+    parent = serializers.IntegerField(allow_null=True)
+    kind = serializers.CharField()
+    label = serializers.CharField()
+    status = serializers.CharField()
+    reason = serializers.CharField(allow_null=True)
+    message = serializers.CharField(allow_null=True)
+    depth = serializers.IntegerField()
+    childCount = serializers.IntegerField()
+    descendants = serializers.IntegerField()
+    failedDescendants = serializers.IntegerField()

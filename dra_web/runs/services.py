@@ -1,0 +1,260 @@
+"""Writes for runs: start (validate, store, queue), execute (in the worker), reap stale runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import traceback
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+import allocator
+from dra_web import blobs
+from dra_web.runs.models import Run, TraceNode
+from dra_web.runs.trace_store import index_rows
+
+log = logging.getLogger(__name__)
+
+TRACE_BATCH = 5000
+
+
+class RunOptionsError(ValueError):
+    """Options the simulation does not accept; the message names the field."""
+
+
+def _simulation():
+    # Imported late: the simulation module is heavy and the web process rarely needs it.
+    from allocator.simulation import SimulationOptions, simulate
+
+    return SimulationOptions, simulate
+
+
+def normalise_options(options: dict | None) -> dict:
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise RunOptionsError("options: must be an object")
+    SimulationOptions, _ = _simulation()
+    try:
+        parsed = SimulationOptions.from_json(options)
+    except (ValueError, TypeError, KeyError) as exc:
+        message = str(exc) if str(exc).startswith("options") else f"options: {exc}"
+        raise RunOptionsError(message) from None
+    return parsed.to_json()
+
+
+def start_run(owner, snapshot, options: dict | None = None) -> Run:
+    """Store a queued run and hand it to Celery once the transaction commits."""
+    normalised = normalise_options(options)
+    run = Run.objects.create(
+        snapshot=snapshot,
+        owner=owner,
+        options=normalised,
+        task_id=str(uuid.uuid4()),
+        allocator_version=allocator.__version__,
+    )
+    run_id, task_id = run.pk, run.task_id
+    transaction.on_commit(lambda: _enqueue(run_id, task_id))
+    return run
+
+
+def _enqueue(run_id: int, task_id: str) -> None:
+    from dra_web.runs.tasks import execute_run as execute_run_task
+
+    try:
+        execute_run_task.apply_async(args=[run_id], task_id=task_id)
+    except Exception as exc:  # broker down: the run must not stay queued forever
+        log.exception("could not queue run %s", run_id)
+        _fail(run_id, f"could not queue the run: the task broker is unreachable ({exc})")
+
+
+def _fail(run_id: int, message: str, *, only_unfinished: bool = True) -> int:
+    qs = Run.objects.filter(pk=run_id)
+    if only_unfinished:
+        qs = qs.exclude(status__in=Run.FINISHED)
+    return qs.update(status=Run.FAILED, error=message, finished_at=timezone.now())
+
+
+class _Heartbeat:
+    """Writes Run.heartbeat_at from a thread while the simulation holds the main thread."""
+
+    def __init__(self, run_id: int, interval: float) -> None:
+        self.run_id = run_id
+        self.interval = interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"run-{run_id}-heartbeat")
+        self.thread.daemon = True
+
+    def _loop(self) -> None:
+        try:
+            while not self.stop.wait(self.interval):
+                try:
+                    Run.objects.filter(pk=self.run_id, status=Run.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception:  # a locked database must not kill the run
+                    log.warning("heartbeat of run %s not written", self.run_id, exc_info=True)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> _Heartbeat:
+        if self.interval > 0:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=self.interval + 5)
+
+
+def _claim(run_id: int) -> Run | None:
+    """Move a queued run to running; None when there is nothing (left) to do."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            log.warning("run %s does not exist (deleted?)", run_id)
+            return None
+        if run.status in Run.FINISHED:
+            return None  # a redelivered task: the run is done, never re-executed
+        run.attempts += 1
+        now = timezone.now()
+        if run.status == Run.RUNNING:
+            # Delivered again while marked running: the worker that ran it was lost (killed,
+            # out of memory, hard time limit). Running it again could kill this one too.
+            run.status = Run.FAILED
+            run.finished_at = now
+            run.error = (
+                "the worker running this simulation was lost (killed, out of memory or over "
+                f"the hard time limit) after it started at {run.started_at:%Y-%m-%d %H:%M:%S} "
+                "UTC; the run was not retried"
+            )
+            run.save(update_fields=["status", "finished_at", "error", "attempts"])
+            return None
+        run.status = Run.RUNNING
+        run.started_at = now
+        run.heartbeat_at = now
+        run.allocator_version = allocator.__version__
+        run.save(
+            update_fields=["status", "started_at", "heartbeat_at", "allocator_version", "attempts"]
+        )
+        return run
+
+
+def execute_run(run_id: int) -> Run | None:
+    """Run the simulation of a queued run and store result and trace; idempotent."""
+    run = _claim(run_id)
+    if run is None:
+        return Run.objects.filter(pk=run_id).first()
+    interval = settings.DRA_WEB_PROGRESS_INTERVAL_SECONDS
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = timezone.now()
+        stamp = now.timestamp()
+        if stamp - last[0] < interval and done < total:
+            return
+        last[0] = stamp
+        Run.objects.filter(pk=run_id).update(
+            progress_done=done, progress_total=total, heartbeat_at=now
+        )
+
+    try:
+        with _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS):
+            from dra_web.snapshots.services import load_snapshot
+
+            SimulationOptions, simulate = _simulation()
+            loaded = load_snapshot(run.snapshot)
+            options = SimulationOptions.from_json(run.options)
+            output = simulate(loaded, options, progress=progress)
+        store_output(run_id, output.result, output.trace)
+    except BaseException as exc:
+        message = _failure_message(exc)
+        log.warning("run %s failed: %s", run_id, message)
+        _fail(run_id, message)
+        if not isinstance(exc, Exception):
+            raise  # worker shutdown and the like: let Celery see it
+    finally:
+        close_old_connections()
+    return Run.objects.filter(pk=run_id).first()
+
+
+def _failure_message(exc: BaseException) -> str:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return (
+            f"time limit exceeded: the simulation ran longer than "
+            f"{settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS} s (DRA_WEB_RUN_TIME_LIMIT_SECONDS)"
+        )
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return "the worker was shut down while running this simulation"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def store_output(run_id: int, result: dict, trace: dict | None) -> None:
+    """Replace the run's result and trace in one transaction, then mark it succeeded."""
+    nodes = (trace or {}).get("nodes") or []
+    stats = (result or {}).get("stats") or {}
+    with transaction.atomic():
+        TraceNode.objects.filter(run_id=run_id).delete()
+        batch: list[TraceNode] = []
+        for row in index_rows(nodes):
+            batch.append(TraceNode(run_id=run_id, **row))
+            if len(batch) >= TRACE_BATCH:
+                TraceNode.objects.bulk_create(batch)
+                batch = []
+        if batch:
+            TraceNode.objects.bulk_create(batch)
+        Run.objects.filter(pk=run_id).update(
+            status=Run.SUCCEEDED,
+            finished_at=timezone.now(),
+            result=result,
+            trace_blob=blobs.pack(trace) if trace is not None else None,
+            trace_node_count=len(nodes),
+            trace_omitted=int((trace or {}).get("omitted") or 0),
+            error="",
+            pods_total=stats.get("pods"),
+            pods_scheduled=stats.get("scheduled"),
+            pods_failed=stats.get("failed"),
+            progress_done=stats.get("pods", 0),
+            progress_total=stats.get("pods", 0),
+        )
+
+
+def reap_stale_runs(now=None) -> int:
+    """Fail running runs whose worker stopped writing heartbeats; returns how many."""
+    now = now or timezone.now()
+    stale = timedelta(seconds=settings.DRA_WEB_RUN_STALE_SECONDS)
+    count = 0
+    candidates = Run.objects.filter(status=Run.RUNNING, heartbeat_at__lt=now - stale).values_list(
+        "pk", "heartbeat_at"
+    )
+    for pk, beat in list(candidates):
+        seconds = int((now - beat).total_seconds())
+        count += Run.objects.filter(pk=pk, status=Run.RUNNING, heartbeat_at=beat).update(
+            status=Run.FAILED,
+            finished_at=now,
+            error=(
+                f"worker lost: no heartbeat for {seconds} s (last at {beat:%Y-%m-%d %H:%M:%S} "
+                "UTC); the worker was killed or crashed while running this simulation"
+            ),
+        )
+    return count
+
+
+def delete_run(run: Run, user) -> None:
+    if run.owner_id != user.pk and not user.is_superuser:
+        raise PermissionDenied("only the owner can delete this run")
+    run.delete()

@@ -1,0 +1,22 @@
+"""Celery tasks: thin wrappers around runs.services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from dra_web.runs import services
+
+
+@shared_task(
+    name="dra_web.runs.tasks.execute_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def execute_run(run_id: int) -> None:
+    services.execute_run(run_id)
+
+
+@shared_task(name="dra_web.runs.tasks.reap_stale_runs", ignore_result=True)
+def reap_stale_runs() -> int:
+    return services.reap_stale_runs()

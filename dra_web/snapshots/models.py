@@ -1,0 +1,50 @@
+"""A snapshot: the uploaded (or imported) cluster state, stored compressed and immutable."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from dra_web import blobs
+
+
+class Snapshot(models.Model):
+    SOURCE_UPLOAD = "upload"
+    SOURCE_IMPORT = "import"
+    SOURCE_DEMO = "demo"
+    SOURCES = [(SOURCE_UPLOAD, "upload"), (SOURCE_IMPORT, "live import"), (SOURCE_DEMO, "demo")]
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="snapshots"
+    )
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    source = models.CharField(max_length=10, choices=SOURCES, default=SOURCE_UPLOAD)
+    # sha256 of the normalised documents (canonical JSON, in load order): the same cluster
+    # state uploaded twice as YAML or JSON, in one file or several, hashes the same.
+    content_hash = models.CharField(max_length=64, db_index=True)
+    # zlib(JSON [{"name": file name, "content": text}]): the files as uploaded, re-parsed by runs.
+    files_blob = models.BinaryField()
+    # zlib(JSON [[kind, raw document], ...]): every recognised document, normalised, load order.
+    documents_blob = models.BinaryField()
+    object_counts = models.JSONField(default=dict)  # kind -> count
+    warnings = models.JSONField(default=list)  # list[str]
+    size_bytes = models.BigIntegerField(default=0)  # uploaded bytes
+    file_names = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["owner", "content_hash"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def object_total(self) -> int:
+        return sum(self.object_counts.values())
+
+    def files(self) -> list[tuple[str, str]]:
+        return [(f["name"], f["content"]) for f in blobs.unpack(self.files_blob)]
+
+    def documents(self) -> list[tuple[str, dict]]:
+        return [(kind, raw) for kind, raw in blobs.unpack(self.documents_blob)]

@@ -1,0 +1,45 @@
+"""Reads for snapshots."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from dra_web.snapshots.models import Snapshot
+
+
+def snapshot_list(*, owner=None, q: str | None = None) -> QuerySet[Snapshot]:
+    qs = Snapshot.objects.select_related("owner").defer("files_blob", "documents_blob")
+    if owner is not None:
+        qs = qs.filter(owner__username=owner) if isinstance(owner, str) else qs.filter(owner=owner)
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(file_names__icontains=q))
+    return qs
+
+
+def get_snapshot(snapshot_id) -> Snapshot:
+    return get_object_or_404(Snapshot.objects.select_related("owner"), pk=snapshot_id)
+
+
+def _identity(raw: dict) -> tuple[str | None, str]:
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    return meta.get("namespace"), str(meta.get("name") or raw.get("name") or "")
+
+
+def snapshot_objects(snapshot: Snapshot, kind: str | None = None) -> list[dict]:
+    out = []
+    for k, raw in snapshot.documents():
+        if kind and k != kind:
+            continue
+        namespace, name = _identity(raw)
+        out.append({"kind": k, "namespace": namespace, "name": name, "raw": raw})
+    return out
+
+
+def objects_by_kind(snapshot: Snapshot) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for obj in snapshot_objects(snapshot):
+        grouped.setdefault(obj["kind"], []).append(
+            {"namespace": obj["namespace"], "name": obj["name"], "raw": obj["raw"]}
+        )
+    return grouped

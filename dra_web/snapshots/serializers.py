@@ -1,0 +1,98 @@
+"""Snapshot representations of the REST API (CONTRACT section 6); names are camelCase."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from dra_web.snapshots.models import Snapshot
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    contentHash = serializers.CharField(source="content_hash", read_only=True)
+    objectCounts = serializers.JSONField(source="object_counts", read_only=True)
+    objectTotal = serializers.IntegerField(source="object_total", read_only=True)
+    sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True)
+    fileNames = serializers.JSONField(source="file_names", read_only=True)
+    warnings = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = Snapshot
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "created",
+            "source",
+            "contentHash",
+            "objectCounts",
+            "objectTotal",
+            "warnings",
+            "sizeBytes",
+            "fileNames",
+        ]
+        read_only_fields = fields
+
+
+class SnapshotUploadResultSerializer(SnapshotSerializer):
+    existing = serializers.BooleanField(
+        read_only=True, help_text="true when the same content was already uploaded by you"
+    )
+
+    class Meta(SnapshotSerializer.Meta):
+        fields = [*SnapshotSerializer.Meta.fields, "existing"]
+        read_only_fields = fields
+
+
+class SnapshotObjectRefSerializer(serializers.Serializer):
+    namespace = serializers.CharField(allow_null=True)
+    name = serializers.CharField()
+
+
+class SnapshotDetailSerializer(SnapshotSerializer):
+    objects = serializers.SerializerMethodField()
+    runs = serializers.SerializerMethodField()
+
+    class Meta(SnapshotSerializer.Meta):
+        fields = [*SnapshotSerializer.Meta.fields, "objects", "runs"]
+        read_only_fields = fields
+
+    def get_objects(self, obj) -> dict[str, list[dict]]:
+        from dra_web.snapshots.selectors import objects_by_kind
+
+        return {
+            kind: [{"namespace": o["namespace"], "name": o["name"]} for o in objs]
+            for kind, objs in objects_by_kind(obj).items()
+        }
+
+    def get_runs(self, obj) -> list[int]:
+        return list(obj.runs.order_by("-id").values_list("id", flat=True)[:100])
+
+
+class SnapshotObjectSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    namespace = serializers.CharField(allow_null=True)
+    name = serializers.CharField()
+    raw = serializers.JSONField()
+
+
+class SnapshotUploadSerializer(serializers.Serializer):
+    """The multipart form; a raw YAML/JSON body works too (``?name=`` names it)."""
+
+    file = serializers.ListField(child=serializers.FileField(), help_text="one or more files")
+    name = serializers.CharField(required=False)
+
+
+class ClusterImportSerializer(serializers.Serializer):
+    kubeconfig = serializers.JSONField(help_text="kubeconfig content: YAML text or an object")
+    context = serializers.CharField(required=False, allow_blank=True)
+    name = serializers.CharField(required=False, allow_blank=True)
+    instanceTypes = serializers.JSONField(
+        required=False,
+        help_text="instance type file content (YAML/JSON text), or a list of them",
+    )
+
+
+class ProblemsSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    errors = serializers.ListField(child=serializers.CharField())

@@ -1,0 +1,173 @@
+"""Writes for snapshots: upload (parse, hash, store compressed), live import, delete."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from allocator import snapshot as snapshot_loader
+from allocator.model import Snapshot as LoadedSnapshot
+from dra_web import blobs
+from dra_web.snapshots.models import Snapshot
+
+log = logging.getLogger(__name__)
+
+MAX_NAME = 200
+
+
+class SnapshotUploadError(Exception):
+    """An upload that cannot be stored; ``problems`` name file, document, object and field."""
+
+    def __init__(self, problems: Sequence[str] | str, status: int = 400) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.status = status
+        super().__init__("; ".join(self.problems))
+
+
+def _as_bytes(content: bytes | str) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else bytes(content)
+
+
+def _check_size(files: Sequence[tuple[str, bytes]]) -> int:
+    limit = settings.DRA_WEB_MAX_UPLOAD_BYTES
+    total = sum(len(content) for _, content in files)
+    if total > limit:
+        raise SnapshotUploadError(
+            f"upload is {total} bytes, larger than the limit of {limit} bytes "
+            "(DRA_WEB_MAX_UPLOAD_BYTES)",
+            status=413,
+        )
+    return total
+
+
+def parse_files(files: Sequence[tuple[str, bytes | str]]) -> LoadedSnapshot:
+    """Run the allocator's loader; every failure becomes a SnapshotUploadError (400)."""
+    if not files:
+        raise SnapshotUploadError("no snapshot given: send multipart 'file' or a YAML/JSON body")
+    texts: list[tuple[str, bytes]] = [(name, _as_bytes(content)) for name, content in files]
+    _check_size(texts)
+    for name, content in texts:
+        if not content.strip():
+            raise SnapshotUploadError(f"{name}: file is empty")
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SnapshotUploadError(
+                f"{name}: not UTF-8 text (byte {exc.start}): upload YAML or JSON"
+            ) from None
+    try:
+        return snapshot_loader.load_files(texts)
+    except snapshot_loader.SnapshotError as exc:
+        raise SnapshotUploadError(exc.problems or [str(exc)]) from None
+    except RecursionError:
+        raise SnapshotUploadError("snapshot is nested too deeply to read") from None
+    except Exception as exc:  # a loader bug must not become a 500 for a user's file
+        log.exception("snapshot loader failed")
+        raise SnapshotUploadError(f"could not read the snapshot: {exc}") from None
+
+
+def content_hash(loaded: LoadedSnapshot) -> str:
+    digest = hashlib.sha256()
+    for kind, raw in loaded.documents:
+        digest.update(blobs.canonical([kind, raw]))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _default_name(file_names: Sequence[str]) -> str:
+    name = ", ".join(file_names) or "snapshot"
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+
+
+def create_snapshot(
+    owner,
+    files: Sequence[tuple[str, bytes | str]],
+    name: str | None = None,
+    *,
+    source: str = Snapshot.SOURCE_UPLOAD,
+    extra_warnings: Iterable[str] = (),
+) -> Snapshot:
+    """Parse and store an upload; the owner's identical earlier upload is returned instead.
+
+    The returned object carries ``existing`` (True when it was already stored).
+    """
+    loaded = parse_files(files)
+    digest = content_hash(loaded)
+    existing = (
+        Snapshot.objects.filter(owner=owner, content_hash=digest).order_by("created", "id").first()
+    )
+    if existing is not None:
+        existing.existing = True
+        return existing
+    texts = [(fname, _as_bytes(content).decode("utf-8")) for fname, content in files]
+    warnings = list(loaded.warnings) + [w for w in extra_warnings if w]
+    file_names = [fname for fname, _ in files]
+    with transaction.atomic():
+        snap = Snapshot.objects.create(
+            name=(name or "").strip()[:MAX_NAME] or _default_name(file_names),
+            owner=owner,
+            source=source,
+            content_hash=digest,
+            files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts]),
+            documents_blob=blobs.pack([[kind, raw] for kind, raw in loaded.documents]),
+            object_counts=loaded.object_counts(),
+            warnings=warnings,
+            size_bytes=sum(len(_as_bytes(c)) for _, c in files),
+            file_names=file_names,
+        )
+    snap.existing = False
+    return snap
+
+
+def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
+    """The allocator's typed snapshot, re-parsed from the stored files."""
+    return snapshot_loader.load_files(
+        [(name, content.encode("utf-8")) for name, content in snapshot.files()]
+    )
+
+
+def import_cluster(
+    owner,
+    kubeconfig: str | dict,
+    *,
+    context: str | None = None,
+    name: str | None = None,
+    instance_type_files: Sequence[tuple[str, bytes | str]] = (),
+    allow_local_files: bool = False,
+) -> Snapshot:
+    """List every snapshot kind from a live cluster and store it as a snapshot."""
+    from dra_web.snapshots import kube_import
+
+    try:
+        listing = kube_import.list_cluster(
+            kubeconfig, context=context, allow_local_files=allow_local_files
+        )
+    except kube_import.KubeImportError as exc:
+        raise SnapshotUploadError(str(exc)) from None
+    files: list[tuple[str, bytes | str]] = [(listing.file_name, listing.as_json_bytes())]
+    files.extend(instance_type_files)
+    warnings = list(listing.warnings)
+    if not instance_type_files:
+        warnings.append(
+            "InstanceType: the cloud provider's instance types cannot be listed from a cluster; "
+            "add an instance type file (dra-web.io/v1alpha1 InstanceType or Karpenter's "
+            "instance_types.json) so that new NodeClaims can be simulated"
+        )
+    return create_snapshot(
+        owner,
+        files,
+        name or f"cluster {listing.context}",
+        source=Snapshot.SOURCE_IMPORT,
+        extra_warnings=warnings,
+    )
+
+
+def delete_snapshot(snapshot: Snapshot, user) -> None:
+    if snapshot.owner_id != user.pk and not user.is_superuser:
+        raise PermissionDenied("only the owner can delete this snapshot")
+    snapshot.delete()

@@ -1,0 +1,284 @@
+"""A synthetic GPU cluster in snapshot form (CONTRACT section 1), for benchmarks and tests.
+
+H100 nodes (p5.48xlarge, 8 GPUs each, published by ``gpu.nvidia.com``) across three zones of
+us-west-2, some GPUs already allocated to running pods, a Karpenter NodePool that can launch
+more, and pending training pods that ask for GPUs through ResourceClaimTemplates.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import yaml
+
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
+DRIVER = "gpu.nvidia.com"
+INSTANCE_TYPE = "p5.48xlarge"
+
+
+def _gpu(index: int, node: str) -> dict:
+    return {
+        "name": f"gpu-{index}",
+        "attributes": {
+            "model": {"string": "H100"},
+            "productName": {"string": "NVIDIA H100 80GB HBM3"},
+            "uuid": {"string": f"GPU-{zlib.crc32(f'{node}/{index}'.encode()):08x}-{index:04x}"},
+            "driverVersion": {"version": "550.54.15"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{index // 2:02x}"},
+            "index": {"int": index},
+        },
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+
+
+def _node(i: int) -> tuple[str, str]:
+    return f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal", ZONES[i % len(ZONES)]
+
+
+def synthetic_cluster(
+    *,
+    nodes: int = 2,
+    gpus_per_node: int = 8,
+    running_pods: int = 1,
+    pending_pods: int = 2,
+    gpus_per_pod: int = 1,
+    namespace: str = "ml-training",
+    instance_types: bool = True,
+) -> list[dict]:
+    docs: list[dict] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"team": "research"}},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "h100", "namespace": namespace},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": "gpu.nvidia.com",
+                                    "count": gpus_per_pod,
+                                    "selectors": [
+                                        {
+                                            "cel": {
+                                                "expression": f'device.attributes["{DRIVER}"]'
+                                                '.model == "H100"'
+                                            }
+                                        }
+                                    ],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "weight": 10,
+                "template": {
+                    "metadata": {"labels": {"workload": "training"}},
+                    "spec": {
+                        "requirements": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": [INSTANCE_TYPE],
+                            },
+                            {
+                                "key": "karpenter.sh/capacity-type",
+                                "operator": "In",
+                                "values": ["on-demand"],
+                            },
+                        ],
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                    },
+                },
+                "limits": {"cpu": "10000"},
+            },
+        },
+    ]
+    if instance_types:
+        docs.append(
+            {
+                "apiVersion": "dra-web.io/v1alpha1",
+                "kind": "InstanceType",
+                "metadata": {"name": INSTANCE_TYPE},
+                "spec": {
+                    "capacity": {"cpu": "192", "memory": "2000Gi", "pods": "110"},
+                    "requirements": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    ],
+                    "offerings": [
+                        {"zone": z, "capacityType": "on-demand", "price": 98.32, "available": True}
+                        for z in ZONES
+                    ],
+                    "dynamicResources": {
+                        "resourceSliceTemplates": [
+                            {
+                                "driver": DRIVER,
+                                "pool": {"name": f"{INSTANCE_TYPE}-gpus"},
+                                "devices": [_gpu(g, "template") for g in range(gpus_per_node)],
+                            }
+                        ]
+                    },
+                },
+            }
+        )
+    allocated: list[tuple[str, int]] = []
+    for i in range(nodes):
+        name, zone = _node(i)
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/arch": "amd64",
+                        "kubernetes.io/os": "linux",
+                        "topology.kubernetes.io/zone": zone,
+                        "topology.kubernetes.io/region": "us-west-2",
+                        "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+                    },
+                },
+                "status": {"allocatable": {"cpu": "191450m", "memory": "1980Gi", "pods": "110"}},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{DRIVER}-slice"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [_gpu(g, name) for g in range(gpus_per_node)],
+                },
+            }
+        )
+    for p in range(running_pods):
+        node, _ = _node(p % max(nodes, 1))
+        if not nodes:
+            break
+        gpu = (p // nodes) % gpus_per_node
+        allocated.append((node, gpu))
+        pod = f"serve-{p}"
+        claim = f"{pod}-gpu"
+        docs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": claim, "namespace": namespace},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+                        ]
+                    }
+                },
+                "status": {
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {
+                                    "request": "gpu",
+                                    "driver": DRIVER,
+                                    "pool": node,
+                                    "device": f"gpu-{gpu}",
+                                }
+                            ]
+                        },
+                        "nodeSelector": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "In", "values": [node]}
+                                    ]
+                                }
+                            ]
+                        },
+                    },
+                    "reservedFor": [{"resource": "pods", "name": pod, "uid": f"uid-{pod}"}],
+                },
+            }
+        )
+        docs.append(_pod(namespace, pod, p, node_name=node, claim_name=claim))
+    for p in range(pending_pods):
+        docs.append(_pod(namespace, f"train-{p}", p, template="h100"))
+    return docs
+
+
+def _pod(
+    namespace: str,
+    name: str,
+    index: int,
+    *,
+    node_name: str | None = None,
+    claim_name: str | None = None,
+    template: str | None = None,
+) -> dict:
+    entry: dict = {"name": "gpu"}
+    if claim_name:
+        entry["resourceClaimName"] = claim_name
+    else:
+        entry["resourceClaimTemplateName"] = template
+    spec: dict = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                "resources": {
+                    "requests": {"cpu": "8", "memory": "64Gi"},
+                    "claims": [{"name": "gpu"}],
+                },
+            }
+        ],
+        "resourceClaims": [entry],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": f"2026-11-30T10:{index // 60 % 60:02d}:{index % 60:02d}Z",
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def to_yaml(docs: list[dict]) -> str:
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump_all(docs, Dumper=dumper, sort_keys=False)
+
+
+def to_json(docs: list[dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})

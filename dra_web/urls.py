@@ -1,0 +1,32 @@
+"""Root URLs: the REST API under /api/, login under /accounts/, the pages at /."""
+
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+api_patterns = [
+    path("", include("dra_web.snapshots.urls")),
+    path("", include("dra_web.runs.urls")),
+    path("", include("dra_web.accounts.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+]
+
+urlpatterns = [
+    path("api/", include(api_patterns)),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+]
+
+# The team review app (its paths carry their /api/ prefix) and the pages, both at the root.
+urlpatterns += [
+    path("", include("dra_web.reviews.urls")),
+    path("", include("dra_web.pages.urls")),
+]
+
+if settings.DEBUG:
+    from django.contrib.staticfiles.urls import staticfiles_urlpatterns
+
+    urlpatterns += staticfiles_urlpatterns()

@@ -1,0 +1,460 @@
+// The search tree: an ARIA tree over a run's DFS trace, loaded a subtree at a time.
+//
+// The server holds the whole trace; the page asks for one node's children (paginated), a
+// node's details, a search, or the icicle overview. So a 100,000-node trace paints as fast
+// as a 100-node one. Keyboard: Up/Down move, Right expands or enters, Left collapses or goes
+// to the parent, Home/End, Enter toggles and shows details.
+
+const PAGE = 200;
+const AUTO_EXPAND_BUDGET = 24; // requests spent opening successful paths at first paint
+const AUTO_EXPAND_DEPTH = 8;
+
+function el(tag, attrs = {}, ...kids) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids) if (kid !== null && kid !== undefined) node.append(kid);
+  return node;
+}
+
+function nodesOf(payload) {
+  if (Array.isArray(payload)) return payload;
+  return payload.nodes || payload.results || payload.children || [];
+}
+
+function childCountOf(n) {
+  if (typeof n.childCount === "number") return n.childCount;
+  if (typeof n.childrenCount === "number") return n.childrenCount;
+  if (typeof n.children === "number") return n.children;
+  if (n.hasChildren) return 1;
+  return 0;
+}
+
+async function getJSON(url) {
+  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!res.ok) throw new Error(`${res.status} ${res.statusText} for ${url}`);
+  return res.json();
+}
+
+export class SearchTree {
+  constructor(root) {
+    this.root = root;
+    this.childrenUrl = root.dataset.childrenUrl; // GET ?parent=ID&offset=&limit=
+    this.nodeUrl = root.dataset.nodeUrl; // + ID + "/"
+    this.searchUrl = root.dataset.searchUrl;
+    this.overviewUrl = root.dataset.overviewUrl;
+    this.revealUrl = root.dataset.revealUrl; // + ID + "/"
+    this.treeEl = root.querySelector("[role=tree]");
+    this.detailEl = root.querySelector(".node-detail-body");
+    this.resultsEl = root.querySelector(".search-results");
+    this.statusEl = root.querySelector(".tree-status");
+    this.items = new Map(); // id -> li
+    this.budget = AUTO_EXPAND_BUDGET;
+    this.paintedAt = null;
+  }
+
+  async start() {
+    const t0 = performance.now();
+    await this.loadChildren(null, this.treeEl, 0, 0, true);
+    this.paintedAt = performance.now() - t0;
+    this.root.dataset.firstPaintMs = String(Math.round(this.paintedAt));
+    this.root.dataset.ready = "true";
+    this.bindKeys();
+    this.bindToolbar();
+    if (this.overviewUrl) this.drawOverview().catch((e) => this.say(`overview: ${e.message}`));
+  }
+
+  say(text) {
+    if (this.statusEl) this.statusEl.textContent = text;
+  }
+
+  url(base, params) {
+    const u = new URL(base, window.location.origin);
+    for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") u.searchParams.set(k, v);
+    return u.toString();
+  }
+
+  // --- rendering --------------------------------------------------------------------------
+
+  makeItem(n, level) {
+    const count = childCountOf(n);
+    const li = el("li", {
+      role: "treeitem",
+      "aria-level": String(level + 1),
+      "aria-expanded": count ? "false" : null,
+      "aria-selected": "false",
+      tabindex: "-1",
+      class: `st-${n.status || "ok"}`,
+      "data-id": String(n.id),
+      "data-kind": n.kind || "",
+    });
+    // Subtree size: "descendants" (the runs API) or "size" (the node itself included).
+    const below = typeof n.descendants === "number" ? n.descendants : typeof n.size === "number" ? n.size - 1 : null;
+    const failedBelow = typeof n.failedDescendants === "number" ? n.failedDescendants : null;
+    const sizeText = count && below ? `${below.toLocaleString()} below${failedBelow ? `, ${failedBelow.toLocaleString()} failed` : ""}` : null;
+    const row = el(
+      "div",
+      { class: "row", title: n.message || n.reason || "" },
+      el("span", { class: "twisty", "aria-hidden": "true", text: count ? "▸" : "" }),
+      el("span", { class: "status-dot", "aria-hidden": "true" }),
+      el("span", { class: "kind", text: n.kind || "" }),
+      el("span", { class: "label", text: n.label || `#${n.id}` }),
+      n.status !== "ok" && n.reason ? el("span", { class: "reason", text: n.reason }) : null,
+      sizeText ? el("span", { class: "size", text: `(${sizeText})` }) : null,
+    );
+    row.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      this.focus(li);
+      if (count && ev.target.classList.contains("twisty")) this.toggle(li);
+      else {
+        this.showDetail(li);
+        if (count && li.getAttribute("aria-expanded") === "false") this.toggle(li);
+      }
+    });
+    li.append(row);
+    li._node = n;
+    li._level = level;
+    this.items.set(n.id, li);
+    return li;
+  }
+
+  async loadChildren(parentId, container, level, offset, auto, around = null) {
+    const params = { parent: parentId === null ? "" : parentId, offset, limit: PAGE };
+    if (parentId === null) params.roots = "1";
+    const payload = await getJSON(this.url(this.childrenUrl, params));
+    const nodes = nodesOf(payload);
+    const total = typeof payload.total === "number" ? payload.total : nodes.length;
+    const realOffset = typeof payload.offset === "number" ? payload.offset : offset;
+    if (realOffset > 0 && !container.querySelector(":scope > li.more.earlier")) {
+      const earlier = el("li", { class: "more earlier", role: "none", text: `… ${realOffset.toLocaleString()} earlier — show` });
+      earlier.addEventListener("click", async () => {
+        earlier.remove();
+        const start = Math.max(0, realOffset - PAGE);
+        const frag = document.createElement("ul");
+        await this.loadChildren(parentId, frag, level, start, false);
+        const first = container.firstChild;
+        for (const child of [...frag.children].filter((c) => !c.classList.contains("more") || c.classList.contains("earlier"))) container.insertBefore(child, first);
+      });
+      container.append(earlier);
+    }
+    const frag = document.createDocumentFragment();
+    const toOpen = [];
+    for (const n of nodes) {
+      if (this.items.has(n.id)) continue;
+      const li = this.makeItem(n, level);
+      frag.append(li);
+      if (auto && n.status === "ok" && childCountOf(n) && level < AUTO_EXPAND_DEPTH) toOpen.push(li);
+    }
+    container.append(frag);
+    const shown = realOffset + nodes.length;
+    if (shown < total && parentId !== undefined) {
+      const more = el("li", { class: "more", role: "none", text: `… ${(total - shown).toLocaleString()} more — show next ${Math.min(PAGE, total - shown)}` });
+      more.addEventListener("click", async () => {
+        more.remove();
+        await this.loadChildren(parentId, container, level, shown, false);
+      });
+      container.append(more);
+    }
+    if (container === this.treeEl && !this.treeEl.querySelector("[tabindex='0']")) {
+      const first = this.treeEl.querySelector("[role=treeitem]");
+      if (first) first.setAttribute("tabindex", "0");
+    }
+    const opening = [];
+    for (const li of toOpen) {
+      if (this.budget <= 0) break;
+      this.budget -= 1;
+      opening.push(this.expand(li, true));
+    }
+    await Promise.all(opening);
+    return { total, offset: realOffset };
+  }
+
+  async expand(li, auto = false, around = null) {
+    if (li.getAttribute("aria-expanded") !== "false") return;
+    li.setAttribute("aria-expanded", "true");
+    li.querySelector(":scope > .row > .twisty").textContent = "▾";
+    let group = li.querySelector(":scope > ul");
+    if (!group) {
+      group = el("ul", { role: "group" });
+      li.append(group);
+      const offset = around === null ? 0 : Math.max(0, around - Math.floor(PAGE / 2));
+      try {
+        await this.loadChildren(li._node.id, group, li._level + 1, offset, auto);
+      } catch (e) {
+        group.append(el("li", { role: "none", class: "more", text: `could not load: ${e.message}` }));
+      }
+    }
+    group.hidden = false;
+  }
+
+  collapse(li) {
+    if (li.getAttribute("aria-expanded") !== "true") return;
+    li.setAttribute("aria-expanded", "false");
+    li.querySelector(":scope > .row > .twisty").textContent = "▸";
+    const group = li.querySelector(":scope > ul");
+    if (group) group.hidden = true;
+  }
+
+  toggle(li) {
+    if (li.getAttribute("aria-expanded") === "true") this.collapse(li);
+    else return this.expand(li);
+  }
+
+  // --- focus and keys ----------------------------------------------------------------------
+
+  visibleItems() {
+    return [...this.treeEl.querySelectorAll("[role=treeitem]")].filter((li) => li.offsetParent !== null);
+  }
+
+  focus(li) {
+    for (const other of this.treeEl.querySelectorAll("[tabindex='0']")) other.setAttribute("tabindex", "-1");
+    for (const other of this.treeEl.querySelectorAll("[aria-selected='true']")) other.setAttribute("aria-selected", "false");
+    li.setAttribute("tabindex", "0");
+    li.setAttribute("aria-selected", "true");
+    li.focus({ preventScroll: true });
+    li.querySelector(":scope > .row").scrollIntoView({ block: "nearest" });
+  }
+
+  bindKeys() {
+    this.treeEl.addEventListener("keydown", async (ev) => {
+      const li = ev.target.closest("[role=treeitem]");
+      if (!li) return;
+      const items = this.visibleItems();
+      const at = items.indexOf(li);
+      const parentLi = li.parentElement.closest("[role=treeitem]");
+      switch (ev.key) {
+        case "ArrowDown":
+          if (at < items.length - 1) this.focus(items[at + 1]);
+          break;
+        case "ArrowUp":
+          if (at > 0) this.focus(items[at - 1]);
+          break;
+        case "ArrowRight":
+          if (li.getAttribute("aria-expanded") === "false") await this.expand(li);
+          else if (li.getAttribute("aria-expanded") === "true") {
+            const child = li.querySelector(":scope > ul > [role=treeitem]");
+            if (child) this.focus(child);
+          }
+          break;
+        case "ArrowLeft":
+          if (li.getAttribute("aria-expanded") === "true") this.collapse(li);
+          else if (parentLi) this.focus(parentLi);
+          break;
+        case "Home":
+          if (items.length) this.focus(items[0]);
+          break;
+        case "End":
+          if (items.length) this.focus(items[items.length - 1]);
+          break;
+        case "Enter":
+        case " ":
+          this.showDetail(li);
+          if (li.hasAttribute("aria-expanded")) await this.toggle(li);
+          break;
+        default:
+          return;
+      }
+      ev.preventDefault();
+    });
+  }
+
+  // --- details -------------------------------------------------------------------------------
+
+  async showDetail(li) {
+    const id = li._node.id;
+    this.detailEl.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+    let d;
+    try {
+      d = await getJSON(`${this.nodeUrl}${id}/`);
+    } catch (e) {
+      this.detailEl.replaceChildren(el("p", { class: "upload-status error", text: e.message }));
+      return;
+    }
+    const dl = el("dl", { class: "kv" });
+    const add = (k, v) => {
+      if (v === null || v === undefined || v === "") return;
+      dl.append(el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : String(v)));
+    };
+    add("node", `#${d.id} ${d.kind}`);
+    add("label", d.label);
+    add("status", el("span", { class: `badge ${d.status}`, text: d.status }));
+    add("reason", d.reason);
+    add("message", d.message ? el("code", { text: d.message }) : null);
+    add("children", d.childCount);
+    add("below", d.descendants);
+    const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "descendants", "failedDescendants"]);
+    for (const [k, v] of Object.entries(d)) {
+      if (skip.has(k)) continue;
+      add(k, typeof v === "object" ? el("code", { text: JSON.stringify(v) }) : v);
+    }
+    const parts = [el("h3", { class: "mt0", text: d.label || `#${d.id}` }), dl];
+    if (d.path && d.path.length) {
+      const crumbs = el("ol", { class: "reasons" });
+      for (const p of d.path) crumbs.append(el("li", {}, el("span", { class: "target", text: `${p.kind} ` }), p.label));
+      parts.push(el("h3", { text: "Path" }), crumbs);
+    }
+    if (d.device_info) {
+      const info = d.device_info;
+      parts.push(el("h3", { text: `Device ${info.driver}/${info.pool}/${info.device}` }));
+      if (info.attributes) parts.push(el("pre", { class: "code", text: JSON.stringify(info.attributes, null, 2) }));
+      if (info.capacity && Object.keys(info.capacity).length) parts.push(el("p", { class: "muted", text: "capacity" }), el("pre", { class: "code", text: JSON.stringify(info.capacity, null, 2) }));
+      if (info.taints && info.taints.length) parts.push(el("p", { class: "muted", text: "taints" }), el("pre", { class: "code", text: JSON.stringify(info.taints, null, 2) }));
+    }
+    if (d.selectors && d.selectors.length) {
+      parts.push(el("h3", { text: "Selectors" }));
+      for (const s of d.selectors) parts.push(el("pre", { class: "code cel", text: s }));
+    }
+    this.detailEl.replaceChildren(...parts);
+  }
+
+  // --- search, filter and reveal ------------------------------------------------------------
+
+  bindToolbar() {
+    const form = this.root.querySelector(".tree-toolbar");
+    if (!form) return;
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.search(form.elements.q.value, form.elements.reason.value);
+    });
+    form.elements.reason.addEventListener("change", () => this.search(form.elements.q.value, form.elements.reason.value));
+    const collapse = this.root.querySelector(".collapse-all");
+    if (collapse) collapse.addEventListener("click", () => {
+      for (const li of this.treeEl.querySelectorAll("[aria-expanded='true']")) this.collapse(li);
+    });
+  }
+
+  async search(q, reason) {
+    for (const hit of this.treeEl.querySelectorAll(".hit")) hit.classList.remove("hit");
+    if (!q && !reason) {
+      this.resultsEl.replaceChildren();
+      this.say("");
+      return;
+    }
+    const data = await getJSON(this.url(this.searchUrl, { q, reason, limit: 100 }));
+    const results = data.results || [];
+    this.say(`${data.total.toLocaleString()} match${data.total === 1 ? "" : "es"}${data.total > results.length ? `, first ${results.length} listed` : ""}`);
+    this.resultsEl.replaceChildren(
+      ...results.map((r) =>
+        el(
+          "li",
+          {},
+          el("button", {
+            type: "button",
+            "data-id": String(r.id),
+            text: `${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
+            title: (r.pathLabels || []).join(" › "),
+            onclick: () => this.reveal(r.id),
+          }),
+        ),
+      ),
+    );
+    if (results.length) await this.reveal(results[0].id);
+  }
+
+  async reveal(id) {
+    let li = this.items.get(id);
+    if (!li) {
+      const chain = await getJSON(`${this.revealUrl}${id}/`);
+      const steps = chain.path || chain;
+      for (let k = 0; k < steps.length; k += 1) {
+        const step = steps[k];
+        let item = this.items.get(step.id);
+        if (!item) {
+          // The node is on a page of its parent's children not loaded yet: load that page.
+          const parentStep = steps[k - 1];
+          const parentLi = parentStep ? this.items.get(parentStep.id) : null;
+          const container = parentLi ? parentLi.querySelector(":scope > ul") : this.treeEl;
+          if (container) {
+            for (const more of container.querySelectorAll(":scope > li.more")) more.remove();
+            await this.loadChildren(parentStep ? parentStep.id : null, container, parentLi ? parentLi._level + 1 : 0, Math.max(0, step.index - Math.floor(PAGE / 2)), false);
+          }
+          item = this.items.get(step.id);
+        }
+        if (!item) break;
+        if (k < steps.length - 1) {
+          if (item.getAttribute("aria-expanded") === "false") {
+            const next = steps[k + 1];
+            await this.expand(item, false, next.index >= PAGE ? next.index : null);
+          }
+        }
+      }
+      li = this.items.get(id);
+    } else {
+      let up = li.parentElement.closest("[role=treeitem]");
+      while (up) {
+        await this.expand(up);
+        up = up.parentElement.closest("[role=treeitem]");
+      }
+    }
+    if (li) {
+      li.classList.add("hit");
+      this.focus(li);
+      this.showDetail(li);
+    }
+  }
+
+  // --- icicle overview -------------------------------------------------------------------------
+
+  async drawOverview() {
+    const canvas = this.root.querySelector("canvas.icicle");
+    if (!canvas) return;
+    const data = await getJSON(this.overviewUrl);
+    this.overview = data;
+    const paint = () => {
+      const ratio = window.devicePixelRatio || 1;
+      const w = canvas.clientWidth;
+      const h = canvas.clientHeight;
+      canvas.width = Math.round(w * ratio);
+      canvas.height = Math.round(h * ratio);
+      const ctx = canvas.getContext("2d");
+      ctx.scale(ratio, ratio);
+      ctx.clearRect(0, 0, w, h);
+      const rowH = h / Math.max(1, data.depth);
+      const colors = { ok: "#3f9d67", failed: "#d05050", pruned: "#8a7cc4" };
+      for (const [, depth, offset, size, status] of data.rects) {
+        const x = (offset / data.total) * w;
+        const rw = Math.max(0.5, (size / data.total) * w - 0.5);
+        ctx.fillStyle = colors[status] || "#8895aa";
+        ctx.fillRect(x, depth * rowH, rw, rowH - 1);
+      }
+    };
+    paint();
+    window.addEventListener("resize", paint);
+    const pick = (ev) => {
+      const rect = canvas.getBoundingClientRect();
+      const at = ((ev.clientX - rect.left) / rect.width) * data.total;
+      const depth = Math.floor(((ev.clientY - rect.top) / rect.height) * data.depth);
+      let best = null;
+      for (const r of data.rects) {
+        if (r[1] <= depth && r[2] <= at && at < r[2] + r[3] && (!best || r[1] > best[1])) best = r;
+      }
+      return best;
+    };
+    canvas.addEventListener("mousemove", (ev) => {
+      const r = pick(ev);
+      canvas.title = r ? `node #${r[0]} (${r[3].toLocaleString()} nodes, ${r[4]}) — click to open` : "";
+    });
+    canvas.addEventListener("click", (ev) => {
+      const r = pick(ev);
+      if (r) this.reveal(r[0]);
+    });
+  }
+}
+
+export function mountTrees() {
+  for (const root of document.querySelectorAll("[data-search-tree]")) {
+    const tree = new SearchTree(root);
+    root._tree = tree;
+    tree.start().catch((e) => {
+      root.dataset.ready = "error";
+      tree.say(`Could not load the search tree: ${e.message}`);
+    });
+  }
+}
+
+mountTrees();

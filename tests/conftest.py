@@ -1,0 +1,65 @@
+"""Shared fixtures: users, API clients, and a realistic GPU cluster snapshot.
+
+Browser fixtures live in tests/browser/conftest.py; servers (Redis, Celery, PostgreSQL) in
+tests/integration/conftest.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
+
+
+@pytest.fixture
+def cluster_docs() -> list[dict]:
+    """Two H100 nodes, one running pod holding a GPU, two pending training pods."""
+    return synthetic_cluster(nodes=2, running_pods=1, pending_pods=2)
+
+
+@pytest.fixture
+def cluster_yaml(cluster_docs) -> str:
+    return to_yaml(cluster_docs)
+
+
+@pytest.fixture
+def cluster_json(cluster_docs) -> str:
+    return to_json(cluster_docs)
+
+
+@pytest.fixture
+def _web_settings(settings):
+    # Tasks run eagerly inside the test: no heartbeat thread against the test database.
+    settings.DRA_WEB_RUN_HEARTBEAT_SECONDS = 0
+    return settings
+
+
+@pytest.fixture
+def user(db, django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password-1")
+
+
+@pytest.fixture
+def other_user(db, django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password-1")
+
+
+def _token_client(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def api(user, _web_settings):
+    """An API client authenticated as alice with her token."""
+    return _token_client(user)
+
+
+@pytest.fixture
+def bob_api(other_user, _web_settings):
+    return _token_client(other_user)

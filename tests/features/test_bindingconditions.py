@@ -1,0 +1,117 @@
+"""Binding conditions on the docs' gpu-slice-1 (bindsToNode, is-prepared, preparing-failed)."""
+
+from __future__ import annotations
+
+from allocator.features.bindingconditions import (
+    allocation_node_selector,
+    binding_failed,
+    binding_failures,
+    binding_timeout_seconds,
+    claim_binding_timeout,
+    device_result_fields,
+    device_selectable,
+    order_pools,
+)
+from allocator.model import DeviceID
+from tests.features.conftest import devices_of, gates_with, load_example
+
+GPU1 = DeviceID("dra.example.com", "gpu-pool", "gpu-1")
+LOCAL = DeviceID("dra.example.com", "aaa-local-gpus", "gpu-local-0")
+
+
+def example():
+    snapshot = load_example("features-binding-conditions.yaml")
+    return snapshot, devices_of(snapshot)
+
+
+def test_failure_condition_true_reallocates_the_claim() -> None:
+    snapshot, devices = example()
+    claim = snapshot.resource_claims["default/fabric-gpu-old"]
+    failures = binding_failures(claim)
+    assert len(failures) == 1
+    assert "dra.example.com/preparing-failed" in failures[0] and "gpu-1" in failures[0]
+    claim.device_statuses[0]["conditions"][0]["status"] = "False"
+    assert not binding_failed(claim)
+
+
+def test_failure_conditions_fall_back_to_the_published_device() -> None:
+    snapshot, devices = example()
+    claim = snapshot.resource_claims["default/fabric-gpu-old"]
+    claim.allocation.devices[0].binding_failure_conditions = ()
+    assert not binding_failed(claim)
+    assert binding_failed(claim, device_lookup=devices.get)
+
+
+def test_gate_off_ignores_failures_and_skips_binding_devices() -> None:
+    snapshot, devices = example()
+    off = gates_with(DRADeviceBindingConditions=False)
+    assert not binding_failed(snapshot.resource_claims["default/fabric-gpu-old"], gates=off)
+    assert not device_selectable(devices[GPU1], off)
+    assert device_selectable(devices[GPU1])
+    assert device_selectable(devices[LOCAL], off)
+
+
+def test_pools_with_binding_conditions_come_last() -> None:
+    snapshot, _ = example()
+    pools = {}
+    for s in snapshot.resource_slices:
+        pools.setdefault((s.driver, s.pool), []).extend(s.devices)
+    keys = sorted(pools, reverse=True)  # gpu-pool first by name the other way round
+    ordered = order_pools(keys, key=lambda k: k, devices=lambda k: pools[k])
+    assert ordered == [("dra.example.com", "aaa-local-gpus"), ("dra.example.com", "gpu-pool")]
+    # Renaming the local pool to sort after gpu-pool keeps gpu-pool last.
+    pools[("dra.example.com", "zzz-local")] = pools.pop(("dra.example.com", "aaa-local-gpus"))
+    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k])
+    assert ordered[-1] == ("dra.example.com", "gpu-pool")
+    off = gates_with(DRADeviceBindingConditions=False)
+    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k], gates=off)
+    assert ordered[-1] == ("dra.example.com", "zzz-local")
+
+
+def test_binds_to_node_records_the_chosen_node() -> None:
+    _, devices = example()
+    topology = {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "accelerator-type", "operator": "In", "values": ["high-performance"]}
+                ]
+            }
+        ]
+    }
+    on_node = allocation_node_selector(
+        [devices[GPU1]], topology, node_name="node-3", node_claim_name=None
+    )
+    assert on_node == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-3"]}]}
+        ]
+    }
+    new = allocation_node_selector(
+        [devices[GPU1]], topology, node_name=None, node_claim_name="fabric-pool-1"
+    )
+    assert new["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["fabric-pool-1"]
+    # Without bindsToNode the device topology stays.
+    assert (
+        allocation_node_selector(
+            [devices[LOCAL]], topology, node_name="node-3", node_claim_name=None
+        )
+        is topology
+    )
+
+
+def test_binding_timeout_defaults_to_600_seconds() -> None:
+    _, devices = example()
+
+    class Options:
+        binding_timeout_seconds = 60
+
+    assert binding_timeout_seconds() == 600
+    assert binding_timeout_seconds(Options()) == 60
+    assert claim_binding_timeout([devices[GPU1]], 600) == 600
+    assert claim_binding_timeout([devices[LOCAL]], 600) is None
+    assert device_result_fields(devices[GPU1]) == {
+        "bindingConditions": ["dra.example.com/is-prepared"],
+        "bindingFailureConditions": ["dra.example.com/preparing-failed"],
+        "bindsToNode": True,
+    }

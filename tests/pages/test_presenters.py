@@ -1,0 +1,72 @@
+"""The Karpenter-style aggregation of failure reasons and NodeClaim costs."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dra_web.pages import presenters
+
+
+def test_reasons_aggregate_like_kube_scheduler_with_nodepools_last():
+    reasons = [{"target": f"node/ip-10-0-1-{i}", "reason": "allocating dynamic resources, cannot allocate all claims"} for i in range(8)]
+    reasons += [
+        {"target": f"node/ip-10-0-2-{i}", "reason": "incompatible requirements, key topology.kubernetes.io/zone, us-west-2b not in us-west-2a"}
+        for i in range(4)
+    ]
+    reasons.append(
+        {"target": "nodepool/gpu-pool", "reason": 'incompatible with nodepool "gpu-pool", allocating dynamic resources, no instance type can satisfy the allocation'}
+    )
+    assert presenters.aggregate_reasons(reasons) == (
+        "0/12 nodes: 8 no free device, 4 incompatible requirements; "
+        "0/1 NodePools: 1 no instance type can satisfy the allocation"
+    )
+
+
+def test_reason_phrases_keep_the_designs_error_substrings():
+    assert presenters.reason_phrase("claim ml/x: selector: failed to compile: ERROR") == (
+        "CEL selector failed to compile"
+    )
+    assert presenters.reason_phrase('device class "gpu.example.com" not found') == "not found"
+    assert presenters.reason_phrase("exceeding maximum of 32 devices") == (
+        "too many devices (exceeding maximum)"
+    )
+    assert presenters.reason_phrase("did not tolerate taint nvidia.com/gpu:NoSchedule") == (
+        "untolerated taint"
+    )
+    assert presenters.reason_phrase("") == "unknown reason"
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["node", "nodepool", "nodeclaim"]), st.text(max_size=40)),
+        max_size=30,
+    )
+)
+def test_aggregate_counts_every_target_once(entries):
+    reasons = [{"target": f"{kind}/n{i}", "reason": text} for i, (kind, text) in enumerate(entries)]
+    line = presenters.aggregate_reasons(reasons)
+    totals = [int(part.split("/")[1].split(" ")[0]) for part in line.split("; ") if part]
+    assert sum(totals) == len(entries)
+    if any(k == "nodepool" for k, _ in entries):
+        assert line.split("; ")[-1].startswith("0/") and "NodePools" in line.split("; ")[-1]
+
+
+def test_node_claim_cost_reads_the_price_or_falls_back_to_the_catalog():
+    priced = {"name": "gpu-pool-1", "price": 98.32, "instanceTypes": ["p5.48xlarge"]}
+    assert presenters.node_claim_cost(priced) == {"price": 98.32, "instanceType": None}
+    unpriced = {"name": "gpu-pool-2", "instanceTypes": ["g6e.xlarge", "p5.48xlarge"]}
+    unpriced["cost"] = presenters.node_claim_cost(unpriced)
+    assert unpriced["cost"]["price"] is None
+    presenters.fill_costs_from_catalog([unpriced], {"g6e.xlarge": 1.861, "p5.48xlarge": 98.32})
+    assert unpriced["cost"] == {"price": 1.861, "instanceType": "g6e.xlarge"}
+
+
+def test_result_view_puts_failed_pods_first_and_tolerates_missing_fields():
+    view = presenters.result_view(
+        {"pods": [{"pod": "ml/a", "scheduled": True}, {"pod": "ml/b", "scheduled": False}]}
+    )
+    assert [p["pod"] for p in view["failed"]] == ["ml/b"]
+    assert view["stats"] == {"pods": 2, "scheduled": 1, "failed": 1}
+    assert view["pools"] == [] and view["node_claims"] == []
+    assert presenters.result_view(None)["pods"] == []

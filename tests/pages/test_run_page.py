@@ -1,0 +1,114 @@
+"""The run page: summary, placements, NodeClaims, search tree, pools and review sections."""
+
+from __future__ import annotations
+
+import re
+
+from django.urls import reverse
+
+from tests.pages.conftest import NODE, make_run
+
+
+def _html(response) -> str:
+    assert response.status_code == 200, response.content[:500]
+    return response.content.decode()
+
+
+def test_run_page_requires_login(client, run):
+    response = client.get(reverse("pages:run", args=[run.pk]))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_summary_lists_failed_pods_first_with_aggregated_reasons(browser_client, run):
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    summary = html[html.index('id="panel-summary"') : html.index('id="panel-placements"')]
+    # Failed pods come before anything else, each with the kube-scheduler style count.
+    assert summary.index("ml/infer-a100") < summary.index("NodeClaims to launch")
+    assert (
+        "0/1 nodes: 1 no free device; 0/1 NodePools: 1 no instance type can satisfy the allocation"
+        in summary
+    )
+    assert "0/1 nodes: 1 CEL selector failed to compile" in summary
+    # The NodeClaim to launch and its price from the result.
+    assert "gpu-pool-1" in summary and "$98.320/h" in summary
+    assert "2 × " not in summary or "failed" in summary
+
+
+def test_placements_show_intent_beside_decision(browser_client, run):
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    placements = html[html.index('id="panel-placements"') : html.index('id="panel-nodeclaims"')]
+    # train-1's claim came from the one-h100 template: its CEL selector is the intent ...
+    block = placements[placements.index('id="pod-ml-train-1"') :]
+    block = block[: block.index("</details>")]
+    assert "ResourceClaimTemplate one-h100" in block
+    assert "&quot;H100&quot;" in block and 'class="cel' not in block or "H100" in block
+    # ... and the decision is the p5.48xlarge template device.
+    assert re.search(r"p5-gpus</td><td class=\"mono\">gpu-0</td>", block)
+    assert "p5.48xlarge" in block and ">template<" in block
+    # Failed pods come first in the list.
+    assert placements.index("ml/infer-a100") < placements.index("ml/train-0")
+
+
+def test_nodeclaims_show_instance_types_pruned_requirements_templates_and_gating(
+    browser_client, run
+):
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="panel-nodeclaims"') : html.index('id="panel-tree"')]
+    assert "g6e.xlarge" in section and "no device of class gpu.nvidia.com matches" in section
+    assert "topology.kubernetes.io/zone In us-west-2a, us-west-2b" in section
+    assert "karpenter.sh/requested-dra-drivers" in section
+    assert "gated" in section and "gpu.nvidia.com" in section
+    # Template ResourceSlices of the kept instance type come from the snapshot's catalog.
+    assert "p5-gpus" in section
+    assert "gpu.nvidia.com/p5-gpus/gpu-0" in section  # held by ml/train-1
+
+
+def test_tree_section_is_an_aria_tree_with_reason_filter(browser_client, run):
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    tree = html[html.index('id="panel-tree"') : html.index('id="panel-pools"')]
+    assert 'role="tree"' in tree
+    assert f'data-children-url="/runs/{run.pk}/tree/children/"' in tree
+    assert '<option value="selector">selector (' in tree
+    assert '<option value="allocated">allocated (' in tree
+
+
+def test_pools_section_has_one_row_per_pool_and_its_devices(browser_client, run):
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    pools = html[html.index('id="panel-pools"') : html.index('id="panel-review"')]
+    assert f"node {NODE}" in pools
+    assert "1/1" in pools  # slices seen / declared
+    assert "model=H100" in pools and "memory=80Gi" in pools
+    assert ">valid<" in pools
+
+
+def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+
+    running = Run.objects.create(
+        snapshot=snapshot, owner=maria, status="running", progress_done=1, progress_total=4
+    )
+    html = _html(browser_client.get(reverse("pages:run", args=[running.pk])))
+    assert 'hx-get="/runs/%d/status/"' % running.pk in html
+    assert 'style="width: 25%"' in html
+    status = browser_client.get(reverse("pages:run-status", args=[running.pk]))
+    assert "HX-Refresh" not in status
+    running.status = "failed"
+    running.error = "time limit exceeded"
+    running.save()
+    status = browser_client.get(reverse("pages:run-status", args=[running.pk]))
+    assert status["HX-Refresh"] == "true"
+    assert "time limit exceeded" in status.content.decode()
+
+
+def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client, snapshot, maria):
+    a = make_run(snapshot, maria)
+    b = make_run(snapshot, maria, second_train_placed=False, options={"timeout": 5, "disrupt": [], "featureGates": {"DRADeviceTaints": True}})
+    html = _html(browser_client.get(reverse("pages:diff", args=[a.pk, b.pk])))
+    assert "failed in B" in html and "ml/train-1" in html
+    assert "only in A" in html and "gpu-pool-1" in html
+    assert "Where the search trees first differ" in html
+    # The device under the p5.48xlarge candidate is where the searches went apart.
+    assert "gpu.nvidia.com/p5-gpus/gpu-0" in html
+    pick = browser_client.get(reverse("pages:diff-pick", args=[a.pk]), {"other": b.pk})
+    assert pick["Location"] == reverse("pages:diff", args=[a.pk, b.pk])
