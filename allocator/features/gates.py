@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 GATE_NAMES: tuple[str, ...] = (
     "DRADeviceTaints",

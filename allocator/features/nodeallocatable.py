@@ -124,9 +124,11 @@ def parse_node_allocatable(device: Device) -> NodeAllocatable:
     return out
 
 
-def containers_referencing(pod: Pod, pod_claim_name: str) -> int:
+def containers_referencing(pod: Pod | None, pod_claim_name: str) -> int:
     """How many containers (and init containers) of the pod list the claim in
-    ``resources.claims``."""
+    ``resources.claims`` (1 when the pod is not known)."""
+    if pod is None:
+        return 1
     spec = (pod.raw or {}).get("spec") or {}
     count = 0
     for key in ("initContainers", "containers"):
@@ -148,7 +150,7 @@ def _add(into: dict[str, Quantity], resource: str, amount: Quantity) -> None:
 
 
 def dra_node_resources(
-    pod: Pod, devices: Iterable[AllocatedDevice], gates: FeatureGates = ALL_ON
+    pod: Pod | None, devices: Iterable[AllocatedDevice], gates: FeatureGates = ALL_ON
 ) -> dict[str, Quantity]:
     """What the pod's devices add to the pod's node resource needs (``draNodeResources``)."""
     if not gates.enabled(GATE):

@@ -244,20 +244,25 @@ def newest_generation_slices(slices: Iterable[ResourceSlice]) -> list[ResourceSl
     return [s for s in slices if s.generation == newest[(s.driver, s.pool)]]
 
 
-def pod_claim_keys(pod: Pod) -> list[str]:
-    """The claims a pod uses, resolved as the resourceclaim controller names them."""
-    keys = []
+def pod_claim_entries(pod: Pod) -> list[tuple[str, str]]:
+    """(spec.resourceClaims[].name, claim key) of the claims a pod uses, resolved as the
+    resourceclaim controller names them; entries whose status says no claim are skipped."""
+    out = []
     for entry in pod.resource_claims:
         if entry.resource_claim_name:
-            keys.append(f"{pod.namespace}/{entry.resource_claim_name}")
+            out.append((entry.name, f"{pod.namespace}/{entry.resource_claim_name}"))
         elif entry.resource_claim_template_name:
             if entry.name in pod.resource_claim_statuses:
                 name = pod.resource_claim_statuses[entry.name]
                 if name:
-                    keys.append(f"{pod.namespace}/{name}")
+                    out.append((entry.name, f"{pod.namespace}/{name}"))
             else:
-                keys.append(f"{pod.namespace}/{pod.name}-{entry.name}")
-    return keys
+                out.append((entry.name, f"{pod.namespace}/{pod.name}-{entry.name}"))
+    return out
+
+
+def pod_claim_keys(pod: Pod) -> list[str]:
+    return [key for _, key in pod_claim_entries(pod)]
 
 
 def claim_consumers(claim: ResourceClaim, pods: Iterable[Pod]) -> list[Pod]:

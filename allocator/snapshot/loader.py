@@ -164,8 +164,10 @@ def _load_object(
     if not md_ok:
         ctx.problem("metadata", "required")
         return
-    if name is None:
-        ctx.problem("metadata.name", "required" if md.get("name") is None else "must be a string")
+    if not name:
+        raw_name = md.get("name")
+        missing = raw_name is None or raw_name == ""
+        ctx.problem("metadata.name", "required" if missing else "must be a string")
     if md.get("namespace") is not None and not isinstance(md.get("namespace"), str):
         ctx.problem("metadata.namespace", "must be a string")
     built = spec.build(ctx, obj)

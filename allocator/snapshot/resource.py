@@ -173,6 +173,13 @@ def read_device(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
     if legacy and isinstance(raw.get("basic"), dict):
         body = {**raw["basic"], **{k: v for k, v in raw.items() if k != "basic"}}
         body_path = f"{path}.basic"
+    elif raw.get("basic") is not None:
+        # Reading on would silently drop the device's attributes and capacity.
+        ctx.problem(
+            f"{path}.basic",
+            "only resource.k8s.io/v1beta1 wraps device fields in basic; "
+            "set apiVersion to resource.k8s.io/v1beta1 or move the fields up",
+        )
     name = ctx.str(raw, "name", f"{path}.name", required=True) or ""
     consumes = []
     for p, c in ctx.items(body, "consumesCounters", f"{body_path}.consumesCounters"):
@@ -361,7 +368,10 @@ def read_request(ctx: Context, r: dict, path: str, legacy: bool) -> DeviceReques
         if r.get("exactly") is not None and has_first:
             ctx.problem(path, "exactly one of exactly or firstAvailable must be set")
         if r.get("exactly") is None and not has_first:
-            ctx.problem(path, "exactly one of exactly or firstAvailable must be set")
+            hint = ""
+            if r.get("deviceClassName") is not None:
+                hint = " (deviceClassName on the request is the v1beta1 shape)"
+            ctx.problem(path, f"exactly one of exactly or firstAvailable must be set{hint}")
         exactly = None
         if r.get("exactly") is not None:
             exactly = read_exact(ctx, ctx.map(r, "exactly", f"{path}.exactly"), f"{path}.exactly")

@@ -55,7 +55,7 @@ def test_concrete_path_rejects_devices_without_the_attribute():
 
 
 def bound_fallback():
-    g0, g1, n0 = (
+    g0, _g1, n0 = (
         DeviceID(GPU, "p5-gpus", "gpu-0"),
         DeviceID(GPU, "p5-gpus", "gpu-1"),
         DeviceID(NIC, "p5-nics", "nic-0"),

@@ -658,3 +658,35 @@ def test_unknown_device_fields_are_kept_raw():
     assert rs.devices[0].raw["nodeAllocatableResourceMappings"] == mappings
     assert rs.devices[0].raw["futureField"] == {"enabled": True}
     assert rs.devices[0].raw["nodeAllocatableResources"] == {"memory": "2Gi"}
+
+
+def test_v1beta1_shapes_under_v1_are_explained():
+    slice_doc = yaml.safe_load((FIXTURES / "v1beta1.yaml").read_text().split("---")[0])
+    slice_doc["apiVersion"] = "resource.k8s.io/v1"
+    problems = problems_of([("s.yaml", yaml.safe_dump(slice_doc))])
+    assert problems[0] == (
+        "s.yaml doc 1 ResourceSlice worker-1-gpu.example.com-4mx9q: spec.devices[0].basic: only "
+        "resource.k8s.io/v1beta1 wraps device fields in basic; set apiVersion to "
+        "resource.k8s.io/v1beta1 or move the fields up"
+    )
+    claim = yaml.safe_load((FIXTURES / "v1beta1.yaml").read_text().split("---")[1])
+    claim["apiVersion"] = "resource.k8s.io/v1"
+    problems = problems_of([("c.yaml", yaml.safe_dump(claim))])
+    assert problems[0] == (
+        "c.yaml doc 1 ResourceClaim default/two-gpus: spec.devices.requests[0]: exactly one of "
+        "exactly or firstAvailable must be set (deviceClassName on the request is the v1beta1 "
+        "shape)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({"name": ""}, "bad.yaml doc 1 Node <unnamed>: metadata.name: required"),
+        ({"name": 7}, "bad.yaml doc 1 Node <unnamed>: metadata.name: must be a string"),
+        ("node-a", "bad.yaml doc 1 Node <unnamed>: metadata: must be an object"),
+        (None, "bad.yaml doc 1 Node <unnamed>: metadata: required"),
+    ],
+)
+def test_metadata_problems(metadata, expected):
+    assert one_problem({"apiVersion": "v1", "kind": "Node", "metadata": metadata}) == expected

@@ -1,0 +1,66 @@
+"""The search tree's JSON helpers: children pages, details, search, reveal, overview."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+
+def test_children_are_paged_with_counts(browser_client, run):
+    url = reverse("pages:tree-children", args=[run.pk])
+    roots = browser_client.get(url).json()
+    assert roots["total"] == 4
+    assert [n["label"] for n in roots["nodes"]] == [
+        "ml/train-0", "ml/train-1", "ml/infer-a100", "ml/notebook",
+    ]
+    train1 = roots["nodes"][1]
+    assert train1["childCount"] == 2 and train1["descendants"] == 9
+    page = browser_client.get(url, {"parent": train1["id"], "offset": 1, "limit": 1}).json()
+    assert page["total"] == 2 and [n["label"] for n in page["nodes"]] == ["nodeclaim/gpu-pool-1"]
+
+
+def test_node_details_carry_the_device_from_the_snapshot(browser_client, run):
+    search = browser_client.get(
+        reverse("pages:tree-search", args=[run.pk]), {"q": "g6e-gpus"}
+    ).json()
+    assert search["total"] == 1
+    node = search["results"][0]
+    detail = browser_client.get(reverse("pages:tree-node", args=[run.pk, node["id"]])).json()
+    assert detail["reason"] == "selector"
+    assert "model L40S" in detail["message"]
+    assert detail["device_info"]["attributes"] == {"model": "L40S", "index": 0}
+    assert detail["device_info"]["source"] == "template"
+    assert detail["device_info"]["instanceType"] == "g6e.xlarge"
+    assert [p["label"] for p in detail["path"]] == [
+        "ml/train-1", "nodeclaim/gpu-pool-1", "g6e.xlarge",
+    ]
+
+
+def test_search_filters_by_reason(browser_client, run):
+    url = reverse("pages:tree-search", args=[run.pk])
+    by_reason = browser_client.get(url, {"reason": "allocated"}).json()
+    assert by_reason["total"] == 4  # one device for train-0, a node and two devices for train-1
+    assert all(r["reason"] == "allocated" for r in by_reason["results"])
+    by_claim = browser_client.get(url, {"q": "ml/notebook-gpu"}).json()
+    assert [r["kind"] for r in by_claim["results"]] == ["claim"]
+
+
+def test_reveal_gives_the_sibling_index_of_each_step(browser_client, run):
+    search = browser_client.get(
+        reverse("pages:tree-search", args=[run.pk]), {"q": "p5-gpus"}
+    ).json()
+    target = search["results"][0]["id"]
+    path = browser_client.get(reverse("pages:tree-reveal", args=[run.pk, target])).json()["path"]
+    assert [step["index"] for step in path] == [1, 1, 1, 0]
+    assert path[-1]["id"] == target
+    assert browser_client.get(reverse("pages:tree-reveal", args=[run.pk, 9999])).status_code == 404
+
+
+def test_overview_rectangles_cover_the_tree(browser_client, run):
+    data = browser_client.get(reverse("pages:tree-overview", args=[run.pk])).json()
+    assert data["total"] == run.trace_node_count
+    roots = [r for r in data["rects"] if r[1] == 0]
+    assert sum(r[3] for r in roots) == data["total"]
+    # Each child lies inside its parent's span.
+    by_id = {r[0]: r for r in data["rects"]}
+    assert by_id[0][2] == 0 and by_id[1][2] == 1
+    assert data["depth"] >= 4

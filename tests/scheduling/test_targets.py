@@ -1,0 +1,224 @@
+"""The NodeClaim abstraction as the loop targets it (design: NodeClaim Abstraction, Existing /
+In-Flight / New NodeClaim Evaluation; CONTRACT section 3, targets)."""
+
+from __future__ import annotations
+
+from tests.scheduling.k8s import (
+    GPU,
+    device_class,
+    gpu,
+    instance_type,
+    node,
+    node_claim,
+    node_claim_result,
+    node_pool,
+    offering,
+    pod,
+    pod_result,
+    request,
+    resource_slice,
+    run,
+    template,
+)
+
+H100 = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+
+
+def _base() -> list[dict]:
+    return [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node_pool("gpu", requirements=H100),
+        instance_type("p5.48xlarge", gpus=8),
+    ]
+
+
+def _devices(entry: dict) -> list[tuple]:
+    return [
+        (d["source"], d["pool"], d["device"], d["instanceType"])
+        for c in entry["claims"]
+        for d in c["devices"]
+    ]
+
+
+def test_existing_initialized_node_uses_its_published_slices():
+    docs = _base() + [
+        node("gpu-node-a", pool="gpu"),
+        resource_slice("gpu-node-a-gpus", node="gpu-node-a", owner="gpu-node-a", devices=[gpu(0), gpu(1)]),
+        pod("train-0", templates={"gpu": "one-gpu"}),
+    ]
+    entry = pod_result(run(docs), "default/train-0")
+    assert entry["target"] == {"kind": "Node", "name": "gpu-node-a", "new": False}
+    assert _devices(entry) == [("in-cluster", "gpu-node-a", "gpu-0", None)]
+    assert entry["claims"][0]["claim"] == "default/train-0-gpu"
+    assert entry["claims"][0]["state"] == "unallocated"
+
+
+def test_initialized_nodes_are_tried_before_uninitialized_ones_each_by_name():
+    docs = _base() + [
+        node("a-booting", pool="gpu", initialized=False),
+        node("z-ready", pool="gpu"),
+        resource_slice("z-ready-gpus", node="z-ready", owner="z-ready", devices=[gpu(0)]),
+        pod("first", templates={"gpu": "one-gpu"}, cpu="2"),
+        pod("second", templates={"gpu": "one-gpu"}, cpu="1"),
+    ]
+    result = run(docs)
+    assert pod_result(result, "default/first")["target"]["name"] == "z-ready"
+    # z-ready's only GPU is taken: the next pod goes to the booting node's template devices.
+    second = pod_result(result, "default/second")
+    assert second["target"] == {"kind": "Node", "name": "a-booting", "new": False}
+    assert _devices(second) == [("template", "p5.48xlarge-gpus", "gpu-0", "p5.48xlarge")]
+    assert second["reasons"] == []
+
+
+def test_pre_initialized_node_counts_templates_not_its_published_slices():
+    """Its published slice (owned by the node) is out of the universe: devices come from the
+    instance type's templates, so they are not double-counted."""
+    docs = _base() + [
+        node("gpu-booting", pool="gpu", initialized=False),
+        resource_slice(
+            "gpu-booting-gpus",
+            node="gpu-booting",
+            owner="gpu-booting",
+            devices=[gpu(0, model="NVIDIA H100 published")],
+        ),
+        pod("train-0", templates={"gpu": "one-gpu"}),
+    ]
+    entry = pod_result(run(docs), "default/train-0")
+    assert entry["target"]["name"] == "gpu-booting"
+    assert _devices(entry) == [("template", "p5.48xlarge-gpus", "gpu-0", "p5.48xlarge")]
+
+
+def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
+    docs = _base() + [
+        node_pool(
+            "gpu",
+            requirements=H100,
+            startup_taints=[{"key": "nvidia.com/gpu-driver-not-ready", "effect": "NoSchedule"}],
+        ),
+        node(
+            "gpu-booting",
+            pool="gpu",
+            initialized=False,
+            taints=[
+                {"key": "nvidia.com/gpu-driver-not-ready", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            ],
+        ),
+        pod("train-0", templates={"gpu": "one-gpu"}),
+    ]
+    docs = [d for d in docs if not (d["kind"] == "NodePool" and "startupTaints" not in d["spec"]["template"]["spec"])]
+    assert pod_result(run(docs), "default/train-0")["target"]["name"] == "gpu-booting"
+
+
+def test_taints_of_an_initialized_node_must_be_tolerated():
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    docs = _base() + [
+        node("gpu-node-a", pool="gpu", taints=[taint]),
+        resource_slice("gpu-node-a-gpus", node="gpu-node-a", owner="gpu-node-a", devices=[gpu(0)]),
+        pod("intolerant", templates={"gpu": "one-gpu"}, cpu="2"),
+        pod(
+            "tolerant",
+            templates={"gpu": "one-gpu"},
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        ),
+    ]
+    result = run(docs)
+    intolerant = pod_result(result, "default/intolerant")
+    assert intolerant["target"]["kind"] == "NodeClaim"  # fell through to a new NodeClaim
+    assert {"target": "node/gpu-node-a", "reason": "did not tolerate taint nvidia.com/gpu=present:NoSchedule"} not in intolerant["reasons"]  # placed: no reasons kept
+    assert pod_result(result, "default/tolerant")["target"]["name"] == "gpu-node-a"
+
+
+def test_unregistered_nodeclaim_is_an_existing_not_initialized_target():
+    docs = _base() + [
+        node_claim("gpu-x4k8d", pool="gpu", instance_type="p5.48xlarge"),
+        pod("train-0", templates={"gpu": "one-gpu"}),
+    ]
+    result = run(docs)
+    entry = pod_result(result, "default/train-0")
+    assert entry["target"] == {"kind": "NodeClaim", "name": "gpu-x4k8d", "new": False}
+    assert _devices(entry) == [("template", "p5.48xlarge-gpus", "gpu-0", "p5.48xlarge")]
+    assert result["nodeClaims"] == []  # existing NodeClaims appear only as targets
+
+
+def test_unschedulable_and_full_nodes_are_skipped_with_reasons():
+    docs = _base() + [
+        node("cordoned", pool="gpu", unschedulable=True),
+        node("tiny", pool="gpu", cpu="1", memory="1Gi"),
+        pod("big", cpu="8", memory="8Gi", node_selector={"karpenter.sh/nodepool": "none"}),
+    ]
+    entry = pod_result(run(docs), "default/big")
+    reasons = {r["target"]: r["reason"] for r in entry["reasons"]}
+    assert reasons["node/cordoned"] == "node is unschedulable"
+    assert reasons["node/tiny"].startswith("exceeds node resources")
+    assert reasons["nodepool/gpu"].startswith('incompatible with nodepool "gpu", incompatible requirements')
+
+
+def test_in_flight_nodeclaims_fewest_pods_first_and_new_names_count_per_nodepool():
+    docs = _base() + [
+        pod("a", cpu="150", templates={"gpu": "one-gpu"}, created="2026-12-01T10:00:00Z"),
+        pod("b", cpu="150", templates={"gpu": "one-gpu"}, created="2026-12-01T10:01:00Z"),
+        pod("c", cpu="10", templates={"gpu": "one-gpu"}, created="2026-12-01T10:02:00Z"),
+        pod("d", cpu="10", templates={"gpu": "one-gpu"}, created="2026-12-01T10:03:00Z"),
+    ]
+    result = run(docs)
+    targets = {p["pod"]: p["target"]["name"] for p in result["pods"]}
+    # a and b cannot share a 192-cpu node; c joins the NodeClaim with fewest pods (a tie:
+    # creation order), d then joins the other one.
+    assert targets == {
+        "default/a": "gpu-1",
+        "default/b": "gpu-2",
+        "default/c": "gpu-1",
+        "default/d": "gpu-2",
+    }
+    one = node_claim_result(result, "gpu-1")
+    assert one["pods"] == ["default/a", "default/c"]
+    # Each pod of gpu-1 holds its own template GPU on the same instance type.
+    devices = [d["device"] for p in ("default/a", "default/c") for c in pod_result(result, p)["claims"] for d in c["devices"]]
+    assert devices == ["gpu-0", "gpu-1"]
+
+
+def test_nodepools_are_tried_by_weight_then_name_falling_through():
+    docs = [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node_pool("b-cheap", weight=10, requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}]),
+        node_pool("a-gpu", weight=10, requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6"]}]),
+        node_pool("heavy", weight=50, requirements=H100, taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]),
+        instance_type("m7i.4xlarge", cpu="16", memory="64Gi"),
+        instance_type("g6.12xlarge", cpu="48", memory="192Gi", gpus=4, model="NVIDIA L4"),
+        instance_type("p5.48xlarge", gpus=8),
+        pod("infer-0", templates={"gpu": "one-gpu"}),
+    ]
+    entry = pod_result(run(docs), "default/infer-0")
+    assert entry["target"] == {"kind": "NodeClaim", "name": "a-gpu-1", "new": True}
+    reasons = [r["target"] for r in entry["reasons"]]
+    assert reasons == []
+    failed = run(docs + [pod("cpu-only", cpu="100")])
+    order = [r["target"] for r in pod_result(failed, "default/cpu-only")["reasons"]]
+    assert order[-3:] == ["nodepool/heavy", "nodepool/a-gpu", "nodepool/b-cheap"]
+
+
+def test_instance_types_are_tried_cheapest_available_offering_first():
+    docs = [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node_pool("gpu", requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6", "g6e"]}]),
+        instance_type(
+            "g6e.xlarge", family="g6e", cpu="4", memory="32Gi", gpus=1, model="NVIDIA L40S",
+            offerings=[offering("us-west-2a", 0.5, available=False), offering("us-west-2b", 1.86)],
+        ),
+        instance_type(
+            "g6.xlarge", family="g6", cpu="4", memory="16Gi", gpus=1, model="NVIDIA L4",
+            offerings=[offering("us-west-2a", 0.805)],
+        ),
+        pod("infer-0", templates={"gpu": "one-gpu"}),
+    ]
+    result = run(docs, trace=True)
+    nc = node_claim_result(result, "gpu-1")
+    assert nc["instanceTypes"] == ["g6.xlarge", "g6e.xlarge"]
+    assert nc["price"] == 0.805
+    # Both instance types' template devices are listed while both remain candidates.
+    its = [d["instanceType"] for c in pod_result(result, "default/infer-0")["claims"] for d in c["devices"]]
+    assert its == ["g6.xlarge", "g6e.xlarge"]

@@ -1,0 +1,128 @@
+"""runs.services: idempotent execution, failures kept, stale runs reaped."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dra_web.runs import services
+from dra_web.runs.models import Run, TraceNode
+from dra_web.snapshots.services import create_snapshot
+from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def snapshot(user):
+    return create_snapshot(user, [("cluster.yaml", to_yaml(synthetic_cluster()))], "c")
+
+
+@pytest.fixture
+def run(snapshot, user, _web_settings):
+    return Run.objects.create(snapshot=snapshot, owner=user, options={"trace": True})
+
+
+def test_execute_stores_result_and_trace_then_is_idempotent(run):
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.SUCCEEDED
+    assert run.attempts == 1
+    first_finish = run.finished_at
+    nodes = run.trace()["nodes"]
+    assert TraceNode.objects.filter(run=run).count() == len(nodes) == run.trace_node_count
+    # A redelivered task for a finished run does nothing.
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.finished_at == first_finish
+    assert run.attempts == 1
+
+
+def test_storing_again_replaces_the_trace(run):
+    services.execute_run(run.pk)
+    services.store_output(
+        run.pk,
+        {"schemaVersion": "v1", "pods": [], "nodeClaims": [], "stats": {"pods": 0}},
+        {"nodes": [{"id": 0, "parent": None, "kind": "pod", "label": "x", "status": "ok"}]},
+    )
+    assert TraceNode.objects.filter(run=run).count() == 1
+
+
+def test_redelivery_of_a_running_run_fails_it_without_rerunning(run):
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, started_at=timezone.now())
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert "worker running this simulation was lost" in run.error
+    assert run.result is None
+
+
+def test_simulation_error_fails_the_run_with_a_message(run):
+    Run.objects.filter(pk=run.pk).update(options={"timeout": "soon"})
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert "timeout" in run.error
+    assert run.finished_at is not None
+    assert run.options == {"timeout": "soon"}  # nothing lost
+
+
+def test_reaper_fails_runs_without_heartbeat(run, snapshot, user, settings):
+    settings.DRA_WEB_RUN_STALE_SECONDS = 30
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.RUNNING, started_at=now - timedelta(minutes=5),
+        heartbeat_at=now - timedelta(seconds=31),
+    )
+    fresh = Run.objects.create(
+        snapshot=snapshot, owner=user, status=Run.RUNNING, started_at=now, heartbeat_at=now
+    )
+    assert services.reap_stale_runs(now) == 1
+    run.refresh_from_db()
+    fresh.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert "no heartbeat for 31 s" in run.error
+    assert fresh.status == Run.RUNNING
+
+
+def test_reaping_happens_when_runs_are_read(api, run, settings):
+    settings.DRA_WEB_RUN_STALE_SECONDS = 10
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=60)
+    )
+    body = api.get(f"/api/runs/{run.pk}/").json()
+    assert body["status"] == "failed"
+    assert "worker lost" in body["error"]
+
+
+def test_unreachable_broker_fails_the_run_instead_of_leaving_it_queued(snapshot, user):
+    from dra_web.celery import app
+
+    conf = app.conf
+    saved = conf.task_always_eager, conf.broker_url
+    conf.task_always_eager = False
+    conf.broker_url = "redis://127.0.0.1:9/0"  # discard port: nothing listens
+    conf.broker_connection_timeout = 0.5
+    app._pool = None  # a producer pool for the dead broker
+    try:
+        run = Run.objects.create(snapshot=snapshot, owner=user)
+        services._enqueue(run.pk, "task-1")
+    finally:
+        conf.task_always_eager, conf.broker_url = saved
+        app.pool.force_close_all()
+        app._pool = None
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert "broker" in run.error
+
+
+def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
+    import time
+
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, heartbeat_at=None)
+    with services._Heartbeat(run.pk, 0.05):
+        time.sleep(0.3)
+    run.refresh_from_db()
+    assert run.heartbeat_at is not None
