@@ -34,6 +34,15 @@ from allocator.validation import SelectorMatcher, ValidationContext, validate_cl
 
 __all__ = ["AllocationError", "Allocator", "AllocationResult", "Allocation"]
 
+# Hook points for the DRA features (allocator/features/plugin.py registers into them):
+# SETUP_HOOKS(allocator) at construction; COMMIT_HOOKS(allocator, node_claim_id, it, path) per
+# committed instance type; RELEASE_HOOKS(allocator, node_claim_id, it); RESULT_HOOKS(allocator,
+# node_claim, claims, result, per_it_paths, pod, template_slices_by_it) on every result.
+SETUP_HOOKS: list[Callable[..., None]] = []
+COMMIT_HOOKS: list[Callable[..., None]] = []
+RELEASE_HOOKS: list[Callable[..., None]] = []
+RESULT_HOOKS: list[Callable[..., None]] = []
+
 
 def _new_engine() -> Any:
     from allocator.cel import SelectorEngine
@@ -55,6 +64,10 @@ class Allocator:
         timeout: float = 5.0,
         engine: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
+        device_taint_rules: Iterable[Any] = (),
+        resource_claims: Mapping[str, ResourceClaim] | None = None,
+        binding_timeout_seconds: int = 600,
+        nodes: Mapping[str, Any] | None = None,
     ) -> None:
         self.in_cluster_slices = in_cluster_slices
         self.universe = SliceUniverse(in_cluster_slices)
@@ -72,6 +85,13 @@ class Allocator:
         # State the DRA features keep across Allocate calls (counters in use, ...).
         self.extensions: dict[str, Any] = {}
         self.dfs_nodes = 0  # total DFS nodes, for the result's stats
+        # Inputs of the DRA features (taint rules, in-cluster claims' shares, node features).
+        self.device_taint_rules = list(device_taint_rules)
+        self.resource_claims = dict(resource_claims or {})
+        self.binding_timeout_seconds = binding_timeout_seconds
+        self.nodes = dict(nodes) if nodes is not None else None
+        for hook in SETUP_HOOKS:
+            hook(self)
 
     # --- Allocate -----------------------------------------------------------------------------
 
@@ -82,7 +102,9 @@ class Allocator:
         *,
         trace: Trace = NULL_TRACE,
         trace_parent: int | None = None,
+        pod: Any = None,
     ) -> AllocationResult:
+        """``pod`` (optional) lets the features count per-container node resources."""
         effective = node_claim.requirements.copy()
         classified = classify_claims(
             claims, effective, node_claim.id, self.claim_metadata, self.deleting_pods
@@ -107,12 +129,15 @@ class Allocator:
         to_dfs = [c for c in classified if c.needs_dfs]
         instance_types = list(node_claim.instance_types)
         if not to_dfs:
-            return AllocationResult(
+            result = AllocationResult(
                 instance_types,
                 effective,
                 Allocation(self, node_claim.id, {}, None, [], {}),
                 [outcomes[i] for i in range(len(claims))],
             )
+            for hook in RESULT_HOOKS:
+                hook(self, node_claim, claims, result, {}, pod, node_claim.resource_slices())
+            return result
 
         it_reqs = {it: instance_type_requirements(node_claim, it) for it in instance_types}
         variants = (
@@ -125,7 +150,8 @@ class Allocator:
             superset = refilter(cached, variants)
         else:
             superset = self.universe.gather(node_claim.node_name, variants)
-        templates = template_devices(node_claim.resource_slices())
+        slices_by_it = node_claim.resource_slices()
+        templates = template_devices(slices_by_it)
         matcher = SelectorMatcher(self.engine)
         claim_data = []
         for c in to_dfs:
@@ -161,6 +187,7 @@ class Allocator:
             trace=trace,
             extensions=self.extensions,
         )
+        dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
         results: list[ITOutcome] = []
         timed_out = False
         for it in instance_types or [""]:
@@ -170,16 +197,7 @@ class Allocator:
             try:
                 results.append(dfs.run_instance_type(it, it_reqs.get(it), trace_parent))
             except TimedOut:
-                timed_out = True
-                if trace.enabled:
-                    trace.add(
-                        trace_parent,
-                        "instanceType",
-                        it,
-                        "failed",
-                        "timeout",
-                        f"timed out after {self.timeout:g}s",
-                    )
+                timed_out = True  # the IT's trace node already says "timeout"
                 break
         self.dfs_nodes += dfs.nodes
         if timed_out:
@@ -207,7 +225,7 @@ class Allocator:
                 c.claim.key,
                 c.state,
                 merge_devices(by_it, None),
-                _node_selector(first_path),
+                _node_selector(first_path, node_claim.node_name or node_claim.id),
                 by_it,
             )
         result_its = [r.instance_type for r in succeeded if r.instance_type]
@@ -219,7 +237,7 @@ class Allocator:
             [(c.claim.key, c.index) for c in to_dfs],
             {c.index: outcomes[c.index] for c in to_dfs},
         )
-        return AllocationResult(
+        result = AllocationResult(
             result_its,
             dfs.requirements,
             allocation,
@@ -227,11 +245,16 @@ class Allocator:
             {r.instance_type: r.reason or "" for r in results if not r.ok},
             dfs.nodes,
         )
+        for hook in RESULT_HOOKS:
+            hook(self, node_claim, claims, result, per_it, pod, slices_by_it)
+        return result
 
     # --- Release and queries ------------------------------------------------------------------
 
     def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
         self.tracker.release_instance_type(node_claim_id, instance_type)
+        for hook in RELEASE_HOOKS:
+            hook(self, node_claim_id, instance_type)
         for meta in self.claim_metadata.values():
             if meta.node_claim_id == node_claim_id:
                 meta.devices_by_instance_type.pop(instance_type, None)
@@ -260,9 +283,24 @@ def _allocated(e: PathEntry) -> AllocatedDevice:
     )
 
 
-def _node_selector(path: list[PathEntry]) -> dict | None:
+def _node_selector(path: list[PathEntry], target: str | None = None) -> dict | None:
     """The NodeSelector an allocation records: merged device topology; a nodeName pin as
-    ``metadata.name``; None for AllNodes and template devices only."""
+    ``metadata.name``; None for AllNodes and template devices only. A device that binds to
+    the node (DRADeviceBindingConditions) records the chosen node ``target`` instead."""
+    if target and any(e.extra.get("bindsToNode") for e in path):
+        return {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": NODE_NAME_KEY,
+                            "operator": "In",
+                            "values": [target.removeprefix("node/")],
+                        }
+                    ]
+                }
+            ]
+        }
     reqs = Requirements()
     node_names: set[str] = set()
     for e in path:
@@ -305,6 +343,8 @@ class AllocationResult:
     # Why each pruned instance type failed (for explanations).
     failed_instance_types: dict[str, str] = field(default_factory=dict)
     dfs_nodes: int = 0
+    # Node resources the devices add to the pod's requests (DRANodeAllocatableResources).
+    node_resources: dict[str, Any] = field(default_factory=dict)
 
 
 class Allocation:
@@ -336,12 +376,16 @@ class Allocation:
         self.committed = True
         a = self._allocator
         for it, path in self._per_it.items():
+            # Admin access and shares of multi-allocatable devices reserve nothing.
+            held = [e for e in path if not e.extra.get("_no_reserve")]
             a.tracker.record(
                 self.node_claim_id,
                 it,
-                [e.cand.id for e in path if e.cand.source != TEMPLATE],
-                [e.cand.id for e in path if e.cand.source == TEMPLATE],
+                [e.cand.id for e in held if e.cand.source != TEMPLATE],
+                [e.cand.id for e in held if e.cand.source == TEMPLATE],
             )
+            for hook in COMMIT_HOOKS:
+                hook(a, self.node_claim_id, it, path)
         if self._superset is not None:
             a.pool_cache[self.node_claim_id] = self._superset
         for key, index in self._claims:
@@ -356,3 +400,8 @@ class Allocation:
                 },
                 node_selector=outcome.node_selector,
             )
+
+
+# The DRA features register into the hook points above (and into dfs / validation /
+# constraints / claims) when imported.
+import allocator.features.plugin  # noqa: E402,F401  (registration side effect)

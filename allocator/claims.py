@@ -133,7 +133,10 @@ def reserved_only_by_deleting_pods(
 def _merge_selector(
     claim_key: str, what: str, node_selector: dict, effective: Requirements
 ) -> Requirements:
-    terms = requirements_from_node_selector(node_selector)
+    try:
+        terms = requirements_from_node_selector(node_selector)
+    except ValueError as e:  # a selector the requirement algebra cannot read
+        raise AllocationError(f"claim {claim_key}: {what}: {e}", code="invalid") from e
     if not terms:
         return Requirements()
     reasons = []

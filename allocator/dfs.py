@@ -49,6 +49,36 @@ class Step:
     position: int  # index of the candidate in the request's candidate list
 
 
+class LazyCandidates:
+    """A request's eligible devices (prefilter passed), computed only as far as the search
+    looks: a one-device request on a large cluster stops at the first eligible device."""
+
+    __slots__ = ("items", "_source", "_accept", "done")
+
+    def __init__(self, universe: Sequence[DeviceWithID], accept: Callable[[DeviceWithID], bool]):
+        self.items: list[DeviceWithID] = []
+        self._source = iter(universe)
+        self._accept = accept
+        self.done = False
+
+    def has(self, i: int) -> bool:
+        """Whether an i-th eligible device exists (extends the list up to it)."""
+        items = self.items
+        while len(items) <= i and not self.done:
+            for cand in self._source:
+                if self._accept(cand):
+                    items.append(cand)
+                    break
+            else:
+                self.done = True
+        return i < len(items)
+
+    def count(self) -> int:
+        while self.has(len(self.items)):
+            pass
+        return len(self.items)
+
+
 class DeviceCheck(Protocol):
     name: str
 
@@ -65,10 +95,14 @@ CheckFactory = Callable[["DFSContext"], "DeviceCheck | None"]
 # --- the four checks of the design ----------------------------------------------------------
 
 
+_ALLOCATED: Rejection = ("allocated", "already allocated")
+
+
 class AllocatedCheck:
     """Check 1: seed set, other NodeClaims, the same NodeClaim's same IT, and this path."""
 
     name = "allocated"
+    prefilter_it_independent = True  # for in-cluster devices
 
     def __init__(self, ctx: DFSContext) -> None:
         self.tracker = ctx.tracker
@@ -79,8 +113,18 @@ class AllocatedCheck:
         return self.tracker.is_allocated(cand.id, cand.source == TEMPLATE, self.node_claim, self.it)
 
     def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
-        if self._tracked(cand):
-            return ("allocated", f"device {cand.id} is already allocated")
+        # In-cluster devices: only what holds for every instance type (seed, another
+        # NodeClaim), so the answer can be shared across ITs; try_add checks the rest.
+        if cand.source == TEMPLATE:
+            tracked = self._tracked(cand)
+        else:
+            tracker = self.tracker
+            holders = tracker.cluster.get(cand.id)
+            tracked = cand.id in tracker.preallocated or (
+                holders is not None and any(h != self.node_claim for h in holders)
+            )
+        if tracked:
+            return _ALLOCATED
         return None
 
     def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
@@ -102,17 +146,24 @@ class SelectorCheck:
     request)."""
 
     name = "selector"
+    prefilter_it_independent = True  # for in-cluster devices
 
     def __init__(self, ctx: DFSContext) -> None:
         self.matcher = ctx.matcher
+        self.messages: dict[str, str] = {}
 
     def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
         matched, error = self.matcher.match(request, claim.index, cand)
         if matched:
             return None
         if error:
-            return ("cel-error", f"device {cand.id}: {error}")
-        return ("selector", f"device {cand.id} does not match the selectors of {request.name}")
+            return ("cel-error", error)
+        # One message per request: the trace names the device already; formatting a string
+        # per refused device would cost more than the (memoised) match itself.
+        msg = self.messages.get(request.name)
+        if msg is None:
+            msg = self.messages[request.name] = f"does not match the selectors of {request.name}"
+        return ("selector", msg)
 
     def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
         return self.prefilter(ctx, step.claim, step.request, cand)
@@ -123,9 +174,10 @@ class SelectorCheck:
 
 class ConstraintCheck:
     """Check 3: the claim's constraints, rolled back on failure; MatchAttribute feasibility
-    pruning when a value gets pinned."""
+    pruning on every device added while a value is pinned."""
 
     name = "constraint"
+    prefilter_it_independent = True  # for in-cluster devices
 
     def __init__(self, ctx: DFSContext) -> None:
         pass
@@ -137,21 +189,24 @@ class ConstraintCheck:
         constraints = step.claim.constraints
         name = step.request.name
         for i, c in enumerate(constraints):
-            was_pinned = getattr(c, "pinned", True)
             reason = c.add(name, cand)
+            # Pinned (now or before): every constrained request must still be fillable
+            # with devices that match the pinned value (or binding class).
             if (
                 reason is None
-                and not was_pinned
                 and isinstance(c, MatchAttributeConstraint)
                 and c.pinned
+                and c.applies(name)
             ):
                 reason = ctx.match_feasibility(c, step)
                 if reason is not None:
                     c.remove(name, cand)
+                    ctx.pruned = True  # ended by reasoning: traced as "pruned"
             if reason is not None:
                 for prev in reversed(constraints[:i]):
                     prev.remove(name, cand)
-                return ("constraint", f"{c}: {reason}")
+                # Feature constraints name their own reason code (distinctAttribute: distinct).
+                return (getattr(c, "reason_code", "constraint"), f"{c}: {reason}")
         return None
 
     def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
@@ -165,6 +220,7 @@ class TopologyCheck:
     tightens them, re-filters the pools, and pushes a snapshot popped on backtrack."""
 
     name = "topology"
+    prefilter_it_independent = True  # for in-cluster devices
 
     def __init__(self, ctx: DFSContext) -> None:
         self.pushed: list[bool] = []
@@ -297,9 +353,13 @@ class DFSContext:
         self.extra: dict[str, Any] = {}
         self.checks: list[DeviceCheck] = []
         self.candidates: dict[tuple[int, str], list[DeviceWithID]] = {}
-        self.eligible: dict[tuple[int, str], list[DeviceWithID]] = {}
+        self.eligible: dict[tuple[int, str], LazyCandidates] = {}
         self.suffix: dict[tuple[int, str], list[int]] = {}
         self.failure: tuple[tuple, str] | None = None
+        self.pruned = False  # set by a check whose rejection is pruning by reasoning
+        self.eligible_ids: dict[tuple[int, str], set[int]] = {}
+        self.share_prefilter = False
+        self.prefilter_memo: dict[tuple[int, str, int], Rejection | None] = {}
 
     # --- requirements and pools -------------------------------------------------------------
 
@@ -321,7 +381,7 @@ class DFSContext:
     # --- pruning ------------------------------------------------------------------------------
 
     def match_feasibility(self, c: MatchAttributeConstraint, step: Step) -> str | None:
-        """Just pinned: can every constrained request still be filled?"""
+        """Pinned: can every constrained request still be filled (necessary condition)?"""
         claim = step.claim
         for ri in range(step.request_index, len(claim.requests)):
             req = claim.requests[ri]
@@ -345,10 +405,10 @@ class DFSContext:
             need = req.num_devices - (step.slot + 1 if current else 0)
             if need <= 0:
                 continue
-            cands = self.candidates.get((claim.index, req.name), [])
+            key = (claim.index, req.name)
             start = step.position + 1 if current else 0
             found = 0
-            for cand in cands[start:]:
+            for cand in self._eligible_from(key, start):
                 used = self.allocated_templates if cand.source == TEMPLATE else self.allocated_ids
                 if cand.id in used or c.check(cand) is not None:
                     continue
@@ -397,6 +457,11 @@ class DFSContext:
         self.path = []
         self.failure = None
         self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
+        # In-cluster prefilter answers are shared across instance types when every check
+        # declares its prefilter independent of the instance type for in-cluster devices.
+        self.share_prefilter = all(
+            getattr(c, "prefilter_it_independent", False) for c in self.checks
+        )
         fallback = BindingFallback(self.bindings, self.node_pool, instance_type)
         for claim in self.claims:
             for c in claim.constraints:
@@ -412,10 +477,16 @@ class DFSContext:
                     if r.allocation_mode == ALL:
                         continue
                     key = (claim.index, r.name)
-                    eligible = [c for c in universe if self._prefilter(claim, r, c) is None]
-                    self.eligible[key] = eligible
-                    self.candidates[key] = universe if self.trace.enabled else eligible
+                    lazy = LazyCandidates(
+                        universe,
+                        lambda c, claim=claim, r=r: self._prefilter(claim, r, c) is None,
+                    )
+                    self.eligible[key] = lazy
                     if self.trace.enabled:
+                        # Traced runs walk every device (to show why each was refused).
+                        self.candidates[key] = universe
+                        lazy.count()
+                        eligible = lazy.items
                         pos = {id(c): i for i, c in enumerate(universe)}
                         counts = [0] * (len(universe) + 1)
                         for c in eligible:
@@ -423,8 +494,34 @@ class DFSContext:
                         for i in range(len(universe) - 1, -1, -1):
                             counts[i] += counts[i + 1]
                         self.suffix[key] = counts
+                        self.eligible_ids[key] = {id(c) for c in eligible}
+
+    def _eligible_from(self, key: tuple[int, str], start: int):
+        """Eligible candidates of a request from a position of its candidate list."""
+        if self.trace.enabled:
+            only = self.eligible_ids.get(key, set())
+            for cand in self.candidates[key][start:]:
+                if id(cand) in only:
+                    yield cand
+            return
+        lazy = self.eligible[key]
+        i = start
+        while lazy.has(i):
+            yield lazy.items[i]
+            i += 1
 
     def _prefilter(
+        self, claim: ClaimData, req: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
+        if self.share_prefilter and cand.source != TEMPLATE:
+            key = (claim.index, req.name, id(cand))
+            hit = self.prefilter_memo.get(key, self)
+            if hit is self:
+                hit = self.prefilter_memo[key] = self._run_prefilter(claim, req, cand)
+            return hit  # type: ignore[return-value]
+        return self._run_prefilter(claim, req, cand)
+
+    def _run_prefilter(
         self, claim: ClaimData, req: RequestData, cand: DeviceWithID
     ) -> Rejection | None:
         for check in self.checks:
@@ -462,7 +559,12 @@ class DFSContext:
                     if trace.enabled:
                         trace.set(node, "pruned", "count", reason)
                     return ITOutcome(instance_type, False, reason=reason)
-        ok = self._claim(0, node)
+        try:
+            ok = self._claim(0, node)
+        except TimedOut:
+            if trace.enabled:
+                trace.set(node, "failed", "timeout", "timed out: the search was abandoned")
+            raise
         out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes)
         if ok:
             out.path = list(self.path)
@@ -490,12 +592,31 @@ class DFSContext:
                 if r is not None:
                     return f"claim {claim.key} request {req.name} (allocation mode All): {r[1]}"
             return None
-        n = len(self.eligible[(claim.index, req.name)])
-        if n < req.num_devices:
+        lazy = self.eligible[(claim.index, req.name)]
+        if not lazy.has(req.num_devices - 1):
+            n = lazy.count()
             return (
                 f"claim {claim.key} request {req.name}: {n} of {req.num_devices} devices available"
+                + self._prefilter_summary(claim, req)
             )
         return None
+
+    def _prefilter_summary(self, claim: ClaimData, req: RequestData) -> str:
+        """Why the other devices were filtered out (taint, counter, ...), on failure only."""
+        universe = [d for p in self.pools for d in p.devices]
+        universe += self.templates_by_it.get(self.instance_type, [])
+        counts: dict[str, int] = {}
+        first: dict[str, str] = {}
+        for cand in universe:
+            r = self._prefilter(claim, req, cand)
+            if r is not None and r[0] not in ("selector", "allocated"):
+                counts[r[0]] = counts.get(r[0], 0) + 1
+                first.setdefault(r[0], r[1])
+        if not counts:
+            return ""
+        return "; rejected " + ", ".join(
+            f"{k}: {v} ({first[k]})" for k, v in sorted(counts.items())
+        )
 
     # --- recursion ----------------------------------------------------------------------------
 
@@ -533,20 +654,29 @@ class DFSContext:
             return self._request(ci, ri + 1, parent)
         claim = self.claims[ci]
         key = (claim.index, req.name)
-        cands = self.candidates[key]
         need = req.num_devices - slot
         trace = self.trace
         traced = trace.enabled
-        suffix = self.suffix.get(key) if traced else None
+        lazy = self.eligible[key]
+        cands = self.candidates[key] if traced else lazy.items
+        suffix = self.suffix[key] if traced else None
         node = trace.add(parent, "slot", f"{req.name}[{slot}]") if traced else parent
         step = Step(claim, ri, req, slot, 0)
         rejected: dict[str, int] = {}
         first_msg: dict[str, str] = {}
-        n = len(cands)
-        for pos in range(start, n):
-            left = suffix[pos] if suffix is not None else n - pos
-            if left < need:
-                msg = f"{left} candidate devices left for {need} slots"
+        pos = start - 1
+        while True:
+            pos += 1
+            if suffix is not None:
+                if pos >= len(cands):
+                    break
+                enough = suffix[pos] >= need
+            else:
+                enough = lazy.has(pos + need - 1)
+                if not enough and pos >= len(cands):
+                    break  # simply exhausted
+            if not enough:
+                msg = f"fewer than {need} candidate devices left for {need} slots"
                 if traced:
                     trace.set(node, "pruned", "count", msg)
                 rejected["count"] = rejected.get("count", 0) + 1
@@ -561,7 +691,8 @@ class DFSContext:
                 rejected[code] = rejected.get(code, 0) + 1
                 first_msg.setdefault(code, msg)
                 if traced:
-                    self._trace_device(node, cand, "failed", code, msg)
+                    status = "pruned" if self.pruned else "failed"
+                    self._trace_device(node, cand, status, code, msg)
                 continue
             dnode = self._trace_device(node, cand, "ok", None, None) if traced else node
             self.path.append(PathEntry(claim.index, req.name, cand, self.extra))
@@ -617,6 +748,7 @@ class DFSContext:
 
     def _apply(self, step: Step, cand: DeviceWithID) -> Rejection | None:
         self.extra = {}
+        self.pruned = False
         checks = self.checks
         for i, check in enumerate(checks):
             rejection = check.try_add(self, step, cand)

@@ -38,6 +38,7 @@ class DeviceID(NamedTuple):
 
 # --- attribute values ------------------------------------------------------------------------
 
+
 # An attribute value as Python sees it: bool, int, str, or a Version (semver string) for the
 # ``version`` type; list-typed attributes (DRAListTypeAttributes) are tuples of those.
 @dataclass(slots=True, frozen=True)

@@ -168,6 +168,7 @@ class SliceUniverse:
         self.by_label_all: dict[str, list[_SliceEntry]] = {}
         self.unindexed: list[_SliceEntry] = []
         self.per_device: list[_SliceEntry] = []
+        self.per_device_scope: list[tuple[frozenset[str], bool]] = []
         self.device_count = 0
         for info in infos.values():
             for s in info.slices:
@@ -190,6 +191,12 @@ class SliceUniverse:
                 for d in s.devices
             ]
             self.per_device.append(_SliceEntry(s, "per-device", None, devices))
+            # Skip the slice cheaply when no device could be visible to a given node.
+            pinned = frozenset(
+                d.node_name for d in devices if d.node_name and not d.device.all_nodes
+            )
+            unpinned = any(not d.node_name or d.device.all_nodes for d in devices)
+            self.per_device_scope.append((pinned, unpinned))
             return
         terms = None if (s.all_nodes or s.node_name) else _terms(s.node_selector)
         devices = [
@@ -262,7 +269,9 @@ class SliceUniverse:
             assert entry.terms is not None
             if terms_compatible(entry.terms, variants):
                 take(entry, entry.devices)
-        for entry in self.per_device:
+        for entry, (pinned, unpinned) in zip(self.per_device, self.per_device_scope, strict=True):
+            if not unpinned and node_name not in pinned:
+                continue
             devices = [
                 d
                 for d in entry.devices
@@ -278,7 +287,9 @@ class SliceUniverse:
         self, chosen: dict[PoolKey, list[tuple[ResourceSlice, list[DeviceWithID]]]]
     ) -> list[Pool]:
         pools = []
-        for key in sorted(chosen):
+        # Search order (CONTRACT 3): by (driver, pool), pools holding devices with binding
+        # conditions after the others (they become usable only once prepared).
+        for key in sorted(chosen, key=lambda k: (_has_binding_conditions(chosen[k]), k)):
             info = self.pools[key]
             parts = sorted(chosen[key], key=lambda p: p[0].name)
             devices: list[DeviceWithID] = []
@@ -305,17 +316,27 @@ class SliceUniverse:
         return pools
 
 
+def _has_binding_conditions(parts: list[tuple[ResourceSlice, list[DeviceWithID]]]) -> bool:
+    return any(d.device.binding_conditions for _, devices in parts for d in devices)
+
+
 def refilter(pools: Sequence[Pool], variants: Sequence[Requirements]) -> list[Pool]:
     """Incremental re-filtering of a pool set against tightened requirements: devices whose
     selector no longer fits are dropped, and pools left with no matching slice go."""
     out: list[Pool] = []
+    memo: dict[int, bool] = {}  # the devices of one slice share one terms tuple
+
+    def fits(terms: tuple[Requirements, ...]) -> bool:
+        hit = memo.get(id(terms))
+        if hit is None:
+            hit = memo[id(terms)] = terms_compatible(terms, variants)
+        return hit
+
     for pool in pools:
         if not pool.has_selector_devices:
             out.append(pool)
             continue
-        devices = [
-            d for d in pool.devices if d.terms is None or terms_compatible(d.terms, variants)
-        ]
+        devices = [d for d in pool.devices if d.terms is None or fits(d.terms)]
         if not devices:
             continue
         if len(devices) == len(pool.devices):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from allocator.claims import in_cluster_devices
 from allocator.model import ResourceClaim, Snapshot
 from allocator.scheduling.finalization import node_claim_annotations
-from allocator.scheduling.fit import cheapest_offering, format_quantity
+from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaims import InFlightNodeClaim
 
@@ -106,7 +106,9 @@ def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> di
         "name": nc.name,
         "nodePool": nc.node_pool,
         "instanceTypes": sorted(nc.instance_types),
-        "requirements": nc.requirements.to_node_selector_requirements(),
+        "requirements": [
+            r for r in nc.requirements.to_node_selector_requirements() if r["key"] != HOSTNAME
+        ],
         "annotations": node_claim_annotations(drivers),
         "pods": [pod.key for pod in nc.pods],
         "price": min(prices) if prices else None,

@@ -181,7 +181,8 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = DRA_WEB_RUN_TIME_LIMIT_SECONDS
+# The run's own limit is a SIGALRM in runs.services (Celery's soft limit raises an Exception
+# that code under the simulation may catch); the hard limit kills a pool process stuck past it.
 CELERY_TASK_TIME_LIMIT = DRA_WEB_RUN_TIME_LIMIT_SECONDS + 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -35,12 +35,18 @@ def _web_settings(settings):
 
 
 @pytest.fixture
-def user(db, django_user_model):
+def _fast_passwords(settings):
+    # PBKDF2 at production strength costs ~0.4 s per user: not what these tests measure.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def user(db, django_user_model, _fast_passwords):
     return django_user_model.objects.create_user("alice", password="alice-password-1")
 
 
 @pytest.fixture
-def other_user(db, django_user_model):
+def other_user(db, django_user_model, _fast_passwords):
     return django_user_model.objects.create_user("bob", password="bob-password-1")
 
 

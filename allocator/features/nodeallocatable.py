@@ -85,6 +85,8 @@ def parse_node_allocatable(device: Device) -> NodeAllocatable:
     """The device's node resource mappings and overheads, from either published shape."""
     raw = device.raw or {}
     out = NodeAllocatable()
+    if "nodeAllocatableResources" not in raw and "nodeAllocatableResourceMappings" not in raw:
+        return out
     docs_shape = raw.get("nodeAllocatableResources") or {}
     if not isinstance(docs_shape, dict):
         raise NodeAllocatableError(f"device {device.name}: nodeAllocatableResources: not a map")

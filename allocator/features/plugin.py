@@ -29,7 +29,7 @@ from allocator.features import bindingconditions, capacity, counters, nodeoperat
 from allocator.features.adminaccess import AdminAccessError, check_admin_access
 from allocator.features.attributes import as_value_set, is_list_value
 from allocator.features.distinct import LIST_GATE, DistinctAttributeConstraint
-from allocator.features.gates import FeatureGates
+from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.features.nodeallocatable import (
     AllocatedDevice as NodeResourceDevice,
 )
@@ -119,10 +119,6 @@ def _template(cand: DeviceWithID) -> bool:
     return cand.source == TEMPLATE
 
 
-def _shared(cand: DeviceWithID, gates: FeatureGates) -> bool:
-    return capacity.allows_multiple_allocations(cand.device, gates)
-
-
 # --- device checks -----------------------------------------------------------------------------
 
 
@@ -136,6 +132,7 @@ class FeatureAllocatedCheck(core_dfs.AllocatedCheck):
     def __init__(self, ctx: core_dfs.DFSContext) -> None:
         core_dfs.AllocatedCheck.__init__(self, ctx)
         self.gates = ctx.gates
+        self.sharing = ctx.gates.enabled(capacity.GATE)  # read once per DFS, not per device
         self.preallocated = ctx.tracker.preallocated
         self.holders: dict[tuple[DeviceID, bool], list[int]] = {}
         self.kinds: list[str] = []
@@ -143,7 +140,7 @@ class FeatureAllocatedCheck(core_dfs.AllocatedCheck):
     def prefilter(self, ctx, claim, request, cand):
         if _is_admin(request):
             return None
-        if _shared(cand, self.gates):
+        if self.sharing and cand.device.allow_multiple_allocations:
             if not _template(cand) and cand.id in self.preallocated:
                 return ("allocated", f"device {cand.id} is already allocated")
             return None
@@ -152,7 +149,7 @@ class FeatureAllocatedCheck(core_dfs.AllocatedCheck):
     def try_add(self, ctx, step, cand):
         key = (cand.id, _template(cand))
         held = self.holders.get(key, ())
-        shared = _shared(cand, self.gates)
+        shared = self.sharing and cand.device.allow_multiple_allocations
         if _is_admin(step.request):
             if step.claim.index in held and not shared:
                 return (
@@ -286,6 +283,7 @@ class CounterCheck:
         templates = slices_by_it.get(ctx.instance_type, [])
         self.view = state.counters.view(ctx.node_claim_id, ctx.instance_type, templates)
         self.gates = ctx.gates
+        self.groups_on = ctx.gates.enabled(counters.GROUPS_GATE)
         self.grouped = set(state.grouped_pools)
         for t in templates:
             if counters.pool_has_compatibility_groups(t.devices):
@@ -293,7 +291,7 @@ class CounterCheck:
         self.applied: list[bool] = []
 
     def prefilter(self, ctx, claim, request, cand):
-        if not self.gates.enabled(counters.GROUPS_GATE) and cand.pool_key in self.grouped:
+        if not self.groups_on and cand.pool_key in self.grouped:
             return (
                 "compatibility-group",
                 f"pool {cand.id.driver}/{cand.id.pool} declares compatibility groups, but the "
@@ -345,6 +343,8 @@ class CapacityCheck:
         if _is_admin(request):
             return None
         requirements = request.exact.capacity if request.exact is not None else None
+        if requirements is None and not cand.device.allow_multiple_allocations:
+            return None  # taken whole, nothing asked: every capacity fits
         try:
             amounts = capacity.consumption(cand.device, cand.id.driver, requirements)
         except capacity.CapacityError as e:
@@ -365,6 +365,9 @@ class CapacityCheck:
             self.taken.append(None)
             return None
         requirements = step.request.exact.capacity if step.request.exact is not None else None
+        if requirements is None and not cand.device.allow_multiple_allocations:
+            self.taken.append(None)
+            return None
         try:
             amounts, reason = self.view.try_take(
                 cand.id, cand.device, requirements, template=_template(cand)
@@ -373,7 +376,7 @@ class CapacityCheck:
             return ("capacity", f"device {cand.id}: {e}")
         if reason is not None:
             return ("capacity", reason)
-        if _shared(cand, self.gates) and amounts is not None:
+        if cand.device.allow_multiple_allocations and amounts is not None:
             ctx.extra["consumedCapacity"] = {k: v.canonical() for k, v in sorted(amounts.items())}
             ctx.extra["shareID"] = capacity.share_id(
                 step.claim.key, step.request.name, cand.id, step.slot
@@ -464,6 +467,29 @@ def _show(values: frozenset) -> str:
     return "[" + ", ".join(sorted(str(v) for _, v in values)) + "]"
 
 
+# A pinned value: (type, value) for a scalar, a frozenset of (type, value) for list values.
+Pin = tuple | frozenset
+
+
+def _pin(value: Any) -> Pin:
+    return as_value_set(value) if is_list_value(value) else (type(value), value)
+
+
+def _meet(current: Pin, value: Any) -> Pin | None:
+    """The pinned values that ``value`` keeps (None: no common value)."""
+    if isinstance(current, frozenset) or is_list_value(value):
+        have = current if isinstance(current, frozenset) else frozenset((current,))
+        common = have & as_value_set(value)
+        return common or None
+    return current if current == (type(value), value) else None  # scalars: type and value
+
+
+def _show_pin(pin: Pin) -> Any:
+    if isinstance(pin, frozenset):
+        return next(iter(pin))[1] if len(pin) == 1 else _show(pin)
+    return pin[1]
+
+
 class ListMatchAttributeConstraint(core_constraints.MatchAttributeConstraint):
     """``matchAttribute`` whose concrete path knows list-typed values: with the gate on the
     devices' value sets must keep a non-empty intersection (a scalar is a one-value set);
@@ -474,24 +500,19 @@ class ListMatchAttributeConstraint(core_constraints.MatchAttributeConstraint):
     def __init__(self, attribute: str, request_names: frozenset[str], lists: bool) -> None:
         super().__init__(attribute, request_names)
         self.lists = lists
-        self.stack: list[frozenset] = []
+        self.stack: list[Pin] = []
 
     def check(self, cand: DeviceWithID) -> str | None:
         value = self._lookup(cand)
-        if value is not None and is_list_value(value) and not self.lists:
+        if value is not None and not self.lists and is_list_value(value):
             return (
                 f"device {cand.id} has a list-typed {self.attribute}, which needs the "
                 f"{LIST_GATE} feature"
             )
         if self.mode == self.CONCRETE and value is not None:
-            current = self.stack[-1]
-            if not (current & as_value_set(value)):
-                return (
-                    f"device {cand.id} has {self.attribute}={_show(as_value_set(value))}, "
-                    f"no common value with {_show(current)}"
-                    if self.lists and (is_list_value(value) or len(current) > 1)
-                    else f"device {cand.id} has {self.attribute}={value}, not {self.value}"
-                )
+            if _meet(self.stack[-1], value) is None:
+                shown = _show(as_value_set(value)) if is_list_value(value) else value
+                return f"device {cand.id} has {self.attribute}={shown}, not {self.value}"
             return None
         return super().check(cand)
 
@@ -505,19 +526,11 @@ class ListMatchAttributeConstraint(core_constraints.MatchAttributeConstraint):
         if self.mode is None:
             self.mode = self.CONCRETE if value is not None else self.BINDING
         if self.mode == self.CONCRETE:
-            new = as_value_set(value)
-            merged = self.stack[-1] & new if self.stack else new
-            self.stack.append(merged)
-            self.value = self._display(value, merged)
+            pin = _meet(self.stack[-1], value) if self.stack else _pin(value)
+            self.stack.append(pin)
+            self.value = _show_pin(pin)
         self.devices.append(cand)
         return None
-
-    def _display(self, value: Any, merged: frozenset) -> Any:
-        if len(self.stack) == 1 and not is_list_value(value):
-            return value
-        if len(merged) == 1:
-            return next(iter(merged))[1]
-        return _show(merged)
 
     def remove(self, request: str, cand: DeviceWithID) -> None:
         if not core_constraints.request_in_scope(self.request_names, request):
@@ -526,9 +539,7 @@ class ListMatchAttributeConstraint(core_constraints.MatchAttributeConstraint):
             self.stack.pop()
         super().remove(request, cand)
         if self.stack:
-            self.value = self._display(None, self.stack[-1]) if len(self.stack) > 1 else (
-                self._lookup(self.devices[0])
-            )
+            self.value = _show_pin(self.stack[-1])
 
     def reset(self) -> None:
         super().reset()
@@ -536,7 +547,7 @@ class ListMatchAttributeConstraint(core_constraints.MatchAttributeConstraint):
 
 
 def _parse_distinct(dc, ctx) -> DistinctConstraint:
-    gates = ctx.gates
+    gates = ctx.gates or ALL_ON
     if not gates.enabled(capacity.GATE):
         raise ValidationError(
             f"claim {ctx.claim_key}: unsupported constraint type 'distinctAttribute' (it needs "
@@ -548,8 +559,9 @@ def _parse_distinct(dc, ctx) -> DistinctConstraint:
 
 
 def _parse_match(dc, ctx) -> ListMatchAttributeConstraint:
+    gates = ctx.gates or ALL_ON
     return ListMatchAttributeConstraint(
-        dc.match_attribute, frozenset(dc.requests), ctx.gates.enabled(LIST_GATE)
+        dc.match_attribute, frozenset(dc.requests), gates.enabled(LIST_GATE)
     )
 
 
@@ -595,7 +607,9 @@ def _commit(allocator, node_claim_id: str, instance_type: str, path: list) -> No
     cluster = [
         e.cand.id
         for e in path
-        if not _template(e.cand) and e.cand.device.consumes_counters and not e.extra.get("adminAccess")
+        if not _template(e.cand)
+        and e.cand.device.consumes_counters
+        and not e.extra.get("adminAccess")
     ]
     template = [
         e.cand.id
@@ -603,7 +617,9 @@ def _commit(allocator, node_claim_id: str, instance_type: str, path: list) -> No
         if _template(e.cand) and e.cand.device.consumes_counters and not e.extra.get("adminAccess")
     ]
     state.counters.commit(node_claim_id, instance_type, cluster, template)
-    shares = [(e.cand.id, e.extra["_share"], _template(e.cand)) for e in path if "_share" in e.extra]
+    shares = [
+        (e.cand.id, e.extra["_share"], _template(e.cand)) for e in path if "_share" in e.extra
+    ]
     if shares:
         state.capacity.commit(node_claim_id, instance_type, shares)
 
@@ -669,7 +685,9 @@ def node_resources(
             for d in outcome.devices_for([it] if it else None):
                 device_id = DeviceID(d.driver, d.pool, d.device)
                 device = (
-                    templates.get(device_id) if d.source == TEMPLATE else state.devices.get(device_id)
+                    templates.get(device_id)
+                    if d.source == TEMPLATE
+                    else state.devices.get(device_id)
                 )
                 if device is None:
                     continue
@@ -695,6 +713,24 @@ def node_resources(
 def _result_hook(allocator, node_claim, claims, result, per_it, pod, slices_by_it) -> None:
     result.node_resources = node_resources(
         allocator, node_claim, claims, result, per_it, pod, slices_by_it
+    )
+
+
+def run_pool_status(
+    slices, allocator, gates: FeatureGates, default_partition_type_attribute: str | None = None
+) -> list[dict]:
+    """CONTRACT section 4 ``pools`` after the run: exclusive holds from the tracker, shares
+    from the capacity ledger (cluster shares minus the freed ones, plus the run's)."""
+    from allocator.features.poolstatus import pool_status
+
+    state = state_of(allocator.extensions)
+    return pool_status(
+        slices,
+        allocated=allocator.allocated_cluster_devices(),
+        consumed_capacity=state.capacity.consumed_after_run() if state is not None else None,
+        taints=state.taints if state is not None else None,
+        gates=gates,
+        default_partition_type_attribute=default_partition_type_attribute,
     )
 
 

@@ -23,7 +23,7 @@ UNBOUNDED = 1 << 30
 
 
 class DeviceCounter:
-    __slots__ = ("_pinned_free", "_other", "_device_node")
+    __slots__ = ("_pinned_free", "_other", "_device_node", "bounds")
 
     def __init__(
         self, universe: list[ResourceSlice], seed: set[DeviceID], nodes: dict[str, dict[str, str]]
@@ -57,6 +57,10 @@ class DeviceCounter:
                 for name, labels in nodes.items():
                     if node_selector_matches_labels(s.node_selector, labels):
                         self._other[name] = min(UNBOUNDED, self._other[name] + count)
+        # "node/NAME" -> upper bound of the devices the node can still get (kept current).
+        self.bounds: dict[str, int] = {
+            f"node/{name}": self.upper_bound(name) for name in self._pinned_free
+        }
 
     def _count_everywhere(self, _slice: ResourceSlice, count: int) -> None:
         for name in self._other:
@@ -74,6 +78,7 @@ class DeviceCounter:
             node = self._device_node.get(device_id)
             if node is not None:
                 self._pinned_free[node].discard(device_id)
+                self.bounds[f"node/{node}"] = self.upper_bound(node)
 
 
 def _exact_minimum(request: ExactDeviceRequest) -> int:

@@ -78,9 +78,14 @@ def allocated_device_seed(
     for claim in claims.values():
         if claim.allocation is None or reallocated(claim, deleting_pods):
             continue
-        # Shares of a multi-allocatable device (shareID set) never hold it exclusively; the
-        # capacity they consume is accounted for by consumable capacity, not the seed.
-        seed.update(d.device_id for d in claim.allocation.devices if d.share_id is None)
+        # Shares of a multi-allocatable device (shareID set) never hold it exclusively (their
+        # capacity is accounted by consumable capacity), and admin-access allocations do not
+        # count as allocated at all, as in kube-scheduler.
+        seed.update(
+            d.device_id
+            for d in claim.allocation.devices
+            if d.share_id is None and not d.admin_access
+        )
     return seed
 
 

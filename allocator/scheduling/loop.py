@@ -14,6 +14,7 @@ from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter, claims_minimum
 from allocator.scheduling.fit import (
+    HOSTNAME,
     FilterOutcome,
     InstanceTypeInfo,
     Resources,
@@ -111,6 +112,7 @@ class Scheduler:
         self.in_memory: set[str] = set()  # claims allocated earlier in this run
         self._moved: dict[str, ResourceClaim] = {}  # re-allocated claims, allocation dropped
         self._next_index: dict[str, int] = {}
+        self._reason_cache: dict[tuple, str] = {}
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -156,9 +158,22 @@ class Scheduler:
         needed = claims_minimum(self._to_allocate(claims)) if claims else 0
         check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
 
+        # The device-count pre-check, inlined: on a big cluster most nodes are full.
+        bounds = (
+            self.counter.bounds
+            if needed and outcome.validated and self.counter is not None
+            else None
+        )
         for target in self.existing:
+            if bounds is not None:
+                bound = bounds.get(target.id)
+                if bound is not None and needed > bound:
+                    outcome.reasons.append(
+                        (target.reason_target, self._device_reason(target, needed, bound))
+                    )
+                    continue
             reason = self._try_existing(
-                target, outcome, requests, terms if check_terms else None, needed, pod_node
+                target, outcome, requests, terms if check_terms else None, pod_node
             )
             if reason is None:
                 return self._placed(outcome, target, pod_node)
@@ -210,7 +225,6 @@ class Scheduler:
         outcome: PodOutcome,
         requests: Resources,
         terms: list[Requirements] | None,
-        needed: int,
         pod_node: int,
     ) -> str | None:
         pod = outcome.pod
@@ -218,21 +232,6 @@ class Scheduler:
             return "node is unschedulable"
         if not fits(requests, target.available):
             return self._exceeds(requests, target.available)
-        if (
-            needed
-            and outcome.validated
-            and self.counter is not None
-            and target.kind == EXISTING
-            and self.counter.tracks(target.name)
-            and needed > self.counter.upper_bound(target.name)
-        ):
-            # Same outcome and wording as the DFS on this node: nothing could be allocated.
-            it = target.instance_types[0] if target.instance_types else target.name
-            return explain.dra_reason(
-                f"no instance type can satisfy the allocation: {it}: the claims need "
-                f"{needed} devices, at most {self.counter.upper_bound(target.name)} "
-                "unallocated devices are reachable from the node"
-            )
         taint = untolerated_taint(pod.tolerations, target.taints, target.ignored_taint_keys)
         if taint is not None:
             return f"did not tolerate taint {format_taint(taint)}"
@@ -248,7 +247,11 @@ class Scheduler:
             node = self._target_trace(pod_node, target.id)
             try:
                 result = self.allocator.allocate(
-                    target, claims, trace=self.trace, trace_parent=node if node >= 0 else None
+                    target,
+                    claims,
+                    trace=self.trace,
+                    trace_parent=node if node >= 0 else None,
+                    pod=outcome.pod,
                 )
             except self.allocation_errors as err:
                 self._note_validation(outcome, err)
@@ -265,6 +268,20 @@ class Scheduler:
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
         return None
+
+    def _device_reason(self, target: ExistingTarget, needed: int, bound: int) -> str:
+        """Same outcome and wording as the DFS on this node: nothing could be allocated."""
+        it = target.instance_types[0] if target.instance_types else target.name
+        key = (it, needed, bound)
+        reason = self._reason_cache.get(key)
+        if reason is None:
+            reason = explain.dra_reason(
+                f"no instance type can satisfy the allocation: {it}: the claims need "
+                f"{needed} devices, at most {bound} unallocated devices are reachable from "
+                "the node"
+            )
+            self._reason_cache[key] = reason
+        return reason
 
     @staticmethod
     def _exceeds(requests: Resources, available: Resources) -> str:
@@ -331,11 +348,15 @@ class Scheduler:
             return f'all available instance types exceed limits for nodepool: "{pool.name}"', None
         name = self._name_for(pool.name, peek=True)
         node = self._target_trace(pod_node, f"nodepool/{pool.name} (new {name})")
+        # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
+        # incompatible with a new NodeClaim (dropped again at finalization).
+        base = plan_pool.requirements.copy()
+        base.add(Requirements.from_labels({HOSTNAME: name}))
         try:
             plan = self._plan(
                 name,
                 pool.name,
-                plan_pool.requirements,
+                base,
                 candidates,
                 {},
                 outcome,
@@ -352,7 +373,7 @@ class Scheduler:
             id=name,
             name=name,
             node_pool=pool.name,
-            requirements=plan_pool.requirements.copy(),
+            requirements=base,
             candidates=candidates,
             taints=list(plan_pool.taints),
             order=len(self.node_claims),
@@ -393,6 +414,7 @@ class Scheduler:
                 claims,
                 trace=self.trace,
                 trace_parent=trace_node if trace_node >= 0 else None,
+                pod=outcome.pod,
             )
         except self.allocation_errors as err:
             self._note_validation(outcome, err)
@@ -444,7 +466,10 @@ class Scheduler:
                 DeviceID(d.driver, d.pool, d.device)
                 for claim in result.claims
                 for d in claim.devices
+                # Admin access and shares of a multi-allocatable device hold nothing exclusively.
                 if d.source == "in-cluster"
+                and not d.extra.get("adminAccess")
+                and not d.extra.get("shareID")
             )
 
     def _claims_for_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:

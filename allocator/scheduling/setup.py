@@ -119,6 +119,7 @@ def _allocator_kwargs(allocator_cls, snapshot: Snapshot, options, deleting: set[
         "device_taint_rules": snapshot.device_taint_rules,
         "resource_claims": snapshot.resource_claims,
         "binding_timeout_seconds": options.binding_timeout_seconds,
+        "nodes": snapshot.nodes,
     }
     kwargs.update({k: v for k, v in optional.items() if k in params})
     return kwargs

@@ -13,6 +13,7 @@ from typing import Any
 _CACHE_SIZE = 6
 _lock = threading.Lock()
 _models: OrderedDict[int, Any] = OrderedDict()
+_reason_counts: OrderedDict[tuple[int, str], list] = OrderedDict()
 
 
 def _remember(cache: OrderedDict, key, build):
@@ -282,3 +283,90 @@ def trace_reveal(run, node_id: int) -> list[dict[str, int]]:
         ).count()
         out.append({"id": step["node_id"], "index": index})
     return out
+
+
+def with_ancestor_labels(run, nodes: list[dict]) -> list[dict]:
+    """Add ``pathLabels`` (root first) to search results, one query per tree level."""
+    from dra_web.runs.models import TraceNode
+
+    known: dict[int, tuple[int | None, str]] = {
+        n["id"]: (n.get("parent"), n.get("label") or "") for n in nodes
+    }
+    wanted = {n.get("parent") for n in nodes} - {None} - set(known)
+    while wanted:
+        rows = TraceNode.objects.filter(run=run, node_id__in=wanted).values_list(
+            "node_id", "parent", "label"
+        )
+        for node_id, parent, label in rows:
+            known[node_id] = (parent, label)
+        wanted = {p for p, _ in known.values() if p is not None and p not in known}
+        if not rows:
+            break
+    for n in nodes:
+        labels = []
+        parent = n.get("parent")
+        while parent is not None and parent in known:
+            parent, label = known[parent][0], known[parent][1]
+            labels.append(label)
+        n["pathLabels"] = labels[::-1]
+    return nodes
+
+
+AUTO_EXPAND_DEPTH = 8
+
+
+def expand_ok_paths(run, nodes: list[dict], budget: int, page: int = 200) -> None:
+    """Open the successful paths below ``nodes`` in place (``node["expanded"]``: its first
+    children), level by level in one query per level, within ``budget`` nodes. Failed and
+    pruned subtrees stay collapsed: the page shows them closed with their size."""
+    from dra_web.runs.models import TraceNode
+
+    frontier = [
+        n
+        for n in nodes
+        if n.get("status") == "ok" and n.get("childCount") and n.get("depth", 0) < AUTO_EXPAND_DEPTH
+    ]
+    while frontier and budget > 0:
+        chosen = []
+        for n in frontier:
+            count = min(n["childCount"], page)
+            if count <= budget:
+                chosen.append(n)
+                budget -= count
+        if not chosen:
+            break
+        by_parent: dict[int, list[dict]] = {n["id"]: [] for n in chosen}
+        rows = TraceNode.objects.filter(run=run, parent__in=list(by_parent)).order_by("node_id")
+        for row in rows:
+            kids = by_parent[row.parent]
+            if len(kids) < page:
+                kids.append(row.as_json())
+        frontier = []
+        for n in chosen:
+            n["expanded"] = by_parent[n["id"]]
+            frontier.extend(
+                k
+                for k in n["expanded"]
+                if k.get("status") == "ok"
+                and k.get("childCount")
+                and k.get("depth", 0) < AUTO_EXPAND_DEPTH
+            )
+
+
+def trace_reason_counts(run) -> list[tuple[str, int]]:
+    """How many non-ok trace nodes carry each reason (for the tree's filter), cached per run."""
+    from django.db.models import Count
+
+    from dra_web.runs.models import TraceNode
+
+    def build():
+        return list(
+            TraceNode.objects.filter(run=run)
+            .exclude(status="ok")
+            .exclude(reason=None)
+            .values_list("reason")
+            .annotate(n=Count("id"))
+            .order_by("-n", "reason")
+        )
+
+    return _remember(_reason_counts, (run.pk, str(run.finished_at)), build)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -27,6 +26,7 @@ SNAPSHOTS_PER_PAGE = 10
 OBJECTS_PER_PAGE = 40
 PLACEMENTS_PER_PAGE = 25
 POOL_DEVICES_SHOWN = 200
+TREE_PAGE = 200
 
 
 def _page(request, items, per_page, param="page"):
@@ -267,16 +267,7 @@ def run_detail(request, run_id):
                 "access": extra["access"],
             }
         )
-    from dra_web.runs.models import TraceNode
-
-    reason_counts = list(
-        TraceNode.objects.filter(run=run)
-        .exclude(status="ok")
-        .exclude(reason=None)
-        .values_list("reason")
-        .annotate(n=Count("id"))
-        .order_by("-n", "reason")
-    )
+    reason_counts = page_selectors.trace_reason_counts(run)
     taint_excluded = [
         n
         for n in run_selectors.trace_search(run, reason="taint", limit=200)
@@ -389,6 +380,9 @@ def tree_children(request, run_id):
         nodes = run_selectors.trace_roots(run, offset=offset, limit=limit)
     else:
         nodes = run_selectors.trace_children(run, parent, offset=offset, limit=limit)
+    budget = max(0, min(2000, _int(request.GET.get("expand"), 0)))
+    if budget:
+        page_selectors.expand_ok_paths(run, nodes, budget)
     return JsonResponse({"parent": parent, "offset": offset, "total": total, "nodes": nodes})
 
 
@@ -414,6 +408,19 @@ def tree_reveal(request, run_id, node_id):
     path = page_selectors.trace_reveal(run, node_id)
     if not path:
         raise Http404("no such trace node")
+    # With each step, the page of its siblings around it: the page reveals in one round trip.
+    parent = None
+    for step in path:
+        offset = max(0, step["index"] - TREE_PAGE // 2)
+        from dra_web.runs.models import TraceNode
+
+        step["page"] = {
+            "parent": parent,
+            "offset": offset,
+            "total": TraceNode.objects.filter(run=run, parent=parent).count(),
+            "nodes": run_selectors.trace_children(run, parent, offset=offset, limit=TREE_PAGE),
+        }
+        parent = step["id"]
     return JsonResponse({"path": path})
 
 
@@ -422,15 +429,17 @@ def tree_reveal(request, run_id, node_id):
 def tree_search(request, run_id):
     run = run_selectors.get_run(run_id)
     limit = max(1, min(500, _int(request.GET.get("limit"), 100)))
-    matches = run_selectors.trace_search(
+    qs = run_selectors.trace_search_queryset(
         run,
         request.GET.get("q") or None,
         reason=request.GET.get("reason") or None,
         status=request.GET.get("status") or None,
         kind=request.GET.get("kind") or None,
-        limit=5000,
     )
-    return JsonResponse({"total": len(matches), "results": matches[:limit]})
+    matches = [node.as_json() for node in qs[:limit]]
+    total = len(matches) if len(matches) < limit else qs.count()
+    results = page_selectors.with_ancestor_labels(run, matches)
+    return JsonResponse({"total": total, "results": results})
 
 
 @login_required

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import traceback
 import uuid
@@ -11,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import allocator
@@ -26,6 +27,39 @@ TRACE_BATCH = 5000
 
 class RunOptionsError(ValueError):
     """Options the simulation does not accept; the message names the field."""
+
+
+class RunTimeLimitExceeded(BaseException):
+    """Raised in the simulation by SIGALRM. A BaseException on purpose: the allocator treats
+    an Exception inside a CEL evaluation as "device does not match" and would swallow it."""
+
+
+class _TimeLimit:
+    """DRA_WEB_RUN_TIME_LIMIT_SECONDS as a SIGALRM timer (main thread only: the Celery pool
+    process). Elsewhere (eager runs in a web thread) the DFS's own timeout bounds the run."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.active = (
+            seconds > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+        )
+        self.previous = None
+
+    def _expired(self, signum, frame) -> None:
+        raise RunTimeLimitExceeded()
+
+    def __enter__(self) -> _TimeLimit:
+        if self.active:
+            self.previous = signal.signal(signal.SIGALRM, self._expired)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous or signal.SIG_DFL)
 
 
 def _simulation():
@@ -166,7 +200,10 @@ def execute_run(run_id: int) -> Run | None:
         )
 
     try:
-        with _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS):
+        with (
+            _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS),
+            _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS),
+        ):
             from dra_web.snapshots.services import load_snapshot
 
             SimulationOptions, simulate = _simulation()
@@ -178,17 +215,15 @@ def execute_run(run_id: int) -> Run | None:
         message = _failure_message(exc)
         log.warning("run %s failed: %s", run_id, message)
         _fail(run_id, message)
-        if not isinstance(exc, Exception):
+        if not isinstance(exc, Exception | RunTimeLimitExceeded):
             raise  # worker shutdown and the like: let Celery see it
-    finally:
-        close_old_connections()
     return Run.objects.filter(pk=run_id).first()
 
 
 def _failure_message(exc: BaseException) -> str:
     from celery.exceptions import SoftTimeLimitExceeded
 
-    if isinstance(exc, SoftTimeLimitExceeded):
+    if isinstance(exc, SoftTimeLimitExceeded | RunTimeLimitExceeded):
         return (
             f"time limit exceeded: the simulation ran longer than "
             f"{settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS} s (DRA_WEB_RUN_TIME_LIMIT_SECONDS)"

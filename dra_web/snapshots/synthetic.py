@@ -282,3 +282,72 @@ def to_yaml(docs: list[dict]) -> str:
 
 def to_json(docs: list[dict]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+
+
+def pathological_cluster(*, gpus: int = 60, count: int | None = None, pods: int = 1) -> list[dict]:
+    """A device search that cannot succeed and is only found out at its last step.
+
+    One node with ``gpus`` GPUs, two per NUMA node; each pod asks for ``count`` GPUs on
+    distinct NUMA nodes (distinctAttribute), one more than there are NUMA nodes. Every choice
+    of one GPU per NUMA node is tried before the last slot fails: 2**(gpus/2) leaves, so the
+    DFS runs until its timeout. Used to exercise time limits and killed workers.
+    """
+    count = count if count is not None else gpus // 2 + 1  # one more than NUMA nodes
+    node = "ip-10-0-9-9.us-west-2.compute.internal"
+    docs: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-training"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": node,
+                "labels": {
+                    "kubernetes.io/hostname": node,
+                    "topology.kubernetes.io/zone": "us-west-2a",
+                    "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+                },
+            },
+            "status": {"allocatable": {"cpu": "192", "memory": "2000Gi", "pods": "110"}},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"gpu-{i}", "attributes": {"numa": {"int": i // 2}}}
+                    for i in range(gpus)
+                ],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "spread-gpus", "namespace": "ml-training"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
+                            }
+                        ],
+                        "constraints": [{"requests": ["gpu"], "distinctAttribute": "numa"}],
+                    }
+                }
+            },
+        },
+    ]
+    for p in range(pods):
+        docs.append(_pod("ml-training", f"allreduce-{p}", p, template="spread-gpus"))
+    return docs

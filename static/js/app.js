@@ -42,6 +42,9 @@ function setupTabs() {
         document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
       }
       if (focus) tab.focus();
+      // Switching tabs far down a long section: bring the new section's top into view.
+      const top = list.getBoundingClientRect().top + window.scrollY - 48;
+      if (window.scrollY > top) window.scrollTo({ top });
       if (push) history.replaceState(null, "", `#${tab.dataset.tab}`);
       document.dispatchEvent(new CustomEvent("tab-shown", { detail: tab.dataset.tab }));
     };

@@ -6,8 +6,7 @@
 // to the parent, Home/End, Enter toggles and shows details.
 
 const PAGE = 200;
-const AUTO_EXPAND_BUDGET = 24; // requests spent opening successful paths at first paint
-const AUTO_EXPAND_DEPTH = 8;
+const AUTO_EXPAND_BUDGET = 400; // nodes of successful paths opened at first paint
 
 function el(tag, attrs = {}, ...kids) {
   const node = document.createElement(tag);
@@ -54,7 +53,6 @@ export class SearchTree {
     this.resultsEl = root.querySelector(".search-results");
     this.statusEl = root.querySelector(".tree-status");
     this.items = new Map(); // id -> li
-    this.budget = AUTO_EXPAND_BUDGET;
     this.paintedAt = null;
   }
 
@@ -123,10 +121,19 @@ export class SearchTree {
     return li;
   }
 
-  async loadChildren(parentId, container, level, offset, auto, around = null) {
+  async loadChildren(parentId, container, level, offset, first = false) {
     const params = { parent: parentId === null ? "" : parentId, offset, limit: PAGE };
-    if (parentId === null) params.roots = "1";
+    // The first page opens the successful paths server-side, in one round trip.
+    if (first) params.expand = AUTO_EXPAND_BUDGET;
     const payload = await getJSON(this.url(this.childrenUrl, params));
+    this.renderPage(parentId, container, level, payload, offset);
+    if (container === this.treeEl && !this.treeEl.querySelector("[tabindex='0']")) {
+      const top = this.treeEl.querySelector("[role=treeitem]");
+      if (top) top.setAttribute("tabindex", "0");
+    }
+  }
+
+  renderPage(parentId, container, level, payload, offset) {
     const nodes = nodesOf(payload);
     const total = typeof payload.total === "number" ? payload.total : nodes.length;
     const realOffset = typeof payload.offset === "number" ? payload.offset : offset;
@@ -135,46 +142,42 @@ export class SearchTree {
       earlier.addEventListener("click", async () => {
         earlier.remove();
         const start = Math.max(0, realOffset - PAGE);
-        const frag = document.createElement("ul");
-        await this.loadChildren(parentId, frag, level, start, false);
-        const first = container.firstChild;
-        for (const child of [...frag.children].filter((c) => !c.classList.contains("more") || c.classList.contains("earlier"))) container.insertBefore(child, first);
+        const holder = document.createElement("ul");
+        await this.loadChildren(parentId, holder, level, start);
+        const firstChild = container.firstChild;
+        for (const child of [...holder.children]) {
+          if (child.classList.contains("more") && !child.classList.contains("earlier")) continue;
+          container.insertBefore(child, firstChild);
+        }
       });
       container.append(earlier);
     }
     const frag = document.createDocumentFragment();
-    const toOpen = [];
     for (const n of nodes) {
       if (this.items.has(n.id)) continue;
       const li = this.makeItem(n, level);
       frag.append(li);
-      if (auto && n.status === "ok" && childCountOf(n) && level < AUTO_EXPAND_DEPTH) toOpen.push(li);
+      if (Array.isArray(n.expanded)) {
+        li.setAttribute("aria-expanded", "true");
+        li.querySelector(":scope > .row > .twisty").textContent = "▾";
+        const group = el("ul", { role: "group" });
+        li.append(group);
+        this.renderPage(n.id, group, level + 1, { nodes: n.expanded, total: childCountOf(n), offset: 0 }, 0);
+      }
     }
     container.append(frag);
     const shown = realOffset + nodes.length;
-    if (shown < total && parentId !== undefined) {
+    if (shown < total) {
       const more = el("li", { class: "more", role: "none", text: `… ${(total - shown).toLocaleString()} more — show next ${Math.min(PAGE, total - shown)}` });
       more.addEventListener("click", async () => {
         more.remove();
-        await this.loadChildren(parentId, container, level, shown, false);
+        await this.loadChildren(parentId, container, level, shown);
       });
       container.append(more);
     }
-    if (container === this.treeEl && !this.treeEl.querySelector("[tabindex='0']")) {
-      const first = this.treeEl.querySelector("[role=treeitem]");
-      if (first) first.setAttribute("tabindex", "0");
-    }
-    const opening = [];
-    for (const li of toOpen) {
-      if (this.budget <= 0) break;
-      this.budget -= 1;
-      opening.push(this.expand(li, true));
-    }
-    await Promise.all(opening);
-    return { total, offset: realOffset };
   }
 
-  async expand(li, auto = false, around = null) {
+  async expand(li, around = null) {
     if (li.getAttribute("aria-expanded") !== "false") return;
     li.setAttribute("aria-expanded", "true");
     li.querySelector(":scope > .row > .twisty").textContent = "▾";
@@ -184,7 +187,7 @@ export class SearchTree {
       li.append(group);
       const offset = around === null ? 0 : Math.max(0, around - Math.floor(PAGE / 2));
       try {
-        await this.loadChildren(li._node.id, group, li._level + 1, offset, auto);
+        await this.loadChildren(li._node.id, group, li._level + 1, offset);
       } catch (e) {
         group.append(el("li", { role: "none", class: "more", text: `could not load: ${e.message}` }));
       }
@@ -346,8 +349,8 @@ export class SearchTree {
           el("button", {
             type: "button",
             "data-id": String(r.id),
-            text: `${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
-            title: (r.pathLabels || []).join(" › "),
+            text: `${(r.pathLabels || []).length ? `${r.pathLabels[0]} › ` : ""}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
+            title: (r.pathLabels || []).concat([r.label]).join(" › "),
             onclick: () => this.reveal(r.id),
           }),
         ),
@@ -356,32 +359,43 @@ export class SearchTree {
     if (results.length) await this.reveal(results[0].id);
   }
 
+  openShell(li) {
+    // Mark a node open with an empty group that the caller fills from a page it already has.
+    li.setAttribute("aria-expanded", "true");
+    li.querySelector(":scope > .row > .twisty").textContent = "▾";
+    let group = li.querySelector(":scope > ul");
+    if (!group) {
+      group = el("ul", { role: "group" });
+      li.append(group);
+    }
+    group.hidden = false;
+    return group;
+  }
+
   async reveal(id) {
     let li = this.items.get(id);
     if (!li) {
+      // One request: the path from the root, and for each step the page of its siblings.
       const chain = await getJSON(`${this.revealUrl}${id}/`);
       const steps = chain.path || chain;
+      let parentLi = null;
       for (let k = 0; k < steps.length; k += 1) {
         const step = steps[k];
         let item = this.items.get(step.id);
         if (!item) {
-          // The node is on a page of its parent's children not loaded yet: load that page.
-          const parentStep = steps[k - 1];
-          const parentLi = parentStep ? this.items.get(parentStep.id) : null;
-          const container = parentLi ? parentLi.querySelector(":scope > ul") : this.treeEl;
-          if (container) {
-            for (const more of container.querySelectorAll(":scope > li.more")) more.remove();
-            await this.loadChildren(parentStep ? parentStep.id : null, container, parentLi ? parentLi._level + 1 : 0, Math.max(0, step.index - Math.floor(PAGE / 2)), false);
-          }
+          const container = parentLi ? this.openShell(parentLi) : this.treeEl;
+          const level = parentLi ? parentLi._level + 1 : 0;
+          for (const more of container.querySelectorAll(":scope > li.more")) more.remove();
+          if (step.page) this.renderPage(parentLi ? parentLi._node.id : null, container, level, step.page, step.page.offset);
+          else await this.loadChildren(parentLi ? parentLi._node.id : null, container, level, Math.max(0, step.index - Math.floor(PAGE / 2)));
           item = this.items.get(step.id);
         }
         if (!item) break;
-        if (k < steps.length - 1) {
-          if (item.getAttribute("aria-expanded") === "false") {
-            const next = steps[k + 1];
-            await this.expand(item, false, next.index >= PAGE ? next.index : null);
-          }
+        if (k < steps.length - 1 && item.getAttribute("aria-expanded") === "false") {
+          if (item.querySelector(":scope > ul")) this.openShell(item);
+          else if (!steps[k + 1].page) await this.expand(item, steps[k + 1].index >= PAGE ? steps[k + 1].index : null);
         }
+        parentLi = item;
       }
       li = this.items.get(id);
     } else {

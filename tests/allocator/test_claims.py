@@ -140,3 +140,14 @@ def test_in_cluster_devices_for_the_result():
         "source": "in-cluster",
         "instanceType": None,
     }
+
+
+def test_malformed_allocation_node_selector_is_an_error_not_a_crash():
+    bad = allocated("a")
+    bad.allocation.node_selector = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": ZONE, "operator": "Near", "values": ["x"]}]}
+        ]
+    }
+    with pytest.raises(AllocationError, match="default/a: allocation node selector"):
+        classify([bad])

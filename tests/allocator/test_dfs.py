@@ -171,6 +171,7 @@ def test_pruning_rejects_values_that_cannot_fill_the_request():
         n for n in t.nodes if n["kind"] == "device" and n["device"] in ("gpu-0", "gpu-1", "gpu-2")
     ]
     assert pinned and all(n["reason"] == "constraint" for n in pinned)
+    assert all(n["status"] == "pruned" for n in pinned)
     assert not any(n["reason"] == "backtrack" for n in t.nodes if n["kind"] == "device")
 
 
@@ -201,7 +202,8 @@ def test_timeout_on_a_pathological_search_with_a_fake_clock():
     t = Trace()
     with pytest.raises(AllocationTimeout, match="timed out"):
         a.allocate(existing_node("node-a"), [c], trace=t)
-    assert t.nodes[-1]["reason"] == "timeout"
+    (it_node,) = [n for n in t.nodes if n["kind"] == "instanceType"]
+    assert it_node["status"] == "failed" and it_node["reason"] == "timeout"
     # With time standing still the same search runs to its real answer.
     b = make_allocator(slices, clock=lambda: 0.0, timeout=5.0)
     with pytest.raises(AllocationError, match="no instance type can satisfy") as e:
@@ -304,15 +306,13 @@ class Recorder:
 def test_registered_check_runs_in_order_and_unwinds_in_reverse():
     saved = list(DEVICE_CHECKS)
     Recorder.log = []
-    register_device_check(350, "recorder", Recorder)
+    register_device_check(380, "recorder", Recorder)
     try:
-        assert [n for _, n, _ in DEVICE_CHECKS] == [
-            "allocated",
-            "selector",
-            "constraint",
-            "recorder",
-            "topology",
+        order = [n for _, n, _ in DEVICE_CHECKS]
+        builtins = [
+            n for n in order if n in ("allocated", "selector", "constraint", "recorder", "topology")
         ]
+        assert builtins == ["allocated", "selector", "constraint", "recorder", "topology"]
         slices = [
             resource_slice(
                 "gpus-a", gpus(2, prefix="a-"), node_selector=zone_selector("us-west-2a")
@@ -350,3 +350,170 @@ def test_requests_take_devices_in_increasing_order_no_permutations():
     # Sets, not permutations: C(6,3) = 20 first-request sets at most.
     leaves = [n for n in t.nodes if n["kind"] == "slot" and n["label"] == "gpu[2]"]
     assert len(leaves) <= 20
+
+
+def test_binding_path_excludes_concrete_devices_during_the_search():
+    # Template GPUs and NICs learn their PCIe root only at run time; the provider binds
+    # gpu-0..3 with nic-0 and gpu-4..7 with nic-1. An in-cluster NIC with a concrete root is
+    # tried first (in-cluster before templates) and must be refused once the binding path is
+    # established.
+    t_gpus = [gpu(f"gpu-{i}") for i in range(8)]
+    t_nics = [nic("nic-0"), nic("nic-1")]
+    g = [DeviceID(GPU, "p5-gpus", f"gpu-{i}") for i in range(8)]
+    n = [DeviceID(NIC, "p5-nics", f"nic-{i}") for i in range(2)]
+    p5 = instance_type(
+        "p5.48xlarge",
+        [template("p5-gpus", t_gpus), template("p5-nics", t_nics, driver=NIC)],
+        bindings=[(PCIE_ROOT, [*g[:4], n[0]]), (PCIE_ROOT, [*g[4:], n[1]])],
+    )
+    shared = resource_slice(
+        "efa", [nic("efa-0", pcie_root="pci0000:00")], driver=NIC, all_nodes=True
+    )
+    a = make_allocator([shared], instance_types=[p5])
+    c = claim(
+        "c",
+        exact("gpu", count=5),
+        exact("nic", NIC_CLASS.name),
+        constraints=[match_attribute(PCIE_ROOT)],
+    )
+    with pytest.raises(AllocationError, match="no instance type"):
+        a.allocate(in_flight("gpu-pool-1", [p5]), [c])  # 5 GPUs never share one root
+    c = claim(
+        "c",
+        exact("gpu", count=4),
+        exact("nic", NIC_CLASS.name),
+        constraints=[match_attribute(PCIE_ROOT)],
+    )
+    t = Trace()
+    r = a.allocate(in_flight("gpu-pool-1", [p5]), [c], trace=t)
+    assert picked(r) == [f"{GPU}/p5-gpus/gpu-{i}" for i in range(4)] + [f"{NIC}/p5-nics/nic-0"]
+    efa = [x for x in t.nodes if x["kind"] == "device" and x["device"] == "efa-0"]
+    in_nic_slot = [x for x in efa if t.nodes[x["parent"]]["label"].startswith("nic")]
+    assert in_nic_slot and all(x["reason"] == "constraint" for x in in_nic_slot)
+    assert "attribute bindings" in in_nic_slot[0]["message"]
+    # Bindings are per nodePool: the same instance type in another NodePool has none.
+    other = in_flight("spot-1", [p5], node_pool="spot-pool")
+    with pytest.raises(AllocationError, match="has no attribute"):
+        a.allocate(other, [c])
+
+
+# --- pruning never changes which solution is found first ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ROOTS = st.sampled_from([None, "pci-0", "pci-1", "pci-2"])
+
+
+def reference_search(devices, claims_spec):
+    """A plain DFS without pruning: every slot tries every device in order."""
+    used: set[str] = set()
+    out: list[tuple[str, str]] = []
+
+    def value(d):
+        return d.attributes.get(PCIE_ROOT)
+
+    def solve(ci, ri, slot, pinned):
+        if ci == len(claims_spec):
+            return True
+        reqs, constrained = claims_spec[ci]
+        if ri == len(reqs):
+            return solve(ci + 1, 0, 0, None)
+        name, driver, count, model = reqs[ri]
+        if slot == count:
+            return solve(ci, ri + 1, 0, pinned)
+        for drv, d in devices:
+            key = f"{drv}/{d.name}"
+            if key in used or drv != driver or (model and d.attributes.get("model") != model):
+                continue
+            new_pin = pinned
+            if constrained:
+                v = value(d)
+                if v is None or (pinned is not None and v != pinned):
+                    continue
+                new_pin = v
+            used.add(key)
+            out.append((name, key))
+            if solve(ci, ri, slot + 1, new_pin):
+                return True
+            out.pop()
+            used.discard(key)
+        return False
+
+    return list(out) if solve(0, 0, 0, None) else None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gpu_roots=st.lists(st.tuples(ROOTS, st.sampled_from(["H100", "A100"])), min_size=1, max_size=7),
+    nic_roots=st.lists(ROOTS, max_size=3),
+    n_gpus=st.integers(1, 4),
+    n_nics=st.integers(0, 2),
+    want_h100=st.booleans(),
+    constrained=st.booleans(),
+    second=st.integers(0, 2),
+)
+def test_first_solution_matches_a_search_without_pruning(
+    gpu_roots, nic_roots, n_gpus, n_nics, want_h100, constrained, second
+):
+    gpu_devs = [gpu(f"gpu-{i}", model=m, pcie_root=r) for i, (r, m) in enumerate(gpu_roots)]
+    nic_devs = [nic(f"nic-{i}", pcie_root=r) for i, r in enumerate(nic_roots)]
+    slices = [resource_slice("node-a-gpus", gpu_devs, node_name="node-a")]
+    if nic_devs:
+        slices.append(resource_slice("node-a-nics", nic_devs, driver=NIC, node_name="node-a"))
+    sel = ['device.attributes["gpu.nvidia.com"].model == "H100"'] if want_h100 else []
+    reqs = [exact("gpu", count=n_gpus, selectors=sel)]
+    spec_reqs = [("gpu", GPU, n_gpus, "H100" if want_h100 else None)]
+    if n_nics:
+        reqs.append(exact("nic", NIC_CLASS.name, count=n_nics))
+        spec_reqs.append(("nic", NIC, n_nics, None))
+    claims = [claim("c0", *reqs, constraints=[match_attribute(PCIE_ROOT)] if constrained else [])]
+    spec = [(spec_reqs, constrained)]
+    if second:
+        claims.append(claim("c1", exact("gpu", count=second)))
+        spec.append(([("gpu", GPU, second, None)], False))
+    devices = [(GPU, d) for d in gpu_devs] + [(NIC, d) for d in nic_devs]
+    want = reference_search(devices, spec)
+    a = make_allocator(slices)
+    try:
+        r = a.allocate(existing_node("node-a"), claims)
+    except AllocationError:
+        assert want is None
+        with pytest.raises(AllocationError):
+            make_allocator(slices).allocate(existing_node("node-a"), claims, trace=Trace())
+        return
+    got = [(d.request, f"{d.driver}/{d.device}") for c in r.claims for d in c.devices]
+    assert want is not None and got == want
+    # A traced run walks every device but must find the same solution.
+    traced = make_allocator(slices).allocate(existing_node("node-a"), claims, trace=Trace())
+    assert [(d.request, f"{d.driver}/{d.device}") for c in traced.claims for d in c.devices] == want
+
+
+def test_first_available_alternatives_are_tried_in_order():
+    from allocator import validation
+
+    def handler(vctx, req):
+        return [
+            validation.validate_exact_request(vctx, f"{req.name}/{s.name}", s.request)
+            for s in req.first_available
+        ]
+
+    saved = validation._first_available_handler
+    validation.set_first_available_handler(handler)
+    try:
+        devices = [gpu("gpu-0", model="H100"), gpu("gpu-1", model="L4"), gpu("gpu-2", model="L4")]
+        a = make_allocator([resource_slice("node-a-gpus", devices, node_name="node-a")])
+        h100 = exact(
+            "h100", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "H100"']
+        )
+        l4 = exact("l4", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "L4"'])
+        from tests.allocator.builders import first_available
+
+        c = claim("c", first_available("gpu", ("h100", h100), ("l4", l4)))
+        r = a.allocate(existing_node("node-a"), [c])
+        assert [(d.request, d.device) for d in r.claims[0].devices] == [
+            ("gpu/l4", "gpu-1"),
+            ("gpu/l4", "gpu-2"),
+        ]
+    finally:
+        validation.set_first_available_handler(saved)

@@ -206,7 +206,7 @@ def test_device_accessible_rules():
 @given(
     hosts=st.lists(st.sampled_from(["n1", "n2", "n3", "n4"]), min_size=1, max_size=8),
     kinds=st.lists(
-        st.sampled_from(["host", "zone", "name", "all", "multi"]), min_size=8, max_size=8
+        st.sampled_from(["host", "zone", "name", "all", "multi", "perdev"]), min_size=8, max_size=8
     ),
     nc_host=st.sampled_from([None, "n1", "n2", "n5"]),
     nc_zones=st.lists(st.sampled_from(["us-west-2a", "us-west-2b"]), max_size=2, unique=True),
@@ -238,6 +238,13 @@ def test_index_equals_full_scan(hosts, kinds, nc_host, nc_zones):
                     },
                 ]
             }
+        if kind == "perdev":
+            devs = [
+                Device("gpu-0", node_name=host),
+                Device("gpu-1", node_selector=zone_selector("us-west-2b")),
+            ]
+            slices.append(resource_slice(f"s{i}", devs, pool=f"p{i}", per_device=True))
+            continue
         slices.append(resource_slice(f"s{i}", gpus(1), pool=f"p{i}", **kw))
     req = {}
     if nc_host:
@@ -246,11 +253,28 @@ def test_index_equals_full_scan(hosts, kinds, nc_host, nc_zones):
         req[ZONE] = nc_zones
     nc = in_flight("gpu-pool-1", [], requirements=req)
     node_name = nc_host if nc_host == "n1" else None
-    got = {p.key.pool for p in SliceUniverse(slices).gather(node_name, [nc.requirements])}
+    got = {
+        (p.key.pool, d.id.device)
+        for p in SliceUniverse(slices).gather(node_name, [nc.requirements])
+        for d in p.devices
+    }
     want = {
-        s.pool
+        (s.pool, d.name)
         for s in slices
-        if device_accessible(
+        for d in s.devices
+        if s.per_device_node_selection
+        and device_accessible(
+            None if d.node_selector is None else (Requirements.from_labels({ZONE: "us-west-2b"}),),
+            d.node_name,
+            False,
+            node_name,
+            [nc.requirements],
+        )
+    } | {
+        (s.pool, s.devices[0].name)
+        for s in slices
+        if not s.per_device_node_selection
+        and device_accessible(
             None
             if s.all_nodes or s.node_name
             else tuple(

@@ -84,7 +84,7 @@ def logged_in(page, maria):
     return page
 
 
-def shot(page, name: str, full_page: bool = True) -> Path:
+def shot(page, name: str, full_page: bool = False) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)

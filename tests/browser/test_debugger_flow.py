@@ -60,9 +60,11 @@ def test_upload_run_and_read_why_pods_failed(logged_in):
     placements = page.locator("#panel-placements")
     expect(placements).to_be_visible()
     expect(placements.locator("details.placement[open]").first.locator(".error")).not_to_be_empty()
-    placed = placements.locator("details.placement:not([open])").first
+    placed_id = placements.locator("details.placement:not([open])").first.get_attribute("id")
+    placed = page.locator(f"#{placed_id}")
     placed.locator("summary").click()
-    expect(placed.locator("h4", has_text="Decision")).to_be_visible()
+    expect(placed.locator("h4", has_text="Decision").first).to_be_visible()
+    expect(placed.locator("h4", has_text="Intent").first).to_be_visible()
     shot(page, "run-placements")
 
     # NodeClaims: the first one is open with kept instance types and its annotation.
@@ -98,7 +100,8 @@ def test_search_tree_expand_keyboard_and_search(logged_in):
     items = tree.locator("[role=treeitem]")
     expect(items.first).to_be_visible()
     # Failed pods are collapsed, with the size of what is below them.
-    collapsed = tree.locator("> li.st-failed[aria-expanded=false]").first
+    failed_id = tree.locator("> li.st-failed[aria-expanded=false]").first.get_attribute("data-id")
+    collapsed = tree.locator(f"li[data-id='{failed_id}']")
     expect(collapsed.locator(":scope > .row .size")).to_contain_text("below")
     # Keyboard: focus the failed pod, expand it with the right arrow, walk down.
     collapsed.focus()

@@ -82,7 +82,7 @@ def test_rule_taints_join_slice_taints(engine) -> None:
     devices = devices_of(snapshot)
     index = TaintIndex(snapshot.device_taint_rules, snapshot.device_classes, engine=engine)
     gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
-    gpu2 = DeviceID("dra.example.com", "worker-1", "gpu-2")
+    gpu_ecc = DeviceID("dra.example.com", "worker-1", "gpu-1")
     keys0 = sorted(t.key for t in index.taints(gpu0, devices[gpu0]))
     # gpu-0 is an H100: the class-based maintenance rule selects it as well.
     assert keys0 == [
@@ -90,39 +90,41 @@ def test_rule_taints_join_slice_taints(engine) -> None:
         "dra.example.com/unhealthy",
         "example.com/maintenance",
     ]
-    keys2 = sorted(t.key for t in index.taints(gpu2, devices[gpu2]))
+    keys2 = sorted(t.key for t in index.taints(gpu_ecc, devices[gpu_ecc]))
     assert keys2 == [
         "dra.example.com/ecc-errors",
         "dra.example.com/unhealthy",
         "dra.example.com/unhealthy",
     ]
     tolerate_unhealthy = [DeviceToleration(key="dra.example.com/unhealthy", operator="Exists")]
-    assert [t.key for t in index.blocking(gpu2, devices[gpu2], tolerate_unhealthy)] == [
+    assert [t.key for t in index.blocking(gpu_ecc, devices[gpu_ecc], tolerate_unhealthy)] == [
         "dra.example.com/ecc-errors"
     ]
-    gpu1 = DeviceID("dra.example.com", "worker-1", "gpu-1")
-    assert index.blocking(gpu1, devices[gpu1], tolerate_unhealthy) == []
+    gpu_clean = DeviceID("dra.example.com", "worker-1", "gpu-2")
+    assert index.blocking(gpu_clean, devices[gpu_clean], tolerate_unhealthy) == []
 
 
 def test_gates_switch_taints_off(engine) -> None:
     snapshot = load_example("features-taints.yaml")
     devices = devices_of(snapshot)
-    gpu2 = DeviceID("dra.example.com", "worker-1", "gpu-2")
+    gpu_ecc = DeviceID("dra.example.com", "worker-1", "gpu-1")
     rules_off = TaintIndex(
         snapshot.device_taint_rules,
         snapshot.device_classes,
         engine=engine,
         gates=gates_with(DRADeviceTaintRules=False),
     )
-    assert [t.key for t in rules_off.taints(gpu2, devices[gpu2])] == ["dra.example.com/ecc-errors"]
+    assert [t.key for t in rules_off.taints(gpu_ecc, devices[gpu_ecc])] == [
+        "dra.example.com/ecc-errors"
+    ]
     taints_off = TaintIndex(
         snapshot.device_taint_rules,
         snapshot.device_classes,
         engine=engine,
         gates=gates_with(DRADeviceTaints=False),
     )
-    assert taints_off.taints(gpu2, devices[gpu2]) == ()
-    assert taints_off.blocking(gpu2, devices[gpu2], []) == []
+    assert taints_off.taints(gpu_ecc, devices[gpu_ecc]) == ()
+    assert taints_off.blocking(gpu_ecc, devices[gpu_ecc], []) == []
 
 
 def test_rule_without_selector_taints_nothing(engine) -> None:
@@ -130,9 +132,9 @@ def test_rule_without_selector_taints_nothing(engine) -> None:
     rule = snapshot.device_taint_rules[0]
     rule.driver = None
     devices = devices_of(snapshot)
-    gpu1 = DeviceID("dra.example.com", "worker-1", "gpu-1")
+    gpu2 = DeviceID("dra.example.com", "worker-1", "gpu-2")
     index = TaintIndex([rule], snapshot.device_classes, engine=engine)
-    assert index.taints(gpu1, devices[gpu1]) == ()
+    assert index.taints(gpu2, devices[gpu2]) == ()
 
 
 def test_dry_run_rule_reports_the_docs_message(engine) -> None:

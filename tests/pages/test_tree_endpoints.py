@@ -24,6 +24,7 @@ def test_node_details_carry_the_device_from_the_snapshot(browser_client, run):
     ).json()
     assert search["total"] == 1
     node = search["results"][0]
+    assert node["pathLabels"] == ["ml/train-1", "nodeclaim/gpu-pool-1", "g6e.xlarge"]
     detail = browser_client.get(reverse("pages:tree-node", args=[run.pk, node["id"]])).json()
     assert detail["reason"] == "selector"
     assert "model L40S" in detail["message"]

@@ -78,7 +78,9 @@ def test_failed_pod_is_retried_after_a_pass_that_placed_pods():
     docs = [
         node_pool(
             "general",
-            requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}],
+            requirements=[
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}
+            ],
             limits={"cpu": "18"},
         ),
         instance_type(

@@ -4,7 +4,6 @@ In-Flight / New NodeClaim Evaluation; CONTRACT section 3, targets)."""
 from __future__ import annotations
 
 from tests.scheduling.k8s import (
-    GPU,
     device_class,
     gpu,
     instance_type,
@@ -44,7 +43,9 @@ def _devices(entry: dict) -> list[tuple]:
 def test_existing_initialized_node_uses_its_published_slices():
     docs = _base() + [
         node("gpu-node-a", pool="gpu"),
-        resource_slice("gpu-node-a-gpus", node="gpu-node-a", owner="gpu-node-a", devices=[gpu(0), gpu(1)]),
+        resource_slice(
+            "gpu-node-a-gpus", node="gpu-node-a", owner="gpu-node-a", devices=[gpu(0), gpu(1)]
+        ),
         pod("train-0", templates={"gpu": "one-gpu"}),
     ]
     entry = pod_result(run(docs), "default/train-0")
@@ -90,31 +91,47 @@ def test_pre_initialized_node_counts_templates_not_its_published_slices():
 
 
 def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
-    docs = _base() + [
-        node_pool(
-            "gpu",
-            requirements=H100,
-            startup_taints=[{"key": "nvidia.com/gpu-driver-not-ready", "effect": "NoSchedule"}],
-        ),
+    startup = {"key": "nvidia.com/gpu-driver-not-ready", "effect": "NoSchedule"}
+    docs = [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node_pool("gpu", requirements=H100, startup_taints=[startup]),
+        instance_type("p5.48xlarge", gpus=8),
         node(
             "gpu-booting",
             pool="gpu",
             initialized=False,
-            taints=[
-                {"key": "nvidia.com/gpu-driver-not-ready", "effect": "NoSchedule"},
-                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
-            ],
+            taints=[startup, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
         ),
+        node("gpu-ready", pool="gpu", taints=[startup]),
+        resource_slice("gpu-ready-gpus", node="gpu-ready", owner="gpu-ready", devices=[gpu(0)]),
         pod("train-0", templates={"gpu": "one-gpu"}),
     ]
-    docs = [d for d in docs if not (d["kind"] == "NodePool" and "startupTaints" not in d["spec"]["template"]["spec"])]
-    assert pod_result(run(docs), "default/train-0")["target"]["name"] == "gpu-booting"
+    result = run(docs)
+    entry = pod_result(result, "default/train-0")
+    assert entry["target"]["name"] == "gpu-booting"
+    # Once initialized, a node's remaining taints count: gpu-ready was tried first and refused.
+    docs.append(
+        pod(
+            "train-1",
+            templates={"gpu": "one-gpu"},
+            node_selector={"kubernetes.io/hostname": "gpu-ready"},
+        )
+    )
+    refused = pod_result(run(docs), "default/train-1")
+    assert refused["scheduled"] is False
+    assert {
+        "target": "node/gpu-ready",
+        "reason": "did not tolerate taint nvidia.com/gpu-driver-not-ready:NoSchedule",
+    } in refused["reasons"]
 
 
 def test_taints_of_an_initialized_node_must_be_tolerated():
     taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    docs = _base() + [
-        node("gpu-node-a", pool="gpu", taints=[taint]),
+    docs = [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node("gpu-node-a", taints=[taint]),
         resource_slice("gpu-node-a-gpus", node="gpu-node-a", owner="gpu-node-a", devices=[gpu(0)]),
         pod("intolerant", templates={"gpu": "one-gpu"}, cpu="2"),
         pod(
@@ -125,8 +142,12 @@ def test_taints_of_an_initialized_node_must_be_tolerated():
     ]
     result = run(docs)
     intolerant = pod_result(result, "default/intolerant")
-    assert intolerant["target"]["kind"] == "NodeClaim"  # fell through to a new NodeClaim
-    assert {"target": "node/gpu-node-a", "reason": "did not tolerate taint nvidia.com/gpu=present:NoSchedule"} not in intolerant["reasons"]  # placed: no reasons kept
+    assert intolerant["reasons"] == [
+        {
+            "target": "node/gpu-node-a",
+            "reason": "did not tolerate taint nvidia.com/gpu=present:NoSchedule",
+        }
+    ]
     assert pod_result(result, "default/tolerant")["target"]["name"] == "gpu-node-a"
 
 
@@ -152,7 +173,9 @@ def test_unschedulable_and_full_nodes_are_skipped_with_reasons():
     reasons = {r["target"]: r["reason"] for r in entry["reasons"]}
     assert reasons["node/cordoned"] == "node is unschedulable"
     assert reasons["node/tiny"].startswith("exceeds node resources")
-    assert reasons["nodepool/gpu"].startswith('incompatible with nodepool "gpu", incompatible requirements')
+    assert reasons["nodepool/gpu"].startswith(
+        'incompatible with nodepool "gpu", incompatible requirements'
+    )
 
 
 def test_in_flight_nodeclaims_fewest_pods_first_and_new_names_count_per_nodepool():
@@ -175,7 +198,12 @@ def test_in_flight_nodeclaims_fewest_pods_first_and_new_names_count_per_nodepool
     one = node_claim_result(result, "gpu-1")
     assert one["pods"] == ["default/a", "default/c"]
     # Each pod of gpu-1 holds its own template GPU on the same instance type.
-    devices = [d["device"] for p in ("default/a", "default/c") for c in pod_result(result, p)["claims"] for d in c["devices"]]
+    devices = [
+        d["device"]
+        for p in ("default/a", "default/c")
+        for c in pod_result(result, p)["claims"]
+        for d in c["devices"]
+    ]
     assert devices == ["gpu-0", "gpu-1"]
 
 
@@ -183,9 +211,26 @@ def test_nodepools_are_tried_by_weight_then_name_falling_through():
     docs = [
         device_class(),
         template("one-gpu", [request("gpu")]),
-        node_pool("b-cheap", weight=10, requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}]),
-        node_pool("a-gpu", weight=10, requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6"]}]),
-        node_pool("heavy", weight=50, requirements=H100, taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]),
+        node_pool(
+            "b-cheap",
+            weight=10,
+            requirements=[
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}
+            ],
+        ),
+        node_pool(
+            "a-gpu",
+            weight=10,
+            requirements=[
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6"]}
+            ],
+        ),
+        node_pool(
+            "heavy",
+            weight=50,
+            requirements=H100,
+            taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}],
+        ),
         instance_type("m7i.4xlarge", cpu="16", memory="64Gi"),
         instance_type("g6.12xlarge", cpu="48", memory="192Gi", gpus=4, model="NVIDIA L4"),
         instance_type("p5.48xlarge", gpus=8),
@@ -204,13 +249,32 @@ def test_instance_types_are_tried_cheapest_available_offering_first():
     docs = [
         device_class(),
         template("one-gpu", [request("gpu")]),
-        node_pool("gpu", requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6", "g6e"]}]),
+        node_pool(
+            "gpu",
+            requirements=[
+                {
+                    "key": "karpenter.k8s.aws/instance-family",
+                    "operator": "In",
+                    "values": ["g6", "g6e"],
+                }
+            ],
+        ),
         instance_type(
-            "g6e.xlarge", family="g6e", cpu="4", memory="32Gi", gpus=1, model="NVIDIA L40S",
+            "g6e.xlarge",
+            family="g6e",
+            cpu="4",
+            memory="32Gi",
+            gpus=1,
+            model="NVIDIA L40S",
             offerings=[offering("us-west-2a", 0.5, available=False), offering("us-west-2b", 1.86)],
         ),
         instance_type(
-            "g6.xlarge", family="g6", cpu="4", memory="16Gi", gpus=1, model="NVIDIA L4",
+            "g6.xlarge",
+            family="g6",
+            cpu="4",
+            memory="16Gi",
+            gpus=1,
+            model="NVIDIA L4",
             offerings=[offering("us-west-2a", 0.805)],
         ),
         pod("infer-0", templates={"gpu": "one-gpu"}),
@@ -220,5 +284,9 @@ def test_instance_types_are_tried_cheapest_available_offering_first():
     assert nc["instanceTypes"] == ["g6.xlarge", "g6e.xlarge"]
     assert nc["price"] == 0.805
     # Both instance types' template devices are listed while both remain candidates.
-    its = [d["instanceType"] for c in pod_result(result, "default/infer-0")["claims"] for d in c["devices"]]
+    its = [
+        d["instanceType"]
+        for c in pod_result(result, "default/infer-0")["claims"]
+        for d in c["devices"]
+    ]
     assert its == ["g6.xlarge", "g6e.xlarge"]

@@ -97,6 +97,11 @@ def test_reaping_happens_when_runs_are_read(api, run, settings):
     assert "worker lost" in body["error"]
 
 
+def _reset_pools(app) -> None:
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
 def test_unreachable_broker_fails_the_run_instead_of_leaving_it_queued(snapshot, user):
     from dra_web.celery import app
 
@@ -105,14 +110,13 @@ def test_unreachable_broker_fails_the_run_instead_of_leaving_it_queued(snapshot,
     conf.task_always_eager = False
     conf.broker_url = "redis://127.0.0.1:9/0"  # discard port: nothing listens
     conf.broker_connection_timeout = 0.5
-    app._pool = None  # a producer pool for the dead broker
+    _reset_pools(app)  # producer pools for the dead broker
     try:
         run = Run.objects.create(snapshot=snapshot, owner=user)
         services._enqueue(run.pk, "task-1")
     finally:
         conf.task_always_eager, conf.broker_url = saved
-        app.pool.force_close_all()
-        app._pool = None
+        _reset_pools(app)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "broker" in run.error

@@ -1,0 +1,94 @@
+"""Pool status (KEP-5677) after a run: counts, validation errors, partition and share views."""
+
+from __future__ import annotations
+
+from allocator.features.poolstatus import pool_status
+from allocator.features.taints import TaintIndex
+from allocator.model import DeviceID
+from allocator.quantity import Quantity
+from tests.features.conftest import gates_with, load_example
+
+MIG = DeviceID("gpu.example.com", "gpu-pool", "gpu-0-mig")
+
+
+def by_pool(entries: list[dict]) -> dict[str, dict]:
+    return {e["pool"]: e for e in entries}
+
+
+def test_partition_summary_after_an_allocation() -> None:
+    snapshot = load_example("features-partitionable.yaml")
+    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[MIG]))
+    gpu = pools["gpu-pool"]
+    assert (gpu["totalDevices"], gpu["allocatedDevices"], gpu["availableDevices"]) == (2, 1, 1)
+    summary = {s["type"]: s for s in gpu["partitionSummary"]}
+    assert summary["mig-4g"] == {
+        "attribute": "gpu.example.com/profile",
+        "type": "mig-4g",
+        "total": 1,
+        "allocatable": 0,
+    }
+    # Counters alone still leave 4Gi: the vGPU partition is allocatable by counters.
+    assert summary["vgpu-4q"]["allocatable"] == 1
+    # The docs' 8Gi pool declares no partition type attribute: no summary unless defaulted.
+    assert "partitionSummary" not in pools["pool"]
+
+
+def test_default_partition_attribute_and_bad_types() -> None:
+    snapshot = load_example("features-partitionable.yaml")
+    pools = by_pool(
+        pool_status(
+            snapshot.resource_slices, default_partition_type_attribute="dra.example.com/size"
+        )
+    )
+    error = pools["pool"]["validationError"]
+    assert "partition type attribute dra.example.com/size is missing" in error
+    assert pools["pool"]["totalDevices"] is None
+
+
+def test_incomplete_pool_reports_a_validation_error() -> None:
+    snapshot = load_example("features-partitionable.yaml")
+    slices = [s for s in snapshot.resource_slices if s.name != "resourceslice-with-devices"]
+    pool = by_pool(pool_status(slices))["pool"]
+    assert pool["validationError"].startswith("pool is incomplete: 1 of 2 ResourceSlices")
+
+
+def test_tainted_devices_are_unavailable(engine) -> None:
+    snapshot = load_example("features-taints.yaml")
+    taints = TaintIndex(snapshot.device_taint_rules, snapshot.device_classes, engine=engine)
+    gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints)
+    # gpu-0 allocated; gpu-1 and gpu-2 carry the NoExecute rule taint.
+    assert (pool["allocatedDevices"], pool["unavailableDevices"], pool["availableDevices"]) == (
+        1,
+        2,
+        0,
+    )
+    rules_off = TaintIndex(
+        snapshot.device_taint_rules,
+        snapshot.device_classes,
+        engine=engine,
+        gates=gates_with(DRADeviceTaintRules=False),
+    )
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=rules_off)
+    assert pool["unavailableDevices"] == 1  # only gpu-1's ECC taint
+
+
+def test_shareable_summary_counts_consumed_capacity() -> None:
+    snapshot = load_example("features-consumable-capacity.yaml")
+    eth1 = DeviceID("dra.example.com", "pool", "eth1")
+    (pool,) = pool_status(
+        snapshot.resource_slices, consumed_capacity={eth1: {"bandwidth": Quantity.parse("2G")}}
+    )
+    assert pool["allocatedDevices"] == 1
+    assert pool["shareableSummary"] == {
+        "fullyAvailableDevices": 1,
+        "partiallyAvailableDevices": 1,
+        "capacity": [{"name": "bandwidth", "total": "20G", "consumed": "2G", "available": "18G"}],
+    }
+
+
+def test_gate_off_gives_no_pools() -> None:
+    snapshot = load_example("features-consumable-capacity.yaml")
+    assert (
+        pool_status(snapshot.resource_slices, gates=gates_with(DRAResourcePoolStatus=False)) == []
+    )

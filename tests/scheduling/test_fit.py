@@ -1,0 +1,181 @@
+"""Fit besides devices: resources, tolerations, instance type filtering, limits, options."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from allocator.features.gates import FeatureGates
+from allocator.model import InstanceType, Offering, Pod, Taint, Toleration
+from allocator.quantity import Quantity
+from allocator.requirements import Requirements
+from allocator.scheduling.fit import (
+    ZONE,
+    filter_instance_types,
+    fits,
+    format_resources,
+    instance_type_info,
+    pod_requests,
+    tolerates,
+    untolerated_taint,
+    within_limits,
+)
+from allocator.scheduling.queue import queue_key
+from allocator.simulation import SimulationOptions
+
+EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
+
+
+def test_pod_requests_count_one_pod_slot_and_print_like_karpenter():
+    pod = Pod(
+        "default",
+        "train",
+        "u",
+        requests={"cpu": Quantity.parse("1500m"), "memory": Quantity.parse("3Gi")},
+    )
+    requests = pod_requests(pod)
+    assert requests == {"cpu": 1500, "memory": 3 * 1024**3 * 1000, "pods": 1000}
+    assert format_resources(requests) == '{"cpu":"1500m","memory":"3Gi","pods":"1"}'
+    assert fits(requests, {"cpu": 2000, "memory": 4 * 1024**3 * 1000, "pods": 110_000})
+    assert not fits(requests, {"cpu": 1000, "memory": 4 * 1024**3 * 1000, "pods": 110_000})
+
+
+@given(
+    key=st.sampled_from(["nvidia.com/gpu", "dedicated", "spot"]),
+    value=st.sampled_from([None, "present", "h100"]),
+    effect=st.sampled_from(EFFECTS),
+)
+def test_exists_without_key_tolerates_everything_and_equal_needs_the_value(key, value, effect):
+    taint = Taint(key, value, effect)
+    assert tolerates(Toleration(operator="Exists"), taint)
+    assert tolerates(Toleration(key=key, operator="Equal", value=value, effect=effect), taint)
+    other = "other" if value != "other" else "x"
+    assert not tolerates(Toleration(key=key, operator="Equal", value=other), taint)
+    wrong_effect = next(e for e in EFFECTS if e != effect)
+    assert not tolerates(Toleration(key=key, operator="Exists", effect=wrong_effect), taint)
+
+
+def test_prefer_no_schedule_and_ignored_taints_do_not_block():
+    taints = [
+        Taint("soft", None, "PreferNoSchedule"),
+        Taint("karpenter.sh/unregistered", None, "NoExecute"),
+        Taint("nvidia.com/gpu", "present", "NoSchedule"),
+    ]
+    assert untolerated_taint([], taints, frozenset({"karpenter.sh/unregistered"})) == taints[2]
+    tolerations = [Toleration(key="nvidia.com/gpu", operator="Exists")]
+    assert untolerated_taint(tolerations, taints, frozenset({"karpenter.sh/unregistered"})) is None
+
+
+def _it(name: str, cpu: str, offerings: list[Offering]) -> InstanceType:
+    return InstanceType(
+        name,
+        capacity={"cpu": Quantity.parse(cpu), "pods": Quantity.parse("110")},
+        offerings=offerings,
+    )
+
+
+@given(
+    prices=st.lists(
+        st.floats(min_value=0.01, max_value=100, allow_nan=False), min_size=1, max_size=6
+    ),
+    zone=st.sampled_from(["us-west-2a", "us-west-2b"]),
+)
+def test_filter_orders_by_cheapest_allowed_offering_then_name(prices, zone):
+    infos = []
+    for i, price in enumerate(prices):
+        offerings = [
+            Offering("us-west-2a", "on-demand", price),
+            # The other zone is cheaper but only counts when the requirements allow it.
+            Offering("us-west-2b", "on-demand", price / 2),
+        ]
+        infos.append(instance_type_info(_it(f"it-{i}", "8", offerings)))
+    reqs = Requirements.from_labels({ZONE: zone})
+    outcome = filter_instance_types(infos, reqs, {"cpu": 1000, "pods": 1000})
+    factor = 1 if zone == "us-west-2a" else 0.5
+    expected = sorted(((p * factor, f"it-{i}") for i, p in enumerate(prices)))
+    assert [info.name for info in outcome.remaining] == [name for _, name in expected]
+
+
+def test_filter_failure_reasons_name_each_cause():
+    offered = [Offering("us-west-2a", "on-demand", 1.0)]
+    infos = [
+        instance_type_info(_it("small", "2", offered)),
+        instance_type_info(
+            _it("unavailable", "8", [Offering("us-west-2a", "spot", 1.0, available=False)])
+        ),
+        instance_type_info(_it("elsewhere", "8", [Offering("us-west-2c", "on-demand", 1.0)])),
+    ]
+    outcome = filter_instance_types(
+        infos, Requirements.from_labels({ZONE: "us-west-2a"}), {"cpu": 4000}
+    )
+    assert outcome.remaining == []
+    assert outcome.failure_reason() == (
+        "no instance type met the scheduling requirements or no instance type had enough "
+        "resources or no instance type had a required offering"
+    )
+
+
+def test_limits_refuse_instance_types_larger_than_what_remains():
+    assert within_limits({"cpu": 16000}, None)
+    assert within_limits({"cpu": 16000}, {"cpu": 16000})
+    assert not within_limits({"cpu": 16000}, {"cpu": 15999})
+    assert within_limits({"cpu": 16000}, {"nvidia.com/gpu": 0})  # no GPUs, not limited
+
+
+@given(
+    pods=st.lists(
+        st.tuples(
+            st.integers(0, 8),
+            st.integers(0, 4),
+            st.sampled_from(["09:00", "10:00"]),
+            st.sampled_from("abc"),
+        ),
+        min_size=2,
+        max_size=12,
+    ),
+    seed=st.randoms(use_true_random=False),
+)
+def test_queue_order_does_not_depend_on_snapshot_order(pods, seed):
+    objs = [
+        Pod(
+            "default",
+            f"p{i}",
+            uid,
+            creation_timestamp=f"2026-12-01T{ts}:00Z",
+            requests={"cpu": Quantity.parse(str(cpu)), "memory": Quantity.parse(f"{mem}Gi")},
+        )
+        for i, (cpu, mem, ts, uid) in enumerate(pods)
+    ]
+    shuffled = list(objs)
+    seed.shuffle(shuffled)
+    ordered = sorted(shuffled, key=queue_key)
+    assert [p.name for p in ordered] == [p.name for p in sorted(objs, key=queue_key)]
+    cpus = [p.requests["cpu"] for p in ordered]
+    assert cpus == sorted(cpus, reverse=True)
+
+
+def test_options_from_json_round_trip_and_name_bad_fields():
+    opts = SimulationOptions.from_json(
+        {
+            "timeout": 2,
+            "featureGates": {"DRADeviceTaints": False},
+            "disrupt": ["gpu-node-a"],
+            "trace": True,
+            "traceMaxNodes": 1000,
+            "bindingTimeoutSeconds": 300,
+        }
+    )
+    assert opts.gates == FeatureGates.from_mapping({"DRADeviceTaints": False})
+    assert SimulationOptions.from_json(opts.to_json()).to_json() == opts.to_json()
+    for bad, field in [
+        ({"timeout": 0}, "options.timeout"),
+        ({"timeout": True}, "options.timeout"),
+        ({"featureGates": {"Nope": True}}, "options.featureGates"),
+        ({"disrupt": "gpu-node-a"}, "options.disrupt"),
+        ({"trace": "yes"}, "options.trace"),
+        ({"traceMaxNodes": 0}, "options.traceMaxNodes"),
+        ({"colour": "blue"}, "options.colour"),
+    ]:
+        with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+            SimulationOptions.from_json(bad)
