@@ -164,10 +164,14 @@ def classify_claims(
     out: list[ClassifiedClaim] = []
     for i, claim in enumerate(claims):
         key = claim.key
-        if claim.allocation is not None:
-            if reserved_only_by_deleting_pods(claim, deleting_pods) or any(
-                p(claim) for p in REALLOCATION_PREDICATES
-            ):
+        meta = metadata.get(key)
+        reallocate = claim.allocation is not None and (
+            reserved_only_by_deleting_pods(claim, deleting_pods)
+            or any(p(claim) for p in REALLOCATION_PREDICATES)
+        )
+        if claim.allocation is not None and not (reallocate and meta is not None):
+            # (A claim re-allocated earlier in this run is in memory now: handled below.)
+            if reallocate:
                 out.append(ClassifiedClaim(i, claim, REALLOCATED))
                 continue
             reqs = None
@@ -177,7 +181,6 @@ def classify_claims(
                 )
             out.append(ClassifiedClaim(i, claim, ALLOCATED_IN_CLUSTER, reqs))
             continue
-        meta = metadata.get(key)
         if meta is not None:
             if meta.used_templates:
                 if meta.node_claim_id != node_claim_id:

@@ -590,7 +590,10 @@ class DFSContext:
             for cand in slots:
                 r = self._prefilter(claim, req, cand)
                 if r is not None:
-                    return f"claim {claim.key} request {req.name} (allocation mode All): {r[1]}"
+                    return (
+                        f"claim {claim.key} request {req.name} (allocation mode All): "
+                        f"device {cand.id}: {r[1]}"
+                    )
             return None
         lazy = self.eligible[(claim.index, req.name)]
         if not lazy.has(req.num_devices - 1):
@@ -689,7 +692,9 @@ class DFSContext:
             if rejection is not None:
                 code, msg = rejection
                 rejected[code] = rejected.get(code, 0) + 1
-                first_msg.setdefault(code, msg)
+                if code not in first_msg:  # name the device once per reason, on failure paths
+                    shown = str(cand.id)
+                    first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
                 if traced:
                     status = "pruned" if self.pruned else "failed"
                     self._trace_device(node, cand, status, code, msg)
@@ -732,7 +737,8 @@ class DFSContext:
                 trace.set(node, "failed", rejection[0])
             self._fail(
                 (ci, ri, slot),
-                f"claim {claim.key} request {req.name} (allocation mode All): {rejection[1]}",
+                f"claim {claim.key} request {req.name} (allocation mode All): "
+                f"device {cand.id}: {rejection[1]}",
             )
             return False
         dnode = self._trace_device(node, cand, "ok", None, None) if traced else node

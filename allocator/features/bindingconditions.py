@@ -15,6 +15,7 @@ True. For the simulation that means:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
 from allocator.features.gates import ALL_ON, FeatureGates
@@ -24,6 +25,19 @@ GATE = "DRADeviceBindingConditions"
 DEFAULT_BINDING_TIMEOUT_SECONDS = 600
 
 T = TypeVar("T")
+
+# The gates of the run in progress, for predicates that only get a claim (the core's
+# REALLOCATION_PREDICATES). A run sets it once, before anything classifies claims, so that the
+# allocated-device seed and the claim classification agree.
+_ACTIVE_GATES: ContextVar[FeatureGates] = ContextVar("dra_active_gates", default=ALL_ON)
+
+
+def activate_gates(gates: FeatureGates) -> Token:
+    return _ACTIVE_GATES.set(gates)
+
+
+def active_gates() -> FeatureGates:
+    return _ACTIVE_GATES.get()
 
 
 def has_binding_conditions(device: Device) -> bool:

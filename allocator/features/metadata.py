@@ -93,3 +93,25 @@ def device_metadata(
             }
         )
     return out
+
+
+def results_from_entries(devices: Iterable[dict]) -> list[DeviceRequestAllocationResult]:
+    """Result-document device entries (CONTRACT section 4) as allocation results: in-cluster
+    devices, plus the template devices of the first instance type listed (one node launches)."""
+    entries = list(devices)
+    first_it = next((d.get("instanceType") for d in entries if d.get("instanceType")), None)
+    return [
+        DeviceRequestAllocationResult(d["request"], d["driver"], d["pool"], d["device"])
+        for d in entries
+        if d.get("instanceType") in (None, first_it)
+    ]
+
+
+def claim_metadata(
+    claim: ResourceClaim,
+    devices: Iterable[dict],
+    device_lookup: Callable[[DeviceID], Device | None],
+    pod_claim_name: str | None = None,
+) -> list[dict[str, Any]]:
+    """``device_metadata`` for a claim entry of the result document."""
+    return device_metadata(claim, results_from_entries(devices), device_lookup, pod_claim_name)

@@ -735,7 +735,7 @@ def run_pool_status(
 
 
 def _binding_failed(claim: ResourceClaim) -> bool:
-    return bindingconditions.binding_failed(claim)
+    return bindingconditions.binding_failed(claim, gates=bindingconditions.active_gates())
 
 
 def register() -> None:

@@ -34,7 +34,6 @@ from allocator.scheduling.fit import (
 )
 from allocator.scheduling.initialization import PodClaims, claim_state_before_dfs
 from allocator.scheduling.nodeclaims import (
-    EXISTING,
     ExistingTarget,
     InFlightNodeClaim,
     Probe,
@@ -159,12 +158,12 @@ class Scheduler:
         check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
 
         # The device-count pre-check, inlined: on a big cluster most nodes are full.
-        bounds = (
-            self.counter.bounds
-            if needed and outcome.validated and self.counter is not None
-            else None
-        )
+        # It starts once the pod's claims passed Request Validation (see _note_validation).
+        counting = bool(needed) and self.counter is not None
+        bounds = None
         for target in self.existing:
+            if bounds is None and counting and outcome.validated:
+                bounds = self.counter.bounds
             if bounds is not None:
                 bound = bounds.get(target.id)
                 if bound is not None and needed > bound:

@@ -46,7 +46,6 @@ class Run:
 
 def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
     from allocator.allocator import AllocationError, Allocator
-
     from allocator.bindings import AttributeBindings
 
     disrupted = check_candidates(snapshot, options.disrupt)

@@ -6,6 +6,7 @@ page that shows intents, template slices and pool devices pays the parse once.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -317,40 +318,33 @@ AUTO_EXPAND_DEPTH = 8
 
 def expand_ok_paths(run, nodes: list[dict], budget: int, page: int = 200) -> None:
     """Open the successful paths below ``nodes`` in place (``node["expanded"]``: its first
-    children), level by level in one query per level, within ``budget`` nodes. Failed and
-    pruned subtrees stay collapsed: the page shows them closed with their size."""
-    from dra_web.runs.models import TraceNode
+    children), depth first so that the first placed pods show down to their devices, within
+    ``budget`` nodes. Failed and pruned subtrees stay collapsed: the page shows them closed
+    with their size."""
 
-    frontier = [
-        n
-        for n in nodes
-        if n.get("status") == "ok" and n.get("childCount") and n.get("depth", 0) < AUTO_EXPAND_DEPTH
-    ]
-    while frontier and budget > 0:
-        chosen = []
-        for n in frontier:
-            count = min(n["childCount"], page)
-            if count <= budget:
-                chosen.append(n)
-                budget -= count
-        if not chosen:
-            break
-        by_parent: dict[int, list[dict]] = {n["id"]: [] for n in chosen}
-        rows = TraceNode.objects.filter(run=run, parent__in=list(by_parent)).order_by("node_id")
-        for row in rows:
-            kids = by_parent[row.parent]
-            if len(kids) < page:
-                kids.append(row.as_json())
-        frontier = []
-        for n in chosen:
-            n["expanded"] = by_parent[n["id"]]
-            frontier.extend(
-                k
-                for k in n["expanded"]
-                if k.get("status") == "ok"
-                and k.get("childCount")
-                and k.get("depth", 0) < AUTO_EXPAND_DEPTH
-            )
+    def openable(n: dict) -> bool:
+        return (
+            n.get("status") == "ok"
+            and bool(n.get("childCount"))
+            and n.get("depth", 0) < AUTO_EXPAND_DEPTH
+            and min(n["childCount"], page) <= budget
+        )
+
+    stack = [n for n in reversed(nodes) if openable(n)]
+    while stack and budget > 0:
+        n = stack.pop()
+        if not openable(n):
+            continue
+        kids = trace_children_page(run, n["id"], page)
+        n["expanded"] = kids
+        budget -= len(kids)
+        stack.extend(k for k in reversed(kids) if openable(k))
+
+
+def trace_children_page(run, parent: int, limit: int) -> list[dict]:
+    from dra_web.runs.selectors import trace_children
+
+    return trace_children(run, parent, offset=0, limit=limit)
 
 
 def trace_reason_counts(run) -> list[tuple[str, int]]:
@@ -370,3 +364,77 @@ def trace_reason_counts(run) -> list[tuple[str, int]]:
         )
 
     return _remember(_reason_counts, (run.pk, str(run.finished_at)), build)
+
+
+_NEW_TARGET = re.compile(r"^nodepool/[^ ]+ \(new (?P<name>[^)]+)\)$")
+
+
+def _node_claim_of(label: str) -> str:
+    m = _NEW_TARGET.match(label or "")
+    if m:
+        return m.group("name")
+    return (label or "").removeprefix("nodeclaim/")
+
+
+def instance_types_pruned(run, names: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per NodeClaim of this run: the instance types the DFS dropped while placing its pods,
+    read from the trace (targets that placed a pod, instanceType children not ok), first
+    reason kept."""
+    from dra_web.runs.models import TraceNode
+
+    if not names or not run.trace_node_count:
+        return {}
+    targets = {}
+    for node_id, label, parent in TraceNode.objects.filter(
+        run=run, kind="target", status="ok"
+    ).values_list("node_id", "label", "parent"):
+        name = _node_claim_of(label)
+        if name in names:
+            targets[node_id] = (name, parent)
+    if not targets:
+        return {}
+    pods = dict(
+        TraceNode.objects.filter(
+            run=run, node_id__in={p for _, p in targets.values() if p is not None}
+        ).values_list("node_id", "label")
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    seen: set[tuple[str, str]] = set()
+    rows = (
+        TraceNode.objects.filter(run=run, kind="instanceType", parent__in=list(targets))
+        .exclude(status="ok")
+        .order_by("node_id")
+        .values_list("parent", "label", "reason", "message")
+    )
+    for parent, label, reason, message in rows:
+        name, pod_id = targets[parent]
+        if (name, label) in seen:
+            continue
+        seen.add((name, label))
+        out.setdefault(name, []).append(
+            {
+                "name": label,
+                "reason": message or reason or "",
+                "pod": pods.get(pod_id),
+            }
+        )
+    return out
+
+
+def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
+    """The NodePool template's requirements: what a NodeClaim starts from, before DRA."""
+    if model is None or not node_pool or node_pool not in model.node_pools:
+        return []
+    reqs = model.node_pools[node_pool].requirements or []
+    return sorted(
+        (
+            {
+                "key": r.get("key"),
+                "operator": r.get("operator"),
+                "values": sorted(r.get("values") or []),
+                **({"minValues": r["minValues"]} if r.get("minValues") else {}),
+            }
+            for r in reqs
+        ),
+        key=lambda r: r["key"] or "",
+    )

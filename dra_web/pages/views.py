@@ -18,6 +18,7 @@ from dra_web.reviews import selectors as review_selectors
 from dra_web.reviews import services as review_services
 from dra_web.runs import selectors as run_selectors
 from dra_web.runs import services as run_services
+from dra_web.runs.models import TraceNode
 from dra_web.snapshots import selectors as snapshot_selectors
 from dra_web.snapshots import services as snapshot_services
 
@@ -194,6 +195,9 @@ def _placements(run, view, specs, page):
 
 def _node_claims(view, model, run):
     held = presenters.devices_by_claim(view["pods"])
+    pruned_in_trace = page_selectors.instance_types_pruned(
+        run, {nc.get("name") for nc in view["node_claims"]}
+    )
     known = {
         "name",
         "nodePool",
@@ -214,8 +218,11 @@ def _node_claims(view, model, run):
             {
                 **nc,
                 "held": devices,
-                "pruned": nc.get("instanceTypesPruned") or [],
-                "before": nc.get("requirementsBeforeDRA") or nc.get("requirementsBefore"),
+                "pruned": nc.get("instanceTypesPruned")
+                or pruned_in_trace.get(nc.get("name") or "", []),
+                "before": nc.get("requirementsBeforeDRA")
+                or nc.get("requirementsBefore")
+                or page_selectors.node_pool_requirements(model, nc.get("nodePool")),
                 "templates": [
                     {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
                     for it in nc.get("instanceTypes") or []
@@ -373,8 +380,6 @@ def tree_children(request, run_id):
     parent = _int(request.GET.get("parent"))
     offset = max(0, _int(request.GET.get("offset"), 0))
     limit = max(1, min(1000, _int(request.GET.get("limit"), 200)))
-    from dra_web.runs.models import TraceNode
-
     total = TraceNode.objects.filter(run=run, parent=parent).count()
     if parent is None:
         nodes = run_selectors.trace_roots(run, offset=offset, limit=limit)
@@ -412,8 +417,6 @@ def tree_reveal(request, run_id, node_id):
     parent = None
     for step in path:
         offset = max(0, step["index"] - TREE_PAGE // 2)
-        from dra_web.runs.models import TraceNode
-
         step["page"] = {
             "parent": parent,
             "offset": offset,

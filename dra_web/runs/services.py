@@ -148,12 +148,16 @@ class _Heartbeat:
             self.thread.join(timeout=self.interval + 5)
 
 
-def _claim(run_id: int) -> Run | None:
+def _claim(run_id: int, task_id: str | None) -> Run | None:
     """Move a queued run to running; None when there is nothing (left) to do."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             log.warning("run %s does not exist (deleted?)", run_id)
+            return None
+        if task_id and run.task_id and task_id != run.task_id:
+            # A message meant for another database sharing this broker, or a stale copy.
+            log.warning("task %s is not run %s's task %s: ignored", task_id, run_id, run.task_id)
             return None
         if run.status in Run.FINISHED:
             return None  # a redelivered task: the run is done, never re-executed
@@ -181,9 +185,12 @@ def _claim(run_id: int) -> Run | None:
         return run
 
 
-def execute_run(run_id: int) -> Run | None:
-    """Run the simulation of a queued run and store result and trace; idempotent."""
-    run = _claim(run_id)
+def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
+    """Run the simulation of a queued run and store result and trace; idempotent.
+
+    ``task_id`` (the Celery task's id) must match the run's when given.
+    """
+    run = _claim(run_id, task_id)
     if run is None:
         return Run.objects.filter(pk=run_id).first()
     interval = settings.DRA_WEB_PROGRESS_INTERVAL_SECONDS

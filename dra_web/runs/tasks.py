@@ -8,13 +8,14 @@ from dra_web.runs import services
 
 
 @shared_task(
+    bind=True,
     name="dra_web.runs.tasks.execute_run",
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,
 )
-def execute_run(run_id: int) -> None:
-    services.execute_run(run_id)
+def execute_run(self, run_id: int) -> None:
+    services.execute_run(run_id, task_id=self.request.id)
 
 
 @shared_task(name="dra_web.runs.tasks.reap_stale_runs", ignore_result=True)

@@ -6,7 +6,7 @@
 // to the parent, Home/End, Enter toggles and shows details.
 
 const PAGE = 200;
-const AUTO_EXPAND_BUDGET = 400; // nodes of successful paths opened at first paint
+const AUTO_EXPAND_BUDGET = 200; // nodes of successful paths opened at first paint
 
 function el(tag, attrs = {}, ...kids) {
   const node = document.createElement(tag);
@@ -438,6 +438,7 @@ export class SearchTree {
       }
     };
     paint();
+    canvas.dataset.drawn = String(data.rects.length);
     window.addEventListener("resize", paint);
     const pick = (ev) => {
       const rect = canvas.getBoundingClientRect();

@@ -177,6 +177,12 @@ def test_claim_of_deleting_pods_is_reallocated_through_the_dfs():
     r = a.allocate(in_flight("gpu-pool-1", [P5]), [old])
     assert r.claims[0].state == REALLOCATED
     assert picked(r) == [f"{GPU}/rack/gpu-0"]
+    # Once committed, a second pod of the same claim reuses the new allocation: no second DFS.
+    r.allocation.commit()
+    again = a.allocate(in_flight("gpu-pool-1", [P5]), [old])
+    assert again.claims[0].state == ALLOCATED_IN_MEMORY
+    assert again.allocation.device_ids() == {}
+    assert [d.device for d in again.claims[0].devices] == ["gpu-0"]
     # A live consumer keeps it in place: no DFS, devices from its status.
     live = make_allocator(
         [resource_slice("rack", gpus(1), all_nodes=True)], allocated=[RACK_GPU], instance_types=[P5]

@@ -517,3 +517,127 @@ def test_first_available_alternatives_are_tried_in_order():
         ]
     finally:
         validation.set_first_available_handler(saved)
+
+
+def reference_with_zones(devices, reqs, constrained):
+    """Plain DFS over (driver, device, root, zone) with zone pinning and MatchAttribute."""
+    out: list[tuple[str, str]] = []
+    used: set[str] = set()
+
+    def solve(ri, slot, root, zone):
+        if ri == len(reqs):
+            return zone
+        name, driver, count = reqs[ri]
+        if slot == count:
+            return solve(ri + 1, 0, root, zone)
+        for drv, dname, r, z in devices:
+            key = f"{drv}/{dname}"
+            if key in used or drv != driver:
+                continue
+            if z is not None and zone is not None and z != zone:
+                continue
+            if constrained and (r is None or (root is not None and r != root)):
+                continue
+            used.add(key)
+            out.append((name, key))
+            got = solve(ri, slot + 1, r if constrained else root, z if z is not None else zone)
+            if got is not False:
+                return got
+            out.pop()
+            used.discard(key)
+        return False
+
+    zone = solve(0, 0, None, None)
+    return (None, None) if zone is False else (list(out), zone)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gpu_specs=st.lists(
+        st.tuples(ROOTS, st.sampled_from([None, "us-west-2a", "us-west-2b"])),
+        min_size=1,
+        max_size=6,
+    ),
+    nic_specs=st.lists(
+        st.tuples(ROOTS, st.sampled_from([None, "us-west-2a", "us-west-2b"])), max_size=3
+    ),
+    n_gpus=st.integers(1, 3),
+    n_nics=st.integers(0, 2),
+    constrained=st.booleans(),
+)
+def test_zone_tightening_and_backtracking_match_a_plain_search(
+    gpu_specs, nic_specs, n_gpus, n_nics, constrained
+):
+    slices = []
+    devices = []
+    for driver, specs, make in ((GPU, gpu_specs, gpu), (NIC, nic_specs, nic)):
+        for i, (root, zone) in enumerate(specs):
+            name = f"{'gpu' if driver == GPU else 'nic'}-{i}"
+            kw = {"node_selector": zone_selector(zone)} if zone else {"all_nodes": True}
+            slices.append(
+                resource_slice(f"p{i:02d}", [make(name, pcie_root=root)], driver=driver, **kw)
+            )
+            devices.append((driver, name, root, zone))
+    reqs = [exact("gpu", count=n_gpus)]
+    spec = [("gpu", GPU, n_gpus)]
+    if n_nics:
+        reqs.append(exact("nic", NIC_CLASS.name, count=n_nics))
+        spec.append(("nic", NIC, n_nics))
+    c = claim("c", *reqs, constraints=[match_attribute(PCIE_ROOT)] if constrained else [])
+    want, zone = reference_with_zones(devices, spec, constrained)
+    p5 = instance_type("p5.48xlarge")
+    nc = in_flight("gpu-pool-1", [p5], requirements={ZONE: ["us-west-2a", "us-west-2b"]})
+    try:
+        r = make_allocator(slices, instance_types=[p5]).allocate(nc, [c])
+    except AllocationError:
+        assert want is None
+        return
+    got = [(d.request, f"{d.driver}/{d.device}") for d in r.claims[0].devices]
+    assert got == want
+    expected_zones = {zone} if zone else {"us-west-2a", "us-west-2b"}
+    assert r.requirements.get(ZONE).values() == expected_zones
+
+
+class CountingCheck:
+    name = "counting"
+    calls = 0
+
+    def __init__(self, ctx):
+        pass
+
+    def prefilter(self, ctx, claim, request, cand):
+        if cand.source != "template":
+            type(self).calls += 1
+        return None
+
+    def try_add(self, ctx, step, cand):
+        return None
+
+    def remove(self, ctx, step, cand):
+        return None
+
+
+class SharedCountingCheck(CountingCheck):
+    prefilter_it_independent = True
+    calls = 0
+
+
+@pytest.mark.parametrize(("check", "per_it"), [(CountingCheck, True), (SharedCountingCheck, False)])
+def test_in_cluster_prefilter_shared_across_instance_types_only_when_declared(check, per_it):
+    saved = list(DEVICE_CHECKS)
+    core = {"allocated", "selector", "constraint", "topology"}
+    DEVICE_CHECKS[:] = [c for c in saved if c[1] in core]
+    register_device_check(250, "counting", check)
+    check.calls = 0
+    try:
+        its = [instance_type(n) for n in ("p5.48xlarge", "p4d.24xlarge", "p5e.48xlarge")]
+        slices = [resource_slice("rack", gpus(4, model="L4"), all_nodes=True)]
+        a = make_allocator(slices, instance_types=its)
+        sel = 'device.attributes["gpu.nvidia.com"].model == "L4"'
+        r = a.allocate(
+            in_flight("gpu-pool-1", its), [claim("c", exact("gpu", count=4, selectors=[sel]))]
+        )
+        assert r.instance_types == [it.name for it in its]
+        assert check.calls == (4 * 3 if per_it else 4)
+    finally:
+        DEVICE_CHECKS[:] = saved

@@ -115,3 +115,17 @@ def test_binding_timeout_defaults_to_600_seconds() -> None:
         "bindingFailureConditions": ["dra.example.com/preparing-failed"],
         "bindsToNode": True,
     }
+
+
+def test_active_gates_drive_the_reallocation_predicate() -> None:
+    from allocator.claims import REALLOCATION_PREDICATES
+    from allocator.features.bindingconditions import _ACTIVE_GATES, activate_gates
+
+    snapshot, _ = example()
+    claim = snapshot.resource_claims["default/fabric-gpu-old"]
+    assert any(p(claim) for p in REALLOCATION_PREDICATES)
+    token = activate_gates(gates_with(DRADeviceBindingConditions=False))
+    try:
+        assert not any(p(claim) for p in REALLOCATION_PREDICATES)
+    finally:
+        _ACTIVE_GATES.reset(token)

@@ -43,3 +43,45 @@ def test_document_for_a_prioritized_list_claim() -> None:
     # A generated claim has no UID yet: a stable one is derived.
     again = device_metadata(claim, results, devices.get, pod_claim_name="gpu")
     assert again[0]["document"]["metadata"]["uid"] == doc["metadata"]["uid"]
+
+
+def test_result_entries_use_one_instance_type_of_templates() -> None:
+    from allocator.features.metadata import claim_metadata
+    from allocator.model import Device, DeviceID, ResourceClaimSpec
+
+    entries = [
+        {
+            "request": "gpu",
+            "driver": "gpu.nvidia.com",
+            "pool": "p5-gpus",
+            "device": "gpu-0",
+            "source": "template",
+            "instanceType": "p5.48xlarge",
+        },
+        {
+            "request": "gpu",
+            "driver": "gpu.nvidia.com",
+            "pool": "p5e-gpus",
+            "device": "gpu-0",
+            "source": "template",
+            "instanceType": "p5e.48xlarge",
+        },
+        {
+            "request": "nic",
+            "driver": "nic.example.com",
+            "pool": "efa",
+            "device": "efa-0",
+            "source": "in-cluster",
+            "instanceType": None,
+        },
+    ]
+    devices = {DeviceID("gpu.nvidia.com", "p5-gpus", "gpu-0"): Device("gpu-0", {"model": "H100"})}
+    claim = ResourceClaim("ml-training", "train-0-gpu", ResourceClaimSpec())
+    files = claim_metadata(claim, entries, devices.get, pod_claim_name="gpu")
+    assert [f["path"].rsplit("/", 2)[1:] for f in files] == [
+        ["gpu", "gpu.nvidia.com-metadata.json"],
+        ["nic", "nic.example.com-metadata.json"],
+    ]
+    (gpu_request,) = files[0]["document"]["requests"]
+    assert [d["pool"] for d in gpu_request["devices"]] == ["p5-gpus"]
+    assert gpu_request["devices"][0]["attributes"] == {"model": {"string": "H100"}}

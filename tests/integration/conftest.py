@@ -39,7 +39,7 @@ def redis_url():
     )
     try:
         wait_for(lambda: port_open(port), 20, "redis-server")
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://127.0.0.1:{port}"
     finally:
         stop(proc)
 
@@ -182,7 +182,8 @@ def stack(request, redis_url, tmp_path_factory):
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "dra_web.settings",
         "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
+        # One Redis database per stack: a broker is never shared by two databases.
+        "REDIS_URL": f"{redis_url}/{request.param_index}",
         "SECRET_KEY": "integration-test-secret-key-not-for-production",
         "DEBUG": "false",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",

@@ -83,12 +83,12 @@ def test_killed_worker_fails_the_run_with_a_message(stack):
     assert stack.session().get(f"{stack.url}/api/runs/{run_id}/").json()["status"] == "failed"
 
 
-def test_killed_pool_child_is_reported_not_retried(stack):
+def test_killed_pool_child_is_requeued_and_not_run_again(stack):
     worker = stack.start_worker("child")
     try:
         snap = _upload(stack, to_json(pathological_cluster(gpus=58)), "application/json", "p2")
         run_id = _start(stack, snap, {"timeout": 600})
-        stack.wait_run(run_id, statuses=("running",), timeout=60)
+        running = stack.wait_run(run_id, statuses=("running",), timeout=60)
         children = [
             int(pid)
             for pid in os.listdir("/proc")
@@ -96,13 +96,28 @@ def test_killed_pool_child_is_reported_not_retried(stack):
         ]
         assert children, "prefork pool child not found"
         os.kill(children[0], signal.SIGKILL)
-        # The main process sees WorkerLostError, requeues (acks_late + reject_on_worker_lost),
-        # and the redelivered task finds the run marked running: it fails it, never reruns it.
         failed = stack.wait_run(run_id, statuses=("failed",), timeout=60)
+        # The main process sees WorkerLostError and requeues the task (acks_late +
+        # reject_on_worker_lost); the redelivered task finds the run marked running (or
+        # already reaped) and fails it instead of running the killing search again.
+        task = running["taskId"]
+        wait_for(
+            lambda: stack.worker_log(worker).count(f"[{task}] received") == 2,
+            30,
+            "the redelivered task",
+        )
+        wait_for(
+            lambda: f"[{task}] succeeded" in stack.worker_log(worker),
+            30,
+            "the redelivered task to finish",
+        )
     finally:
         stop(worker)
-    assert "the worker running this simulation was lost" in failed["error"], failed
-    assert failed["attempts"] == 2  # the redelivery reached execute_run and stopped there
+    assert "WorkerLostError" in stack.worker_log(worker)
+    final = stack.session().get(f"{stack.url}/api/runs/{run_id}/").json()
+    assert final["status"] == "failed" and final["result"] is None
+    assert "lost" in failed["error"], failed
+    assert final["error"] == failed["error"]  # failed once, never re-run or overwritten
 
 
 def test_time_limit_fails_the_run(stack):

@@ -112,3 +112,24 @@ def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client,
     assert "gpu.nvidia.com/p5-gpus/gpu-0" in html
     pick = browser_client.get(reverse("pages:diff-pick", args=[a.pk]), {"other": b.pk})
     assert pick["Location"] == reverse("pages:diff", args=[a.pk, b.pk])
+
+
+def test_pruned_instance_types_and_requirements_before_dra_without_result_fields(
+    browser_client, snapshot, maria
+):
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    del result["nodeClaims"][0]["instanceTypesPruned"]
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="panel-nodeclaims"') : html.index('id="panel-tree"')]
+    # Read from the trace: the candidate the DFS dropped while placing train-1.
+    assert "g6e.xlarge" in section
+    assert "no device of class gpu.nvidia.com matches" in section
+    assert "(placing ml/train-1)" in section
+    # Before DRA: the NodePool template still allows both instance types.
+    assert "Before DRA (NodePool template)" in section
+    assert "node.kubernetes.io/instance-type In g6e.xlarge, p5.48xlarge" in section
+    assert "node.kubernetes.io/instance-type In p5.48xlarge" in section

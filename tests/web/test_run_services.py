@@ -130,3 +130,13 @@ def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
         time.sleep(0.3)
     run.refresh_from_db()
     assert run.heartbeat_at is not None
+
+
+def test_a_task_for_another_run_copy_is_ignored(run):
+    Run.objects.filter(pk=run.pk).update(task_id="the-real-task")
+    services.execute_run(run.pk, task_id="a-stale-task")
+    run.refresh_from_db()
+    assert run.status == Run.QUEUED and run.attempts == 0
+    services.execute_run(run.pk, task_id="the-real-task")
+    run.refresh_from_db()
+    assert run.status == Run.SUCCEEDED
