@@ -87,6 +87,8 @@ def _load(paths: list[str]):
     from allocator.snapshot import SnapshotError, load_paths
 
     for path in paths:
+        if os.path.isdir(path):
+            raise UsageError(f"{path}: is a directory, not a snapshot file")
         if not os.path.isfile(path):
             raise UsageError(f"{path}: no such file")
     try:
@@ -217,23 +219,28 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _devices_cell(pod: dict) -> str:
-    seen: dict[tuple, list[str]] = {}
+    """In-cluster devices as pool/device; template devices grouped by instance type."""
+    cluster: list[str] = []
+    by_it: dict[str, list[str]] = {}
     for claim in pod["claims"]:
         for d in claim["devices"]:
-            key = (d["driver"], d["pool"], d["device"], d["source"])
-            its = seen.setdefault(key, [])
-            if d.get("instanceType"):
-                its.append(d["instanceType"])
+            if d["source"] == "template":
+                by_it.setdefault(d["instanceType"], []).append(d["device"])
+            else:
+                name = f"{d['pool']}/{d['device']}"
+                if name not in cluster:
+                    cluster.append(name)
     parts = []
-    for (driver, pool, device, source), its in seen.items():
-        if source == "template":
-            shown = ",".join(sorted(set(its))[:2]) + ("..." if len(set(its)) > 2 else "")
-            parts.append(f"{driver}/{device} (template: {shown})")
-        else:
-            parts.append(f"{driver}/{pool}/{device}")
-    if len(parts) > 4:
-        parts = parts[:4] + [f"+{len(parts) - 4} more"]
-    return ", ".join(parts) or "-"
+    if cluster:
+        shown = ", ".join(cluster[:4])
+        parts.append(shown + (f" +{len(cluster) - 4}" if len(cluster) > 4 else ""))
+    if by_it:
+        its = sorted(by_it)
+        names = by_it[its[0]]
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+        more = f" (+{len(its) - 1} more types)" if len(its) > 1 else ""
+        parts.append(f"{its[0]}: {shown}{more}")
+    return "; ".join(parts) or "-"
 
 
 def _target_cell(target: dict | None) -> str:

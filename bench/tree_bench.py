@@ -66,7 +66,9 @@ def synthetic_trace(total: int) -> dict:
             is_pool = target_no == 3
             label = "nodepool/gpu-pool" if is_pool else f"node/ip-10-0-{target_no}-{pod_no % 250}"
             placed = ok_pod and is_pool
-            target = t.add(pod, "target", label, "ok" if placed else "failed", None if placed else "allocated")
+            target = t.add(
+                pod, "target", label, "ok" if placed else "failed", None if placed else "allocated"
+            )
             it = t.add(target, "instanceType", "p5.48xlarge", "ok" if placed else "pruned")
             claim = t.add(it, "claim", f"ml/train-{pod_no}-gpu", claim=f"ml/train-{pod_no}-gpu")
             req = t.add(claim, "request", "gpu", request="gpu")
@@ -157,6 +159,7 @@ def measure(base: str, run_id: int) -> dict:
                     })"""
                 )
             )
+
         # Median of five full page loads.
         def median(key):
             return sorted(s[key] for s in samples)[len(samples) // 2]
@@ -264,10 +267,18 @@ def main() -> int:
     figures["storeSeconds"] = store_seconds
     (OUT / "bench" / "tree_bench.json").write_text(json.dumps(figures, indent=2))
     print(f"search tree, {args.nodes:,} trace nodes (stored in {store_seconds:.1f} s)")
-    for key in ("firstPaintMs", "firstPaintTreeOnlyMs", "expandMs", "expandWideMs", "searchRevealMs"):
+    for key in (
+        "firstPaintMs",
+        "firstPaintTreeOnlyMs",
+        "expandMs",
+        "expandWideMs",
+        "searchRevealMs",
+    ):
         flag = "ok" if figures[key] < 1000 else "SLOW (target < 1 s)"
         print(f"  {key:22} {figures[key]:8.0f} ms  {flag}")
-    print(f"  run page HTML received {figures['pageHtmlMs']:8.0f} ms, DOMContentLoaded {figures['domContentLoadedMs']:.0f} ms")
+    print(
+        f"  run page HTML received {figures['pageHtmlMs']:8.0f} ms, DOMContentLoaded {figures['domContentLoadedMs']:.0f} ms"
+    )
     print(f"  rows at first paint    {figures['rowsAtFirstPaint']}")
     print(f"  expanded               {figures['expandedNode']}")
     print(f"  wide expand drew       {figures['expandWideChildrenDrawn']} of 5,000 children")

@@ -127,6 +127,9 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 
+# Without DEBUG, serve STATIC_ROOT from Django itself (no proxy in front, e.g. docker-compose).
+DRA_WEB_SERVE_STATIC = _env_bool("DRA_WEB_SERVE_STATIC", False)
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

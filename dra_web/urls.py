@@ -2,8 +2,11 @@
 
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from dra_web.health import healthz
 
 api_patterns = [
     path("", include("dra_web.snapshots.urls")),
@@ -18,6 +21,7 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
+    path("healthz/", healthz, name="healthz"),
 ]
 
 # The team review app (its paths carry their /api/ prefix) and the pages, both at the root.
@@ -30,3 +34,8 @@ if settings.DEBUG:
     from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 
     urlpatterns += staticfiles_urlpatterns()
+elif settings.DRA_WEB_SERVE_STATIC:
+    # A single container without a front proxy (docker-compose): serve collectstatic's output.
+    urlpatterns += [
+        re_path(r"^static/(?P<path>.*)$", serve, {"document_root": settings.STATIC_ROOT}),
+    ]

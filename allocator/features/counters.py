@@ -209,6 +209,8 @@ class CounterLedger:
         gates: FeatureGates = ALL_ON,
     ) -> None:
         self.gates = gates
+        self.partitionable_on = gates.enabled(GATE)  # read once: checked per device
+        self.groups_on = gates.enabled(GROUPS_GATE)
         self.pools: dict[PoolKey, CounterPool] = {}
         for key, slices in _newest_generation(in_cluster_slices).items():
             if any(s.shared_counters for s in slices) or any(
@@ -224,6 +226,11 @@ class CounterLedger:
         self.committed: dict[DeviceID, dict[str, set[str]]] = {}
         # Template devices committed: (NodeClaim, instance type) -> devices.
         self.template_committed: dict[tuple[str, str], list[DeviceID]] = {}
+        # Baselines of in-cluster counter sets per (key, NodeClaim, IT), reused by later
+        # Allocates until a commit or release touches the pool (pool_version).
+        self.pool_version: dict[PoolKey, int] = {}
+        self.base_cache: dict[tuple, tuple[int, dict[str, Quantity], GroupState]] = {}
+        self.static_cache: dict[tuple, tuple[int, str | None]] = {}
         self._template_pools: dict[tuple[str, PoolKey], CounterPool] = {}
 
     # -- templates --
@@ -282,6 +289,7 @@ class CounterLedger:
             self.committed.setdefault(device_id, {}).setdefault(node_claim_id, set()).add(
                 instance_type
             )
+            self.pool_version[device_id.pool_key] = self.pool_version.get(device_id.pool_key, 0) + 1
         template = [d for d in template_devices]
         if template:
             self.template_committed.setdefault((node_claim_id, instance_type), []).extend(template)
@@ -293,6 +301,7 @@ class CounterLedger:
             if its is None:
                 continue
             its.discard(instance_type)
+            self.pool_version[device_id.pool_key] = self.pool_version.get(device_id.pool_key, 0) + 1
             if not its:
                 del holders[node_claim_id]
             if not holders:
@@ -332,6 +341,8 @@ class CounterView:
     DFS adds and removes devices. ``try_add`` returns None on success or a reason."""
 
     __slots__ = (
+        "_base_consumed",
+        "_base_groups",
         "_baseline_devices",
         "_consumed",
         "_groups",
@@ -355,6 +366,9 @@ class CounterView:
         self.template_pools = template_pools
         self._consumed: dict[CounterKey, dict[str, Quantity]] = {}
         self._groups: dict[CounterKey, GroupState] = {}
+        # What the baseline alone uses (fixed for the whole Allocate): the static check.
+        self._base_consumed: dict[CounterKey, dict[str, Quantity]] = {}
+        self._base_groups: dict[CounterKey, GroupState] = {}
         self._refs: Counter = Counter()  # devices added on this path (shared devices count once)
         self._baseline_devices: dict[str, set[DeviceID]] = {}
 
@@ -363,80 +377,83 @@ class CounterView:
             return self.template_pools.get(device_id.pool_key)
         return self.ledger.pools.get(device_id.pool_key)
 
-    def _baseline(self, scope: str) -> set[DeviceID]:
-        devices = self._baseline_devices.get(scope)
-        if devices is None:
-            if scope == CLUSTER:
-                devices = self.ledger.visible_cluster_devices(
-                    self.node_claim_id, self.instance_type
-                )
-            else:
-                devices = set(
-                    self.ledger.template_committed.get((self.node_claim_id, self.instance_type), [])
-                )
-            self._baseline_devices[scope] = devices
-        return devices
+    def _in_baseline(self, device_id: DeviceID, scope: str) -> bool:
+        """Allocated before this Allocate, as this NodeClaim × instance type sees it."""
+        ledger = self.ledger
+        if scope == CLUSTER:
+            if device_id in ledger.seed:
+                return True
+            holders = ledger.committed.get(device_id)
+            if not holders:
+                return False
+            return any(
+                nc != self.node_claim_id or self.instance_type in its for nc, its in holders.items()
+            )
+        templates = self._baseline_devices.get(TEMPLATE)
+        if templates is None:
+            templates = set(
+                ledger.template_committed.get((self.node_claim_id, self.instance_type), [])
+            )
+            self._baseline_devices[TEMPLATE] = templates
+        return device_id in templates
 
     def _ensure(self, scope: str, pool: CounterPool, set_name: str) -> CounterKey:
         key = (scope, pool.key.driver, pool.key.pool, set_name)
         if key in self._consumed:
             return key
+        cache_key = (key, self.node_claim_id, self.instance_type)
+        version = self.ledger.pool_version.get(pool.key, 0)
+        if scope == CLUSTER:
+            hit = self.ledger.base_cache.get(cache_key)
+            if hit is not None and hit[0] == version:
+                _, base, base_groups = hit
+                self._set_key(key, base, base_groups)
+                return key
         consumed: dict[str, Quantity] = {}
         groups = GroupState()
-        for device_id in self._baseline(scope):
-            if device_id.pool_key != pool.key:
+        driver, pool_name = pool.key
+        for device_name, entries in pool.consumption.items():
+            if not self._in_baseline(DeviceID(driver, pool_name, device_name), scope):
                 continue
-            for entry in pool.consumption.get(device_id.device, []):
+            for entry in entries:
                 if entry.counter_set != set_name:
                     continue
                 for name, amount in entry.counters.items():
                     consumed[name] = consumed[name] + amount if name in consumed else amount
                 groups.add(entry.compatibility_groups)
-        self._consumed[key] = consumed
-        self._groups[key] = groups
+        if scope == CLUSTER:
+            self.ledger.base_cache[cache_key] = (version, consumed, groups)
+        self._set_key(key, consumed, groups)
         return key
+
+    def _set_key(self, key: CounterKey, base: dict[str, Quantity], groups: GroupState) -> None:
+        """Start a counter set from its baseline (kept unchanged for the static check and the
+        cache; the live copies follow the DFS path)."""
+        self._base_consumed[key] = base
+        self._base_groups[key] = groups
+        self._consumed[key] = dict(base)
+        self._groups[key] = GroupState(
+            groups.devices, groups.without_groups, Counter(groups.groups)
+        )
 
     def try_add(self, device_id: DeviceID, device: Device, template: bool = False) -> str | None:
         if not device.consumes_counters:
             return None
-        blocked = gate_blocks_device(device, self.ledger.gates)
-        if blocked:
-            return blocked
+        if not self.ledger.partitionable_on:
+            return gate_blocks_device(device, self.ledger.gates)
         pool = self._pool(device_id, template)
         if pool is None:
             return f"device {device_id}: pool defines no shared counters"
         if pool.error:
             return pool.error
         scope = TEMPLATE if template else CLUSTER
-        if self._refs[device_id] or device_id in self._baseline(scope):
+        if self._refs[device_id] or self._in_baseline(device_id, scope):
             # Already consuming (a device shared by several allocations consumes once).
             self._refs[device_id] += 1
             return None
-        groups_on = self.ledger.gates.enabled(GROUPS_GATE)
-        keys = []
-        for entry in pool.consumption.get(device.name, device.consumes_counters):
-            key = self._ensure(scope, pool, entry.counter_set)
-            keys.append((key, entry))
-            totals = pool.sets[entry.counter_set]
-            consumed = self._consumed[key]
-            for name, amount in entry.counters.items():
-                used = consumed.get(name)
-                after = used + amount if used is not None else amount
-                if after > totals[name]:
-                    left = totals[name] - used if used is not None else totals[name]
-                    return (
-                        f"device {device_id} needs {amount} of counter {name} in counter set "
-                        f"{entry.counter_set}, only {left} of {totals[name]} left"
-                    )
-            if groups_on and not self._groups[key].admits(entry.compatibility_groups):
-                have = self._groups[key].intersection()
-                have_text = ", ".join(sorted(have)) if have else "no groups"
-                want = ", ".join(entry.compatibility_groups) or "no groups"
-                return (
-                    f"compatibility-group: device {device_id} ({want}) cannot be allocated "
-                    f"together with the devices on counter set {entry.counter_set} "
-                    f"({have_text})"
-                )
+        keys, reason = self._fits(device_id, device, pool, scope, self._consumed, self._groups)
+        if reason is not None:
+            return reason
         for key, entry in keys:
             consumed = self._consumed[key]
             for name, amount in entry.counters.items():
@@ -444,6 +461,74 @@ class CounterView:
             self._groups[key].add(entry.compatibility_groups)
         self._refs[device_id] += 1
         return None
+
+    def _fits(
+        self,
+        device_id: DeviceID,
+        device: Device,
+        pool: CounterPool,
+        scope: str,
+        consumed_by_key: dict[CounterKey, dict[str, Quantity]],
+        groups_by_key: dict[CounterKey, GroupState],
+    ) -> tuple[list, str | None]:
+        groups_on = self.ledger.groups_on
+        keys = []
+        for entry in pool.consumption.get(device.name, device.consumes_counters):
+            key = self._ensure(scope, pool, entry.counter_set)
+            keys.append((key, entry))
+            totals = pool.sets[entry.counter_set]
+            consumed = consumed_by_key[key]
+            for name, amount in entry.counters.items():
+                used = consumed.get(name)
+                after = used + amount if used is not None else amount
+                if after > totals[name]:
+                    left = totals[name] - used if used is not None else totals[name]
+                    return keys, (
+                        f"device {device_id} needs {amount} of counter {name} in counter set "
+                        f"{entry.counter_set}, only {left} of {totals[name]} left"
+                    )
+            if groups_on and not groups_by_key[key].admits(entry.compatibility_groups):
+                have = groups_by_key[key].intersection()
+                have_text = ", ".join(sorted(have)) if have else "no groups"
+                want = ", ".join(entry.compatibility_groups) or "no groups"
+                return keys, (
+                    f"compatibility-group: device {device_id} ({want}) cannot be allocated "
+                    f"together with the devices on counter set {entry.counter_set} "
+                    f"({have_text})"
+                )
+        return keys, None
+
+    def static_check(
+        self, device_id: DeviceID, device: Device, template: bool = False
+    ) -> str | None:
+        """The part of ``try_add`` that only depends on the baseline (devices allocated before
+        this Allocate): a device rejected here is rejected on every DFS path."""
+        if not device.consumes_counters:
+            return None
+        if not self.ledger.partitionable_on:
+            return gate_blocks_device(device, self.ledger.gates)
+        pool = self._pool(device_id, template)
+        if pool is None:
+            return f"device {device_id}: pool defines no shared counters"
+        if pool.error:
+            return pool.error
+        scope = TEMPLATE if template else CLUSTER
+        if scope == CLUSTER:
+            # Same answer for every Allocate until the pool's commitments change.
+            cache_key = (device_id, self.node_claim_id, self.instance_type)
+            version = self.ledger.pool_version.get(pool.key, 0)
+            hit = self.ledger.static_cache.get(cache_key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+        if self._in_baseline(device_id, scope):
+            reason = None
+        else:
+            _, reason = self._fits(
+                device_id, device, pool, scope, self._base_consumed, self._base_groups
+            )
+        if scope == CLUSTER:
+            self.ledger.static_cache[cache_key] = (version, reason)
+        return reason
 
     def remove(self, device_id: DeviceID, device: Device, template: bool = False) -> None:
         if not device.consumes_counters:
@@ -453,7 +538,7 @@ class CounterView:
             return
         del self._refs[device_id]
         scope = TEMPLATE if template else CLUSTER
-        if device_id in self._baseline(scope):
+        if self._in_baseline(device_id, scope):
             return
         pool = self._pool(device_id, template)
         if pool is None:

@@ -128,6 +128,7 @@ class FeatureAllocatedCheck(core_dfs.AllocatedCheck):
     multiple allocations is limited by its capacity, not by who else holds it."""
 
     name = "allocated"
+    prefilter_it_independent = True  # in-cluster answers hold for every instance type
 
     def __init__(self, ctx: core_dfs.DFSContext) -> None:
         core_dfs.AllocatedCheck.__init__(self, ctx)
@@ -189,6 +190,7 @@ class FeatureAllocatedCheck(core_dfs.AllocatedCheck):
 
 class TaintCheck:
     name = "taint"
+    prefilter_it_independent = True
 
     def __init__(self, state: FeatureState) -> None:
         self.index = state.taints
@@ -216,9 +218,13 @@ class TaintCheck:
 
 class BindingConditionCheck:
     name = "binding-condition"
+    prefilter_it_independent = True
+
+    def __init__(self, ctx: core_dfs.DFSContext) -> None:
+        self.enabled = ctx.gates.enabled(bindingconditions.GATE)
 
     def prefilter(self, ctx, claim, request, cand):
-        if not bindingconditions.device_selectable(cand.device, ctx.gates):
+        if not self.enabled and cand.device.binding_conditions:
             return ("binding-condition", bindingconditions.unselectable_reason(cand.id))
         return None
 
@@ -240,6 +246,7 @@ class NodeOperationsCheck:
     DRAOptionalNodeOperations to get such devices."""
 
     name = "node-operations"
+    prefilter_it_independent = True  # depends on the node, not the instance type
 
     def __init__(self, ctx: core_dfs.DFSContext, state: FeatureState | None) -> None:
         node = None
@@ -248,11 +255,16 @@ class NodeOperationsCheck:
             node = nodes.get(ctx.node_claim_id.removeprefix("node/"))
         self.node = node
         self.check_node = node is not None
+        self.cache: dict[int, tuple[str, ...]] = {}  # per slice object
 
     def _operations(self, ctx, cand) -> tuple[str, ...]:
         if cand.slice is None:
             return ()
-        return nodeoperations.skip_node_operations(cand.slice.raw, ctx.gates)
+        key = id(cand.slice)
+        ops = self.cache.get(key)
+        if ops is None:
+            ops = self.cache[key] = nodeoperations.skip_node_operations(cand.slice.raw, ctx.gates)
+        return ops
 
     def prefilter(self, ctx, claim, request, cand):
         ops = self._operations(ctx, cand)
@@ -276,6 +288,7 @@ class NodeOperationsCheck:
 
 
 class CounterCheck:
+    # Not IT-independent: the counters a NodeClaim's own instance type committed count.
     name = "counter"
 
     def __init__(self, ctx: core_dfs.DFSContext, state: FeatureState) -> None:
@@ -309,6 +322,14 @@ class CounterCheck:
             return ("counter", f"device {cand.id}: its pool defines no shared counters")
         if counter_pool.error:
             return ("counter", counter_pool.error)
+        if _is_admin(request):
+            return None
+        # Counters used up by devices allocated before this Allocate: no path can fit it.
+        reason = self.view.static_check(cand.id, device, template=_template(cand))
+        if reason is not None:
+            if counters.is_compatibility_group_failure(reason):
+                return ("compatibility-group", reason.removeprefix("compatibility-group: "))
+            return ("counter", reason)
         return None
 
     def try_add(self, ctx, step, cand):
@@ -333,6 +354,7 @@ class CounterCheck:
 
 class CapacityCheck:
     name = "capacity"
+    prefilter_it_independent = True  # the static fit of a device; shares are checked in try_add
 
     def __init__(self, ctx: core_dfs.DFSContext, state: FeatureState) -> None:
         self.view = state.capacity.view(ctx.node_claim_id, ctx.instance_type)
@@ -405,7 +427,7 @@ def _taint_factory(ctx):
 
 
 def _binding_factory(ctx):
-    return BindingConditionCheck()
+    return BindingConditionCheck(ctx)
 
 
 def _node_operations_factory(ctx):
@@ -416,7 +438,14 @@ def _node_operations_factory(ctx):
 
 def _counter_factory(ctx):
     state = state_of(ctx.extensions)
-    return CounterCheck(ctx, state) if state is not None else None
+    if state is None:
+        return None
+    templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(ctx.instance_type, [])
+    if not state.counters.pools and not any(
+        t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
+    ):
+        return None  # no shared counters anywhere: nothing to check
+    return CounterCheck(ctx, state)
 
 
 def _capacity_factory(ctx):

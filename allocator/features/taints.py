@@ -152,7 +152,7 @@ class TaintIndex:
     Gate ``DRADeviceTaints`` off: no device has taints. Gate ``DRADeviceTaintRules`` off:
     only the taints drivers publish count. Results are memoised per device object."""
 
-    __slots__ = ("_cache", "_class_matcher", "_engine", "gates", "rules")
+    __slots__ = ("_cache", "_class_matcher", "_engine", "_on", "gates", "rules")
 
     def __init__(
         self,
@@ -163,6 +163,7 @@ class TaintIndex:
         class_matcher: ClassMatcher | None = None,
     ) -> None:
         self.gates = gates
+        self._on = gates.enabled("DRADeviceTaints")  # read once: asked per device
         self._engine = engine
         rules_on = gates.enabled("DRADeviceTaints") and gates.enabled("DRADeviceTaintRules")
         self.rules = [r for r in rules if rule_has_selector(r)] if rules_on else []
@@ -190,7 +191,7 @@ class TaintIndex:
         return True
 
     def taints(self, device_id: DeviceID, device: Device) -> tuple[DeviceTaint, ...]:
-        if not self.gates.enabled("DRADeviceTaints"):
+        if not self._on:
             return ()
         key = (device_id, id(device))
         cached = self._cache.get(key)

@@ -28,6 +28,8 @@ INITIALIZED = "karpenter.sh/initialized"
 HOSTNAME = "kubernetes.io/hostname"
 
 Resources = dict[str, int]  # resource name -> milli-units
+# kubelet's default --max-pods, for catalogs and nodes that do not state a pod capacity.
+DEFAULT_MAX_PODS = 110_000
 
 _BINARY = ("memory", "ephemeral-storage", "hugepages-")
 # Taints every not-yet-initialized node carries for a while; Karpenter ignores them.
@@ -208,7 +210,9 @@ def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
             else None
         )
         offerings.append((offering, extra_reqs))
-    return InstanceTypeInfo(it, it.name, reqs, to_milli(it.capacity), offerings)
+    capacity = to_milli(it.capacity)
+    capacity.setdefault("pods", DEFAULT_MAX_PODS)
+    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings)
 
 
 def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requirements) -> bool:

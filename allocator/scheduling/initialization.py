@@ -194,7 +194,12 @@ def resolve_pod_claims(
 
 
 def claim_state_before_dfs(claim: ResourceClaim, deleting_pods: set[str], in_memory: bool) -> str:
-    """How the allocator will classify the claim (used for pods no target accepted)."""
+    """How the allocator will classify the claim (used for pods no target accepted).
+
+    ``in_memory``: allocated earlier in this run, which wins over a stale in-cluster
+    allocation that the run re-allocated."""
+    if in_memory:
+        return "allocated-in-memory"
     if claim.allocation is not None:
         return "reallocated" if reallocated(claim, deleting_pods) else "allocated-in-cluster"
-    return "allocated-in-memory" if in_memory else "unallocated"
+    return "unallocated"

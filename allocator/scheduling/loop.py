@@ -83,7 +83,11 @@ class _Plan:
 
 
 class AllocationFailure(Exception):
-    pass
+    """A NodeClaim cannot take the pod; ``code`` is the trace's short reason."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Scheduler:
@@ -112,6 +116,7 @@ class Scheduler:
         self._moved: dict[str, ResourceClaim] = {}  # re-allocated claims, allocation dropped
         self._next_index: dict[str, int] = {}
         self._reason_cache: dict[tuple, str] = {}
+        self._validated_specs: set[tuple] = set()
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -161,18 +166,35 @@ class Scheduler:
         # It starts once the pod's claims passed Request Validation (see _note_validation).
         counting = bool(needed) and self.counter is not None
         bounds = None
+        # Fast path (untraced, no node selector or affinity): a node that takes the pod's
+        # requests but cannot have enough free devices is refused with the same reason the
+        # full check would give, without the per-check calls. The order of checks is kept.
+        fast = not self.trace.enabled and not check_terms
+        wanted = [(k, v) for k, v in requests.items() if v > 0]
+        reasons = outcome.reasons
         for target in self.existing:
-            if bounds is None and counting and outcome.validated:
+            if bounds is None and counting and self._is_validated(outcome):
                 bounds = self.counter.bounds
-            if bounds is not None:
+            if fast and bounds is not None and target.open_to_all:
                 bound = bounds.get(target.id)
                 if bound is not None and needed > bound:
-                    outcome.reasons.append(
-                        (target.reason_target, self._device_reason(target, needed, bound))
-                    )
-                    continue
+                    available = target.available
+                    for name, value in wanted:
+                        if value > available.get(name, 0):
+                            break
+                    else:
+                        reasons.append(
+                            (target.reason_target, self._device_reason(target, needed, bound))
+                        )
+                        continue
             reason = self._try_existing(
-                target, outcome, requests, terms if check_terms else None, pod_node
+                target,
+                outcome,
+                requests,
+                terms if check_terms else None,
+                pod_node,
+                needed if bounds is not None else 0,
+                bounds,
             )
             if reason is None:
                 return self._placed(outcome, target, pod_node)
@@ -225,25 +247,36 @@ class Scheduler:
         requests: Resources,
         terms: list[Requirements] | None,
         pod_node: int,
+        needed: int = 0,
+        bounds: dict[str, int] | None = None,
     ) -> str | None:
         pod = outcome.pod
         if target.unschedulable:
-            return "node is unschedulable"
+            return self._refused(pod_node, target, "unschedulable", "node is unschedulable")
         if not fits(requests, target.available):
-            return self._exceeds(requests, target.available)
+            reason = self._exceeds(requests, target.available)
+            return self._refused(pod_node, target, "resources", reason)
         taint = untolerated_taint(pod.tolerations, target.taints, target.ignored_taint_keys)
         if taint is not None:
-            return f"did not tolerate taint {format_taint(taint)}"
+            reason = f"did not tolerate taint {format_taint(taint)}"
+            return self._refused(pod_node, target, "taint", reason)
         if terms is not None:
             allow = _NO_STRICT if target.strict_labels else WELL_KNOWN_LABELS
             term, reason = first_compatible_term(target.requirements, terms, allow)
             if term is None:
-                return f"incompatible requirements, {reason}"
+                reason = f"incompatible requirements, {reason}"
+                return self._refused(pod_node, target, "requirements", reason)
+        if needed:
+            # Where the DFS would run, the cheap count may already tell it would fail.
+            bound = bounds.get(target.id)
+            if bound is not None and needed > bound:
+                reason = self._device_reason(target, needed, bound)
+                return self._refused(pod_node, target, "devices", reason)
         claims = self._claims_for_allocate(outcome.pod_claims.claims)
         dra: Resources = {}
         result = None
         if claims:
-            node = self._target_trace(pod_node, target.id)
+            node = self._target_trace(pod_node, target.reason_target)
             try:
                 result = self.allocator.allocate(
                     target,
@@ -256,17 +289,30 @@ class Scheduler:
                 self._note_validation(outcome, err)
                 self.trace.set(node, "failed", getattr(err, "code", "allocation"), str(err))
                 return explain.dra_reason(str(err))
-            outcome.validated = True
+            self._mark_validated(outcome)
             dra = dra_node_resources(result)
             if dra and not fits(merged(requests, dra), target.available):
                 self.trace.set(node, "failed", "resources", "device node resources")
                 return self._exceeds(merged(requests, dra), target.available)
             self.trace.set(node, "ok", "allocated")
             self._commit(result, claims)
+        elif self.trace.enabled:
+            self.trace.add(pod_node, "target", target.reason_target, "ok", "fits")
         for name, value in merged(requests, dra).items():
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
         return None
+
+    def _refused(self, pod_node: int, target, code: str, reason: str) -> str:
+        """A target refused before any device search: one failed trace node says why."""
+        if self.trace.enabled:
+            self.trace.add(pod_node, "target", target.reason_target, "failed", code, reason)
+        return reason
+
+    def _refused_pool(self, pod_node: int, label: str, code: str, reason: str) -> str:
+        if self.trace.enabled:
+            self.trace.add(pod_node, "target", label, "failed", code, reason)
+        return reason
 
     def _device_reason(self, target: ExistingTarget, needed: int, bound: int) -> str:
         """Same outcome and wording as the DFS on this node: nothing could be allocated."""
@@ -302,8 +348,9 @@ class Scheduler:
     ) -> str | None:
         taint = untolerated_taint(outcome.pod.tolerations, nc.taints)
         if taint is not None:
-            return f"did not tolerate taint {format_taint(taint)}"
-        node = self._target_trace(pod_node, nc.id)
+            reason = f"did not tolerate taint {format_taint(taint)}"
+            return self._refused(pod_node, nc, "taint", reason)
+        node = self._target_trace(pod_node, nc.reason_target)
         try:
             plan = self._plan(
                 nc.id,
@@ -317,7 +364,7 @@ class Scheduler:
                 node,
             )
         except AllocationFailure as failure:
-            self.trace.set(node, "failed", "nodeclaim", str(failure))
+            self.trace.set(node, "failed", failure.code, str(failure))
             return str(failure)
         self.trace.set(node, "ok", "allocated")
         self._apply(nc, plan, outcome)
@@ -332,19 +379,23 @@ class Scheduler:
         pod_node: int,
     ) -> tuple[str, InFlightNodeClaim | None]:
         pool = plan_pool.pool
+        label = f"nodepool/{pool.name}"
         taint = untolerated_taint(outcome.pod.tolerations, plan_pool.taints)
         if taint is not None:
-            return explain.nodepool_reason(
+            reason = explain.nodepool_reason(
                 pool.name, f"did not tolerate taint {format_taint(taint)}"
-            ), None
+            )
+            return self._refused_pool(pod_node, label, "taint", reason), None
         if not plan_pool.instance_types:
-            return explain.nodepool_reason(
+            reason = explain.nodepool_reason(
                 pool.name, "no instance types are compatible with its requirements"
-            ), None
+            )
+            return self._refused_pool(pod_node, label, "requirements", reason), None
         remaining = self._remaining(plan_pool)
         candidates = [i for i in plan_pool.instance_types if within_limits(i.capacity, remaining)]
         if not candidates:
-            return f'all available instance types exceed limits for nodepool: "{pool.name}"', None
+            reason = f'all available instance types exceed limits for nodepool: "{pool.name}"'
+            return self._refused_pool(pod_node, label, "limits", reason), None
         name = self._name_for(pool.name, peek=True)
         node = self._target_trace(pod_node, f"nodepool/{pool.name} (new {name})")
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
@@ -364,7 +415,7 @@ class Scheduler:
                 node,
             )
         except AllocationFailure as failure:
-            self.trace.set(node, "failed", "nodepool", str(failure))
+            self.trace.set(node, "failed", failure.code, str(failure))
             return explain.nodepool_reason(pool.name, str(failure)), None
         self.trace.set(node, "ok", "allocated")
         self._name_for(pool.name, peek=False)
@@ -396,13 +447,13 @@ class Scheduler:
         """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation."""
         term, reason = first_compatible_term(base, terms, WELL_KNOWN_LABELS)
         if term is None:
-            raise AllocationFailure(f"incompatible requirements, {reason}")
+            raise AllocationFailure(f"incompatible requirements, {reason}", "requirements")
         reqs = base.copy()
         reqs.add(term)
         total = merged(base_requests, requests)
         filtered = filter_instance_types(candidates, reqs, total)
         if not filtered.remaining:
-            raise AllocationFailure(_no_instance_type(requests, reqs, filtered))
+            raise AllocationFailure(_no_instance_type(requests, reqs, filtered), "instance-types")
         claims = self._claims_for_allocate(outcome.pod_claims.claims)
         if not claims:
             return _Plan(reqs, filtered.remaining, total, None, {})
@@ -417,13 +468,15 @@ class Scheduler:
             )
         except self.allocation_errors as err:
             self._note_validation(outcome, err)
-            raise AllocationFailure(explain.dra_reason(str(err))) from None
-        outcome.validated = True
+            code = getattr(err, "code", "allocation")
+            raise AllocationFailure(explain.dra_reason(str(err)), code) from None
+        self._mark_validated(outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
         if not kept:
             raise AllocationFailure(
-                explain.dra_reason("no instance type can satisfy the allocation")
+                explain.dra_reason("no instance type can satisfy the allocation"),
+                "no-instance-type",
             )
         # Requirement tightening, then the FULL instance type filter again (design:
         # Constraint Propagation): zones, offerings and resources may all change.
@@ -433,7 +486,8 @@ class Scheduler:
         refiltered = filter_instance_types(kept, tightened, merged(total, dra))
         if not refiltered.remaining:
             raise AllocationFailure(
-                explain.dra_reason(_no_instance_type(merged(requests, dra), tightened, refiltered))
+                explain.dra_reason(_no_instance_type(merged(requests, dra), tightened, refiltered)),
+                "instance-types",
             )
         return _Plan(tightened, refiltered.remaining, merged(total, dra), result, dra, claims)
 
@@ -479,13 +533,31 @@ class Scheduler:
             return claims
         return [self._moved.get(c.key, c) for c in claims]
 
-    @staticmethod
-    def _note_validation(outcome: PodOutcome, err: BaseException) -> None:
+    def _note_validation(self, outcome: PodOutcome, err: BaseException) -> None:
         """The device-count pre-check is used only for pods whose claims passed Request
         Validation once, so that a claim the allocator rejects (``exceeding maximum``, a
         missing DeviceClass ...) is reported with the allocator's own words on every node."""
         if getattr(err, "code", None) != "validation":
-            outcome.validated = True
+            self._mark_validated(outcome)
+
+    def _mark_validated(self, outcome: PodOutcome) -> None:
+        outcome.validated = True
+        for claim in outcome.pod_claims.claims:
+            key = _spec_key(claim)
+            if key is not None:
+                self._validated_specs.add(key)
+
+    def _is_validated(self, outcome: PodOutcome) -> bool:
+        """Validated itself, or every claim shares its spec with a validated one (claims from
+        one template). All-mode requests depend on the pools a target reaches: not shared."""
+        if outcome.validated:
+            return True
+        specs = self._validated_specs
+        for claim in outcome.pod_claims.claims:
+            key = _spec_key(claim)
+            if key is None or key not in specs:
+                return False
+        return True
 
     def _record(self, outcome: PodOutcome, result, dra: Resources) -> None:
         outcome.claim_outcomes = list(result.claims) if result is not None else []
@@ -513,6 +585,19 @@ class Scheduler:
             self._next_index[pool] = n + 1
             self.reserved_names.add(f"{pool}-{n}")
         return f"{pool}-{n}"
+
+
+def _spec_key(claim: ResourceClaim) -> tuple | None:
+    """Claims with the same key have the same spec (one template, or the same claim)."""
+    for request in claim.spec.requests:
+        subs = (
+            [request.exactly] if request.exactly else [s.request for s in request.first_available]
+        )
+        if any(sub.allocation_mode == "All" for sub in subs):
+            return None
+    if claim.generated_from_template:
+        return ("template", claim.namespace, claim.generated_from_template)
+    return ("claim", claim.key)
 
 
 def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:

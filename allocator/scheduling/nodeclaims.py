@@ -43,14 +43,20 @@ class ExistingTarget:
     unschedulable: bool = False
     strict_labels: bool = True  # a node's labels are final; a NodeClaim's may still be added
     pods: list[Pod] = field(default_factory=list)
+    reason_target: str = ""  # "node/NAME", as reasons[].target names it
+    # No cordon and no taint that could refuse a pod: the loop's fast path may skip checks.
+    open_to_all: bool = False
+
+    def __post_init__(self) -> None:
+        self.reason_target = f"node/{self.name}"
+        self.open_to_all = not self.unschedulable and not any(
+            t.effect in ("NoSchedule", "NoExecute") and t.key not in self.ignored_taint_keys
+            for t in self.taints
+        )
 
     @property
     def initialized(self) -> bool:
         return self.kind == EXISTING
-
-    @property
-    def reason_target(self) -> str:
-        return f"node/{self.name}"
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
         return self.templates
@@ -142,6 +148,7 @@ def existing_targets(
     ``excluded_nodes``: deleting and disrupted nodes, which are never targets.
     """
     from allocator.scheduling.fit import (
+        DEFAULT_MAX_PODS,
         EPHEMERAL_TAINT_KEYS,
         INITIALIZED,
         INSTANCE_TYPE,
@@ -180,6 +187,7 @@ def existing_targets(
         allocatable = to_milli(node.allocatable)
         if not allocatable and it_name in infos:
             allocatable = dict(infos[it_name].capacity)
+        allocatable.setdefault("pods", DEFAULT_MAX_PODS)
         for res, value in used.get(name, {}).items():
             allocatable[res] = allocatable.get(res, 0) - value
         target = ExistingTarget(

@@ -68,7 +68,8 @@ def collect_pods(
         if pod.deleting:
             sets.deleting.add(pod.key)
         if pod.node_name is None:
-            if not pod.deleting and pod.phase not in _FINISHED_PHASES:
+            # DaemonSet pods are the DaemonSet controller's to place, never Karpenter's.
+            if is_reschedulable(pod):
                 pending.append(pod)
             continue
         if pod.node_name in going_away:

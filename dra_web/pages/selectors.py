@@ -13,7 +13,7 @@ from typing import Any
 
 _CACHE_SIZE = 6
 _lock = threading.Lock()
-_models: OrderedDict[int, Any] = OrderedDict()
+_models: OrderedDict[tuple[int, str], Any] = OrderedDict()
 _reason_counts: OrderedDict[tuple[int, str], list] = OrderedDict()
 
 
@@ -40,7 +40,8 @@ def snapshot_model(snapshot):
         except Exception:  # a stored snapshot that the current loader rejects: show raw only
             return None
 
-    return _remember(_models, snapshot.pk, build)
+    # Keyed by content too: a database reset (tests) may reuse ids for other snapshots.
+    return _remember(_models, (snapshot.pk, snapshot.content_hash), build)
 
 
 # --- claims: the intent beside the decision ------------------------------------------------

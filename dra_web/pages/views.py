@@ -26,6 +26,7 @@ RUNS_PER_PAGE = 15
 SNAPSHOTS_PER_PAGE = 10
 OBJECTS_PER_PAGE = 40
 PLACEMENTS_PER_PAGE = 25
+REVIEWS_PER_PAGE = 50
 POOL_DEVICES_SHOWN = 200
 TREE_PAGE = 200
 
@@ -261,6 +262,7 @@ def run_detail(request, run_id):
     reviews = review_selectors.reviews_by_pod(run)
     for pod in view["failed"]:
         pod["review"] = reviews.get(pod.get("pod"))
+    review_page = _page(request, view["failed"], REVIEWS_PER_PAGE, "rpage")
     pools = []
     for pool in view["pools"]:
         extra = page_selectors.pool_view(model, pool.get("driver"), pool.get("pool"))
@@ -288,6 +290,7 @@ def run_detail(request, run_id):
             "node_claims": _node_claims(view, model, run),
             "pools": pools,
             "reviews": reviews,
+            "review_page": review_page,
             "reason_counts": reason_counts,
             "taint_excluded": taint_excluded,
             "other_runs": run_selectors.run_list()
@@ -403,6 +406,15 @@ def tree_node(request, run_id, node_id):
         node["device_info"] = page_selectors.device_info(
             model, node["driver"], node["pool"], node["device"]
         )
+    # The claim this node works for (itself or an ancestor): show what it asked for.
+    chain = [*node.get("path", []), node]
+    claim = next((n for n in reversed(chain) if n.get("kind") == "claim"), None)
+    pod = next((n for n in chain if n.get("kind") == "pod"), None)
+    if claim and pod:
+        specs = page_selectors.claim_specs(run.snapshot.documents())
+        intent = page_selectors.claim_intent(specs, pod["label"], claim["label"])
+        if intent["found"]:
+            node["intent"] = {"claim": claim["label"], **intent}
     return JsonResponse(node)
 
 

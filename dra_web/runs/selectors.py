@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.apps import apps
+from django.core.cache import cache
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -155,6 +156,21 @@ def pools(run: Run) -> list[dict]:
 
 
 def diff_runs(a: Run, b: Run) -> dict:
+    """The diff of two runs; cached, since a finished run never changes (a re-store moves
+    ``finished_at``, which is part of the key)."""
+    key = "dra-web:diff:" + ":".join(
+        f"{r.pk}-{r.finished_at.timestamp() if r.finished_at else 'x'}" for r in (a, b)
+    )
+    cached = cache.get(key) if a.finished and b.finished else None
+    if cached is not None:
+        return cached
+    out = _diff_runs(a, b)
+    if a.finished and b.finished:
+        cache.set(key, out, timeout=3600)
+    return out
+
+
+def _diff_runs(a: Run, b: Run) -> dict:
     out = diff.diff(a.result, b.result, a.trace(), b.trace())
     out["a"] = {"id": a.pk, "status": a.status, "snapshot": a.snapshot_id, "options": a.options}
     out["b"] = {"id": b.pk, "status": b.status, "snapshot": b.snapshot_id, "options": b.options}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 import allocator
@@ -251,14 +253,7 @@ def store_output(run_id: int, result: dict, trace: dict | None) -> None:
     stats = (result or {}).get("stats") or {}
     with transaction.atomic():
         TraceNode.objects.filter(run_id=run_id).delete()
-        batch: list[TraceNode] = []
-        for row in index_rows(nodes):
-            batch.append(TraceNode(run_id=run_id, **row))
-            if len(batch) >= TRACE_BATCH:
-                TraceNode.objects.bulk_create(batch)
-                batch = []
-        if batch:
-            TraceNode.objects.bulk_create(batch)
+        _insert_trace_rows(run_id, nodes)
         Run.objects.filter(pk=run_id).update(
             status=Run.SUCCEEDED,
             finished_at=timezone.now(),
@@ -275,22 +270,75 @@ def store_output(run_id: int, result: dict, trace: dict | None) -> None:
         )
 
 
+_TRACE_COLUMNS = (
+    "run_id",
+    "node_id",
+    "parent",
+    "depth",
+    "kind",
+    "label",
+    "status",
+    "reason",
+    "message",
+    "child_count",
+    "descendants",
+    "failed_descendants",
+    "extra",
+)
+
+
+def _insert_trace_rows(run_id: int, nodes: list[dict]) -> None:
+    """executemany in chunks: the ORM's bulk_create spends ~10x longer building the SQL."""
+    table = connection.ops.quote_name(TraceNode._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(c) for c in _TRACE_COLUMNS)
+    sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_TRACE_COLUMNS))})"
+    chunk: list[tuple] = []
+    with connection.cursor() as cursor:
+        for row in index_rows(nodes):
+            extra = row["extra"]
+            chunk.append(
+                (
+                    run_id,
+                    row["node_id"],
+                    row["parent"],
+                    row["depth"],
+                    row["kind"],
+                    row["label"],
+                    row["status"],
+                    row["reason"],
+                    row["message"],
+                    row["child_count"],
+                    row["descendants"],
+                    row["failed_descendants"],
+                    json.dumps(extra, separators=(",", ":")) if extra is not None else None,
+                )
+            )
+            if len(chunk) >= TRACE_BATCH:
+                cursor.executemany(sql, chunk)
+                chunk = []
+        if chunk:
+            cursor.executemany(sql, chunk)
+
+
 def reap_stale_runs(now=None) -> int:
     """Fail running runs whose worker stopped writing heartbeats; returns how many."""
     now = now or timezone.now()
-    stale = timedelta(seconds=settings.DRA_WEB_RUN_STALE_SECONDS)
+    cutoff = now - timedelta(seconds=settings.DRA_WEB_RUN_STALE_SECONDS)
     count = 0
-    candidates = Run.objects.filter(status=Run.RUNNING, heartbeat_at__lt=now - stale).values_list(
-        "pk", "heartbeat_at"
-    )
-    for pk, beat in list(candidates):
-        seconds = int((now - beat).total_seconds())
+    candidates = Run.objects.filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff),
+        status=Run.RUNNING,
+    ).values_list("pk", "heartbeat_at", "started_at")
+    for pk, beat, started in list(candidates):
+        last = beat or started
+        seconds = int((now - last).total_seconds())
         count += Run.objects.filter(pk=pk, status=Run.RUNNING, heartbeat_at=beat).update(
             status=Run.FAILED,
             finished_at=now,
             error=(
-                f"worker lost: no heartbeat for {seconds} s (last at {beat:%Y-%m-%d %H:%M:%S} "
-                "UTC); the worker was killed or crashed while running this simulation"
+                f"worker lost: no heartbeat for {seconds} s (last at "
+                f"{last:%Y-%m-%d %H:%M:%S} UTC); the worker was killed or crashed while "
+                "running this simulation"
             ),
         )
     return count

@@ -23,6 +23,9 @@ class Snapshot(models.Model):
     # sha256 of the normalised documents (canonical JSON, in load order): the same cluster
     # state uploaded twice as YAML or JSON, in one file or several, hashes the same.
     content_hash = models.CharField(max_length=64, db_index=True)
+    # sha256 of the files as uploaded (names and bytes): an identical re-upload is recognised
+    # without parsing it again.
+    files_hash = models.CharField(max_length=64, db_index=True, blank=True, default="")
     # zlib(JSON [{"name": file name, "content": text}]): the files as uploaded, re-parsed by runs.
     files_blob = models.BinaryField()
     # zlib(JSON [[kind, raw document], ...]): every recognised document, normalised, load order.

@@ -79,6 +79,14 @@ def content_hash(loaded: LoadedSnapshot) -> str:
     return digest.hexdigest()
 
 
+def files_hash(files: Sequence[tuple[str, bytes | str]]) -> str:
+    digest = hashlib.sha256()
+    for name, content in files:
+        digest.update(name.encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(_as_bytes(content)).digest())
+    return digest.hexdigest()
+
+
 def _default_name(file_names: Sequence[str]) -> str:
     name = ", ".join(file_names) or "snapshot"
     return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
@@ -96,6 +104,16 @@ def create_snapshot(
 
     The returned object carries ``existing`` (True when it was already stored).
     """
+    raw_digest = files_hash(files)
+    same_files = (
+        Snapshot.objects.filter(owner=owner, files_hash=raw_digest)
+        .order_by("created", "id")
+        .first()
+    )
+    if same_files is not None and files:
+        _check_size([(n, _as_bytes(c)) for n, c in files])
+        same_files.existing = True
+        return same_files
     loaded = parse_files(files)
     digest = content_hash(loaded)
     existing = (
@@ -113,6 +131,7 @@ def create_snapshot(
             owner=owner,
             source=source,
             content_hash=digest,
+            files_hash=raw_digest,
             files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts]),
             documents_blob=blobs.pack([[kind, raw] for kind, raw in loaded.documents]),
             object_counts=loaded.object_counts(),

@@ -42,9 +42,12 @@ function setupTabs() {
         document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
       }
       if (focus) tab.focus();
-      // Switching tabs far down a long section: bring the new section's top into view.
-      const top = list.getBoundingClientRect().top + window.scrollY - 48;
-      if (window.scrollY > top) window.scrollTo({ top });
+      // Switching tabs far down a long section: bring the new section's top into view
+      // (the tab bar is sticky, so measure the panel, not the bar).
+      const panel = document.getElementById(tab.getAttribute("aria-controls"));
+      const under = list.getBoundingClientRect().bottom;
+      const panelTop = panel.getBoundingClientRect().top;
+      if (panelTop < under) window.scrollBy({ top: panelTop - under - 8 });
       if (push) history.replaceState(null, "", `#${tab.dataset.tab}`);
       document.dispatchEvent(new CustomEvent("tab-shown", { detail: tab.dataset.tab }));
     };

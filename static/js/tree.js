@@ -43,7 +43,8 @@ async function getJSON(url) {
 export class SearchTree {
   constructor(root) {
     this.root = root;
-    this.childrenUrl = root.dataset.childrenUrl; // GET ?parent=ID&offset=&limit=
+    this.childrenUrl = root.dataset.childrenUrl; // first page: GET ?parent=&offset=&limit=&expand=
+    this.apiUrl = root.dataset.apiUrl; // the runs API's trace: GET ?parent=ID&page=&page_size=
     this.nodeUrl = root.dataset.nodeUrl; // + ID + "/"
     this.searchUrl = root.dataset.searchUrl;
     this.overviewUrl = root.dataset.overviewUrl;
@@ -122,10 +123,25 @@ export class SearchTree {
   }
 
   async loadChildren(parentId, container, level, offset, first = false) {
-    const params = { parent: parentId === null ? "" : parentId, offset, limit: PAGE };
-    // The first page opens the successful paths server-side, in one round trip.
-    if (first) params.expand = AUTO_EXPAND_BUDGET;
-    const payload = await getJSON(this.url(this.childrenUrl, params));
+    let payload;
+    const prefetch = window.treePrefetch;
+    if (first && parentId === null && offset === 0 && prefetch && prefetch.url.endsWith(`expand=${AUTO_EXPAND_BUDGET}`)) {
+      window.treePrefetch = null; // use it once
+      payload = await prefetch.data;
+    }
+    if (payload) {
+      // the page's head already asked for it
+    } else if (first || !this.apiUrl) {
+      // The first page opens the successful paths server-side, in one round trip.
+      const params = { parent: parentId === null ? "" : parentId, offset, limit: PAGE };
+      if (first) params.expand = AUTO_EXPAND_BUDGET;
+      payload = await getJSON(this.url(this.childrenUrl, params));
+    } else {
+      // Subtrees on demand from the REST API: GET /api/runs/{id}/trace/?parent=ID (pages).
+      const page = Math.floor(offset / PAGE) + 1;
+      const data = await getJSON(this.url(this.apiUrl, { parent: parentId === null ? "root" : parentId, page, page_size: PAGE }));
+      payload = { nodes: data.results || [], total: data.count, offset: (page - 1) * PAGE };
+    }
     this.renderPage(parentId, container, level, payload, offset);
     if (container === this.treeEl && !this.treeEl.querySelector("[tabindex='0']")) {
       const top = this.treeEl.querySelector("[role=treeitem]");
@@ -307,6 +323,22 @@ export class SearchTree {
       if (info.attributes) parts.push(el("pre", { class: "code", text: JSON.stringify(info.attributes, null, 2) }));
       if (info.capacity && Object.keys(info.capacity).length) parts.push(el("p", { class: "muted", text: "capacity" }), el("pre", { class: "code", text: JSON.stringify(info.capacity, null, 2) }));
       if (info.taints && info.taints.length) parts.push(el("p", { class: "muted", text: "taints" }), el("pre", { class: "code", text: JSON.stringify(info.taints, null, 2) }));
+    }
+    if (d.intent) {
+      parts.push(el("h3", { text: `What ${d.intent.claim} asks for` }), el("p", { class: "muted", text: d.intent.source }));
+      const requests = [];
+      for (const r of d.intent.requests) {
+        if (r.subrequests && r.subrequests.length) requests.push(...r.subrequests);
+        else requests.push(r);
+      }
+      for (const r of requests) {
+        const count = r.allocationMode === "All" ? "all matching" : `${r.count} ×`;
+        parts.push(el("p", {}, el("strong", { class: "mono", text: r.name }), ` ${count} `, el("span", { class: "tag", text: r.deviceClassName || "" })));
+        for (const sel of r.selectors || []) parts.push(el("pre", { class: "code cel", text: sel }));
+      }
+      for (const c of d.intent.constraints || []) {
+        parts.push(el("p", {}, "constraint ", el("span", { class: "tag", text: `${c.kind} ${c.attribute}` }), ` over ${c.requests.join(", ")}`));
+      }
     }
     if (d.selectors && d.selectors.length) {
       parts.push(el("h3", { text: "Selectors" }));

@@ -94,7 +94,15 @@ def test_upload_run_and_read_why_pods_failed(logged_in):
 def test_search_tree_expand_keyboard_and_search(logged_in):
     page = logged_in
     _upload_and_run(page)
+    # Tabs work from the keyboard too: arrows move between sections.
+    page.focus("#tab-summary")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#tab-placements")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#panel-placements")).to_be_visible()
+    page.keyboard.press("End")
+    expect(page.locator("#tab-review")).to_be_focused()
     page.click("#tab-tree")
+    expect(page).to_have_url(re.compile(r"#tree$"))
     tree = page.locator("[role=tree]")
     expect(page.locator("[data-search-tree]")).to_have_attribute("data-ready", "true")
     items = tree.locator("[role=treeitem]")
@@ -110,6 +118,7 @@ def test_search_tree_expand_keyboard_and_search(logged_in):
     expect(collapsed.locator(":scope > ul > [role=treeitem]").first).to_be_visible()
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
+    expect(page.locator("canvas.icicle")).to_have_attribute("data-drawn", re.compile(r"\d+"))
     expect(page.locator(".node-detail-body h3").first).not_to_be_empty()
     shot(page, "tree-expanded")
 
@@ -200,7 +209,9 @@ def test_dashboard_progress_updates_live(logged_in, maria):
     Run.objects.filter(pk=run.pk).update(progress_done=3)
     expect(page.locator(f"#run-{run.pk} .progress-label")).to_have_text("3/4 pods")
     shot(page, "dashboard-running")
-    Run.objects.filter(pk=run.pk).update(status="succeeded", pods_total=4, pods_scheduled=2, pods_failed=2)
+    Run.objects.filter(pk=run.pk).update(
+        status="succeeded", pods_total=4, pods_scheduled=2, pods_failed=2
+    )
     expect(page.locator(f"#run-{run.pk} .badge").first).to_have_text("succeeded")
 
 

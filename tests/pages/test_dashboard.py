@@ -92,7 +92,9 @@ def test_a_bad_upload_shows_the_loaders_problems_and_stores_nothing(browser_clie
     assert not Snapshot.objects.exists()
 
 
-def test_start_run_with_options(browser_client, snapshot, settings, django_capture_on_commit_callbacks):
+def test_start_run_with_options(
+    browser_client, snapshot, settings, django_capture_on_commit_callbacks
+):
     from dra_web.runs.models import Run
 
     settings.DRA_WEB_RUN_HEARTBEAT_SECONDS = 0

@@ -9,13 +9,25 @@ from dra_web.pages import presenters
 
 
 def test_reasons_aggregate_like_kube_scheduler_with_nodepools_last():
-    reasons = [{"target": f"node/ip-10-0-1-{i}", "reason": "allocating dynamic resources, cannot allocate all claims"} for i in range(8)]
+    reasons = [
+        {
+            "target": f"node/ip-10-0-1-{i}",
+            "reason": "allocating dynamic resources, cannot allocate all claims",
+        }
+        for i in range(8)
+    ]
     reasons += [
-        {"target": f"node/ip-10-0-2-{i}", "reason": "incompatible requirements, key topology.kubernetes.io/zone, us-west-2b not in us-west-2a"}
+        {
+            "target": f"node/ip-10-0-2-{i}",
+            "reason": "incompatible requirements, key topology.kubernetes.io/zone, us-west-2b not in us-west-2a",
+        }
         for i in range(4)
     ]
     reasons.append(
-        {"target": "nodepool/gpu-pool", "reason": 'incompatible with nodepool "gpu-pool", allocating dynamic resources, no instance type can satisfy the allocation'}
+        {
+            "target": "nodepool/gpu-pool",
+            "reason": 'incompatible with nodepool "gpu-pool", allocating dynamic resources, no instance type can satisfy the allocation',
+        }
     )
     assert presenters.aggregate_reasons(reasons) == (
         "0/12 nodes: 8 no free device, 4 incompatible requirements; "

@@ -82,14 +82,20 @@ def test_review_api(run, team):
     assert patched.status_code == 200
     assert patched.data["verdict"] == "bug-in-config" and patched.data["state"] == "resolved"
     assert [c["event"] for c in patched.data["comments"]] == [
-        "", "set the verdict to bug in config", "resolved the review",
+        "",
+        "set the verdict to bug in config",
+        "resolved the review",
     ]
     bad = api.patch(base, {"verdict": "cosmic-rays"}, format="json")
     assert bad.status_code == 400
     listing = api.get(f"/api/runs/{run.pk}/reviews/")
     assert [r["pod"] for r in listing.data] == ["ml/notebook"]
-    assert api.post(f"/api/runs/{run.pk}/pods/ml/train-0/review/comments/", {"body": "x"},
-                    format="json").status_code == 400
+    assert (
+        api.post(
+            f"/api/runs/{run.pk}/pods/ml/train-0/review/comments/", {"body": "x"}, format="json"
+        ).status_code
+        == 400
+    )
     anonymous = APIClient()
     assert anonymous.get(f"/api/runs/{run.pk}/reviews/").status_code in (401, 403)
 

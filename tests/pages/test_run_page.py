@@ -69,6 +69,7 @@ def test_tree_section_is_an_aria_tree_with_reason_filter(browser_client, run):
     tree = html[html.index('id="panel-tree"') : html.index('id="panel-pools"')]
     assert 'role="tree"' in tree
     assert f'data-children-url="/runs/{run.pk}/tree/children/"' in tree
+    assert f'data-api-url="/api/runs/{run.pk}/trace/"' in tree
     assert '<option value="selector">selector (' in tree
     assert '<option value="allocated">allocated (' in tree
 
@@ -89,7 +90,7 @@ def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
         snapshot=snapshot, owner=maria, status="running", progress_done=1, progress_total=4
     )
     html = _html(browser_client.get(reverse("pages:run", args=[running.pk])))
-    assert 'hx-get="/runs/%d/status/"' % running.pk in html
+    assert f'hx-get="/runs/{running.pk}/status/"' in html
     assert 'style="width: 25%"' in html
     status = browser_client.get(reverse("pages:run-status", args=[running.pk]))
     assert "HX-Refresh" not in status
@@ -103,7 +104,12 @@ def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
 
 def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client, snapshot, maria):
     a = make_run(snapshot, maria)
-    b = make_run(snapshot, maria, second_train_placed=False, options={"timeout": 5, "disrupt": [], "featureGates": {"DRADeviceTaints": True}})
+    b = make_run(
+        snapshot,
+        maria,
+        second_train_placed=False,
+        options={"timeout": 5, "disrupt": [], "featureGates": {"DRADeviceTaints": True}},
+    )
     html = _html(browser_client.get(reverse("pages:diff", args=[a.pk, b.pk])))
     assert "failed in B" in html and "ml/train-1" in html
     assert "only in A" in html and "gpu-pool-1" in html
@@ -133,3 +139,27 @@ def test_pruned_instance_types_and_requirements_before_dra_without_result_fields
     assert "Before DRA (NodePool template)" in section
     assert "node.kubernetes.io/instance-type In g6e.xlarge, p5.48xlarge" in section
     assert "node.kubernetes.io/instance-type In p5.48xlarge" in section
+
+
+def test_long_lists_are_paginated(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    template = next(p for p in result["pods"] if p["pod"] == "ml/infer-a100")
+    result["pods"] = [
+        {**template, "pod": f"ml/infer-a100-{i:02d}", "claims": []} for i in range(60)
+    ]
+    Run.objects.filter(pk=run.pk).update(result=result)
+    url = reverse("pages:run", args=[run.pk])
+    html = _html(browser_client.get(url))
+    placements = html[html.index('id="panel-placements"') : html.index('id="panel-nodeclaims"')]
+    assert "ml/infer-a100-24" in placements and "ml/infer-a100-25" not in placements
+    assert "Page 1 of 3 (60 in all)" in placements
+    assert 'href="?ppage=2#placements"' in placements
+    page2 = _html(browser_client.get(url, {"ppage": 2}))
+    placements = page2[page2.index('id="panel-placements"') : page2.index('id="panel-nodeclaims"')]
+    assert "ml/infer-a100-25" in placements and "ml/infer-a100-24" not in placements
+    review = html[html.index('id="panel-review"') :]
+    assert "ml/infer-a100-49" in review and "ml/infer-a100-50" not in review
+    assert "Page 1 of 2 (60 in all)" in review

@@ -36,9 +36,7 @@ def test_snapshot_page_starts_a_run_with_its_nodes_as_disruption_candidates(
 ):
     html = browser_client.get(reverse("pages:snapshot", args=[snapshot.pk])).content.decode()
     assert f'<input type="hidden" name="snapshot" value="{snapshot.pk}">' in html
-    assert (
-        'name="disrupt_nodes" value="ip-10-0-1-7.us-west-2.compute.internal"' in html
-    )
+    assert 'name="disrupt_nodes" value="ip-10-0-1-7.us-west-2.compute.internal"' in html
 
 
 def test_warnings_are_listed(browser_client, maria):

@@ -10,10 +10,13 @@ def test_children_are_paged_with_counts(browser_client, run):
     roots = browser_client.get(url).json()
     assert roots["total"] == 4
     assert [n["label"] for n in roots["nodes"]] == [
-        "ml/train-0", "ml/train-1", "ml/infer-a100", "ml/notebook",
+        "ml/train-0",
+        "ml/train-1",
+        "ml/infer-a100",
+        "ml/notebook",
     ]
     train1 = roots["nodes"][1]
-    assert train1["childCount"] == 2 and train1["descendants"] == 9
+    assert train1["childCount"] == 2 and train1["descendants"] == 12
     page = browser_client.get(url, {"parent": train1["id"], "offset": 1, "limit": 1}).json()
     assert page["total"] == 2 and [n["label"] for n in page["nodes"]] == ["nodeclaim/gpu-pool-1"]
 
@@ -32,7 +35,9 @@ def test_node_details_carry_the_device_from_the_snapshot(browser_client, run):
     assert detail["device_info"]["source"] == "template"
     assert detail["device_info"]["instanceType"] == "g6e.xlarge"
     assert [p["label"] for p in detail["path"]] == [
-        "ml/train-1", "nodeclaim/gpu-pool-1", "g6e.xlarge",
+        "ml/train-1",
+        "nodeclaim/gpu-pool-1",
+        "g6e.xlarge",
     ]
 
 
@@ -51,7 +56,9 @@ def test_reveal_gives_the_sibling_index_of_each_step(browser_client, run):
     ).json()
     target = search["results"][0]["id"]
     path = browser_client.get(reverse("pages:tree-reveal", args=[run.pk, target])).json()["path"]
-    assert [step["index"] for step in path] == [1, 1, 1, 0]
+    assert [step["index"] for step in path] == [1, 1, 1, 0, 0, 0, 0]
+    # Each step carries the page of its siblings, so the tree opens in one round trip.
+    assert [n["id"] for n in path[-1]["page"]["nodes"]] == [target]
     assert path[-1]["id"] == target
     assert browser_client.get(reverse("pages:tree-reveal", args=[run.pk, 9999])).status_code == 404
 
@@ -65,3 +72,18 @@ def test_overview_rectangles_cover_the_tree(browser_client, run):
     by_id = {r[0]: r for r in data["rects"]}
     assert by_id[0][2] == 0 and by_id[1][2] == 1
     assert data["depth"] >= 4
+
+
+def test_node_details_show_what_the_claim_asked_for(browser_client, run):
+    search = browser_client.get(
+        reverse("pages:tree-search", args=[run.pk]), {"q": "p5-gpus"}
+    ).json()
+    detail = browser_client.get(
+        reverse("pages:tree-node", args=[run.pk, search["results"][0]["id"]])
+    ).json()
+    # train-1's device tries hang under its claim: the template's request and selector.
+    assert detail["intent"]["claim"] == "ml/train-1-gpu"
+    assert detail["intent"]["source"] == "ResourceClaimTemplate one-h100"
+    (request,) = detail["intent"]["requests"]
+    assert request["deviceClassName"] == "gpu.nvidia.com"
+    assert request["selectors"] == ['device.attributes["gpu.nvidia.com"].model == "H100"']

@@ -300,11 +300,14 @@ def node_claim(
     node_name: str | None = None,
     annotations: dict | None = None,
     initialized: bool = False,
+    deleting: bool = False,
 ) -> dict:
     md: dict[str, Any] = {
         "name": name,
         "labels": {"karpenter.sh/nodepool": pool, IT_LABEL: instance_type, ZONE: zone},
     }
+    if deleting:
+        md["deletionTimestamp"] = "2026-12-01T10:00:00Z"
     if annotations:
         md["annotations"] = annotations
     status: dict[str, Any] = {

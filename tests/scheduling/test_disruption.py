@@ -12,6 +12,7 @@ from tests.scheduling.k8s import (
     gpu,
     instance_type,
     node,
+    node_claim,
     node_pool,
     pod,
     pod_result,
@@ -89,3 +90,25 @@ def test_no_disruption_report_without_candidates_and_unknown_nodes_are_errors():
     assert run(_cluster())["disruption"] is None
     with pytest.raises(DisruptionError, match="node 'gpu-node-z' not found"):
         run(_cluster(), disrupt=["gpu-node-z"])
+
+
+def test_a_deleting_nodeclaim_drains_its_node_like_a_deleting_node():
+    docs = _cluster() + [
+        node_claim(
+            "gpu-old",
+            pool="gpu",
+            instance_type="p5.48xlarge",
+            node_name="gpu-node-a",
+            deleting=True,
+        )
+    ]
+    result = run(docs)
+    pods = [p["pod"] for p in result["pods"]]
+    assert pods == ["default/train-0", "default/embed-a"]  # not the DaemonSet pod
+    train = pod_result(result, "default/train-0")
+    assert train["claims"][0]["state"] == "reallocated"
+    assert train["target"]["name"] == "gpu-node-b"
+    assert all(
+        r["target"] != "node/gpu-node-a" for r in pod_result(result, "default/embed-a")["reasons"]
+    )
+    assert result["disruption"] is None  # draining is not a --disrupt proposal

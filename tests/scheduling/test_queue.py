@@ -56,6 +56,7 @@ def test_pending_pods_exclude_bound_terminating_and_daemonset_pods():
         pod("terminating", deleting=True),
         pod("evicted-from-draining", node_name="cpu-draining"),
         pod("ds-on-draining", node_name="cpu-draining", owner_kind="DaemonSet"),
+        pod("ds-pending", owner_kind="DaemonSet"),
         pod("done-on-draining", node_name="cpu-draining", phase="Succeeded"),
     ]
     result = run(docs)

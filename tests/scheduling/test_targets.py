@@ -290,3 +290,40 @@ def test_instance_types_are_tried_cheapest_available_offering_first():
         for d in c["devices"]
     ]
     assert its == ["g6.xlarge", "g6e.xlarge"]
+
+
+def test_shared_template_allocated_claim_pulls_its_second_pod_onto_the_same_nodeclaim():
+    docs = _base() + [
+        claim_doc := {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "shared-h100", "namespace": "default"},
+            "spec": {"devices": {"requests": [request("gpu")]}},
+        },
+        pod("leader", cpu="100", claims={"gpu": "shared-h100"}),
+        # Too big to share a node with the leader: it must fail rather than take a fresh GPU.
+        pod("follower-big", cpu="100", claims={"gpu": "shared-h100"}),
+        pod("follower", cpu="10", claims={"gpu": "shared-h100"}),
+    ]
+    assert claim_doc["kind"] == "ResourceClaim"
+    result = run(docs)
+    leader = pod_result(result, "default/leader")
+    follower = pod_result(result, "default/follower")
+    assert leader["target"]["name"] == follower["target"]["name"] == "gpu-1"
+    assert follower["claims"][0]["state"] == "allocated-in-memory"
+    assert follower["claims"][0]["devices"] == leader["claims"][0]["devices"]
+    big = pod_result(result, "default/follower-big")
+    assert big["scheduled"] is False
+    assert big["claims"][0]["state"] == "allocated-in-memory"
+    assert "different in-flight NodeClaim" in big["error"]
+    assert len(result["nodeClaims"]) == 1
+
+
+def test_progress_is_reported_after_each_pod_attempt():
+    from allocator.simulation import SimulationOptions, simulate
+    from tests.scheduling.k8s import snapshot
+
+    docs = _base() + [pod(f"p{i}", cpu="1") for i in range(3)] + [pod("never", cpu="999")]
+    calls: list[tuple[int, int]] = []
+    simulate(snapshot(docs), SimulationOptions(), lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]

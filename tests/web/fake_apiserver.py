@@ -53,8 +53,9 @@ class FakeApiServer:
                 meta = {"resourceVersion": "123456"}
                 if start + limit < len(route):
                     meta["continue"] = str(start + limit)
-                return self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": meta,
-                                        "items": page})
+                return self._send(
+                    200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page}
+                )
 
             def _send(self, code: int, body: dict):
                 data = json.dumps(body).encode()

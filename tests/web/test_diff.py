@@ -23,8 +23,9 @@ def _pod(name, *, scheduled=True, target=None, devices=(), error=None):
         "pod": f"ml-training/{name}",
         "scheduled": scheduled,
         "target": target,
-        "claims": [{"claim": f"ml-training/{name}-gpu", "state": "unallocated",
-                    "devices": list(devices)}],
+        "claims": [
+            {"claim": f"ml-training/{name}-gpu", "state": "unallocated", "devices": list(devices)}
+        ],
         "error": error,
     }
 
@@ -36,9 +37,13 @@ RESULT_A = {
     "schemaVersion": "v1",
     "pods": [
         _pod("train-0", target=NODE_A, devices=[_device("ip-10-0-0-1", "gpu-1")]),
-        _pod("train-1", target=NEW_NC,
-             devices=[_device("p5.48xlarge-gpus", "gpu-0", source="template",
-                              instance_type="p5.48xlarge")]),
+        _pod(
+            "train-1",
+            target=NEW_NC,
+            devices=[
+                _device("p5.48xlarge-gpus", "gpu-0", source="template", instance_type="p5.48xlarge")
+            ],
+        ),
         _pod("train-2", scheduled=False, error="no instance type can satisfy the allocation"),
     ],
     "nodeClaims": [
@@ -79,8 +84,15 @@ def test_placed_failed_targets_devices_and_node_claims():
     b["pods"][2] = _pod("train-2", target={"kind": "NodeClaim", "name": "gpu-2", "new": True})
     b["nodeClaims"][0]["instanceTypes"] = ["p5.48xlarge", "p5e.48xlarge"]
     b["nodeClaims"][0]["pods"] = []
-    b["nodeClaims"].append({"name": "gpu-2", "nodePool": "gpu", "instanceTypes": ["p5.48xlarge"],
-                            "requirements": [], "pods": ["ml-training/train-2"]})
+    b["nodeClaims"].append(
+        {
+            "name": "gpu-2",
+            "nodePool": "gpu",
+            "instanceTypes": ["p5.48xlarge"],
+            "requirements": [],
+            "pods": ["ml-training/train-2"],
+        }
+    )
     d = diff_results(RESULT_A, b)
     assert [p["pod"] for p in d["pods"]["newlyPlaced"]] == ["ml-training/train-2"]
     assert d["pods"]["newlyFailed"][0]["error"] == "untolerated taint"
@@ -105,8 +117,15 @@ def test_changed_target_between_two_scheduled_runs():
 
 
 def _n(i, parent, kind, label, status="ok", reason=None):
-    return {"id": i, "parent": parent, "kind": kind, "label": label, "status": status,
-            "reason": reason, "message": None}
+    return {
+        "id": i,
+        "parent": parent,
+        "kind": kind,
+        "label": label,
+        "status": status,
+        "reason": reason,
+        "message": None,
+    }
 
 
 def _base_trace():

@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 
 from dra_web.snapshots.models import Snapshot
 from dra_web.snapshots.synthetic import synthetic_cluster
+
 from .fake_apiserver import FakeApiServer, _status, recorded_routes
 
 pytestmark = pytest.mark.django_db
@@ -29,9 +30,10 @@ def apiserver():
     docs = synthetic_cluster(nodes=2, running_pods=1, pending_pods=3, instance_types=False)
     routes = recorded_routes(docs)
     # A field this client version does not know must survive the import.
-    routes["/apis/resource.k8s.io/v1/resourceslices"][0]["spec"]["devices"][0][
-        "futureHealth"
-    ] = {"state": "Healthy", "probedAt": "2026-11-30T10:00:00Z"}
+    routes["/apis/resource.k8s.io/v1/resourceslices"][0]["spec"]["devices"][0]["futureHealth"] = {
+        "state": "Healthy",
+        "probedAt": "2026-11-30T10:00:00Z",
+    }
     routes["/apis/resource.k8s.io/v1/resourceclaimtemplates"] = (
         403,
         _status(
@@ -76,8 +78,14 @@ def test_management_command_imports_every_kind(apiserver, tmp_path, user):
     kubeconfig.write_text(apiserver.kubeconfig())
     out = StringIO()
     call_command(
-        "import_cluster", "--kubeconfig", str(kubeconfig), "--name", "gpu-prod",
-        "--user", "alice", stdout=out,
+        "import_cluster",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--name",
+        "gpu-prod",
+        "--user",
+        "alice",
+        stdout=out,
     )
     snapshot = Snapshot.objects.get(name="gpu-prod")
     assert snapshot.source == "import"
@@ -85,9 +93,10 @@ def test_management_command_imports_every_kind(apiserver, tmp_path, user):
     assert "InstanceType" in "\n".join(snapshot.warnings)  # cannot be listed: said so
     assert "Pod: 4" in out.getvalue()
     # Pods were listed in pages (limit/continue).
-    assert any("/api/v1/pods" in r and "continue=" in r for r in apiserver.requests) or len(
-        [r for r in apiserver.requests if r.startswith("/api/v1/pods")]
-    ) == 1
+    assert (
+        any("/api/v1/pods" in r and "continue=" in r for r in apiserver.requests)
+        or len([r for r in apiserver.requests if r.startswith("/api/v1/pods")]) == 1
+    )
 
 
 def test_endpoint_imports_with_an_instance_type_file(api, apiserver):
@@ -105,7 +114,8 @@ def test_endpoint_imports_with_an_instance_type_file(api, apiserver):
 
 def test_endpoint_accepts_a_raw_kubeconfig_body(api, apiserver):
     response = api.post(
-        "/api/snapshots/import/?context=kind-gpu", apiserver.kubeconfig(),
+        "/api/snapshots/import/?context=kind-gpu",
+        apiserver.kubeconfig(),
         content_type="application/yaml",
     )
     assert response.status_code == 201, response.content

@@ -73,7 +73,8 @@ def test_reaper_fails_runs_without_heartbeat(run, snapshot, user, settings):
     settings.DRA_WEB_RUN_STALE_SECONDS = 30
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(
-        status=Run.RUNNING, started_at=now - timedelta(minutes=5),
+        status=Run.RUNNING,
+        started_at=now - timedelta(minutes=5),
         heartbeat_at=now - timedelta(seconds=31),
     )
     fresh = Run.objects.create(
@@ -140,3 +141,14 @@ def test_a_task_for_another_run_copy_is_ignored(run):
     services.execute_run(run.pk, task_id="the-real-task")
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
+
+
+def test_reaper_uses_the_start_time_when_no_heartbeat_was_written(run, settings):
+    settings.DRA_WEB_RUN_STALE_SECONDS = 30
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.RUNNING, started_at=now - timedelta(seconds=45), heartbeat_at=None
+    )
+    assert services.reap_stale_runs(now) == 1
+    run.refresh_from_db()
+    assert run.status == Run.FAILED and "no heartbeat for 45 s" in run.error

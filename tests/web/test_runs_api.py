@@ -109,8 +109,18 @@ def _gpu_tree(run_id: int) -> None:
     nodes = []
 
     def add(parent, kind, label, status="ok", reason=None, **extra):
-        nodes.append({"id": len(nodes), "parent": parent, "kind": kind, "label": label,
-                      "status": status, "reason": reason, "message": None, **extra})
+        nodes.append(
+            {
+                "id": len(nodes),
+                "parent": parent,
+                "kind": kind,
+                "label": label,
+                "status": status,
+                "reason": reason,
+                "message": None,
+                **extra,
+            }
+        )
         return len(nodes) - 1
 
     pod = add(None, "pod", "ml-training/train-0", "failed", "selector")
@@ -119,14 +129,26 @@ def _gpu_tree(run_id: int) -> None:
     claim = add(it, "claim", "ml-training/train-0-gpu", "failed", "selector")
     request = add(claim, "request", "gpu", "failed", "selector")
     for g in range(8):
-        add(request, "device", f"gpu.nvidia.com/p5.48xlarge-gpus/gpu-{g}", "failed", "selector",
-            driver="gpu.nvidia.com", pool="p5.48xlarge-gpus", device=f"gpu-{g}")
+        add(
+            request,
+            "device",
+            f"gpu.nvidia.com/p5.48xlarge-gpus/gpu-{g}",
+            "failed",
+            "selector",
+            driver="gpu.nvidia.com",
+            pool="p5.48xlarge-gpus",
+            device=f"gpu-{g}",
+        )
     other = add(None, "pod", "ml-training/train-1", "ok", "scheduled")
     add(other, "target", "node/ip-10-0-0-1", "ok", "allocated")
     store_output(
         run_id,
-        {"schemaVersion": "v1", "pods": [], "nodeClaims": [],
-         "stats": {"pods": 2, "scheduled": 1, "failed": 1}},
+        {
+            "schemaVersion": "v1",
+            "pods": [],
+            "nodeClaims": [],
+            "stats": {"pods": 2, "scheduled": 1, "failed": 1},
+        },
         {"nodes": nodes, "omitted": 0, "maxNodes": 200000},
     )
 
@@ -151,7 +173,11 @@ def test_trace_by_subtree_node_search_and_pages(api, cluster_docs, user):
     node = api.get(base + "?node=7").json()
     assert node["label"] == "gpu.nvidia.com/p5.48xlarge-gpus/gpu-2"
     assert [p["label"] for p in node["path"]] == [
-        "ml-training/train-0", "nodepool/gpu", "p5.48xlarge", "ml-training/train-0-gpu", "gpu",
+        "ml-training/train-0",
+        "nodepool/gpu",
+        "p5.48xlarge",
+        "ml-training/train-0-gpu",
+        "gpu",
     ]
     assert api.get(base + "?node=999").status_code == 404
     assert api.get(base + "?parent=abc").status_code == 400

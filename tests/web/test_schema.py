@@ -36,3 +36,9 @@ def test_docs_pages_load_assets_locally(api):
         html = page.content.decode()
         assert "/static/drf_spectacular_sidecar/" in html
         assert "cdn.jsdelivr" not in html and "unpkg.com" not in html
+
+
+def test_health_check_needs_no_login(client):
+    response = client.get("/healthz/")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}

@@ -109,9 +109,7 @@ def test_wrong_type_names_file_document_object_and_field(api, cluster_docs):
     assert response.status_code == 400
     errors = response.json()["errors"]
     assert any(
-        "snapshot.yaml" in e
-        and "ResourceClaimTemplate ml-training/h100" in e
-        and "count" in e
+        "snapshot.yaml" in e and "ResourceClaimTemplate ml-training/h100" in e and "count" in e
         for e in errors
     ), errors
     assert Snapshot.objects.count() == 0

@@ -1,0 +1,194 @@
+"""Web service figures: upload+parse of a generated ~20 MB snapshot, and the API latency of a
+run page's data with a 100,000-node trace. Run: .venv/bin/python bench/web_bench.py
+
+Uses a throwaway SQLite file (or DATABASE_URL if set) and Django's test client, so the
+numbers are the service's own work without network or browser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _setup(db_dir: str) -> None:
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{db_dir}/bench.sqlite3")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dra_web.settings")
+    os.environ.pop("REDIS_URL", None)
+    os.environ["DRA_WEB_RUN_HEARTBEAT_SECONDS"] = "0"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _timed(fn, repeat: int) -> tuple[float, float, object]:
+    times, value = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
+    return statistics.median(times), p95, value
+
+
+def synthetic_trace(target_nodes: int) -> dict:
+    """A DFS trace shaped like the allocator's: pod > target > instanceType > claim >
+    request > device, most devices failing a selector, some pruned, one allocated."""
+    nodes: list[dict] = []
+
+    def add(parent, kind, label, status, reason=None, **extra):
+        nodes.append(
+            {
+                "id": len(nodes),
+                "parent": parent,
+                "kind": kind,
+                "label": label,
+                "status": status,
+                "reason": reason,
+                "message": None,
+                **extra,
+            }
+        )
+        return len(nodes) - 1
+
+    pod_index = 0
+    while len(nodes) < target_nodes:
+        pod = add(None, "pod", f"ml-training/train-{pod_index}", "failed", "selector")
+        for t in range(4):
+            node = f"ip-10-0-{t}-{pod_index % 250}.us-west-2.compute.internal"
+            target = add(pod, "target", f"node/{node}", "failed", "selector")
+            it = add(target, "instanceType", "p5.48xlarge", "failed", "selector")
+            claim = add(it, "claim", f"ml-training/train-{pod_index}-gpu", "failed", "selector")
+            request = add(claim, "request", "gpu", "failed", "selector")
+            for g in range(8):
+                status, reason = ("pruned", "capacity") if g % 3 == 0 else ("failed", "selector")
+                add(
+                    request,
+                    "device",
+                    f"gpu.nvidia.com/{node}/gpu-{g}",
+                    status,
+                    reason,
+                    driver="gpu.nvidia.com",
+                    pool=node,
+                    device=f"gpu-{g}",
+                )
+            if len(nodes) >= target_nodes:
+                break
+        pod_index += 1
+    return {"nodes": nodes[:target_nodes], "omitted": 0, "maxNodes": 200_000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--megabytes", type=float, default=20.0)
+    parser.add_argument("--trace-nodes", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="dra-web-bench-") as tmp:
+        _setup(tmp)
+        from django.contrib.auth import get_user_model
+        from rest_framework.test import APIClient
+
+        from dra_web.runs.models import Run
+        from dra_web.runs.services import store_output
+        from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
+
+        user = get_user_model().objects.create_user("bench")
+        client = APIClient()
+        client.force_authenticate(user)
+
+        # --- 1. upload + parse ----------------------------------------------------------
+        scale = max(1, int(150 * args.megabytes))
+        text = to_yaml(
+            synthetic_cluster(nodes=scale, running_pods=2 * scale, pending_pods=scale)
+        ).encode()
+        mb = len(text) / 1e6
+        start = time.perf_counter()
+        response = client.post("/api/snapshots/?name=bench", text, content_type="application/yaml")
+        upload = time.perf_counter() - start
+        assert response.status_code == 201, response.content[:500]
+        body = response.json()
+        objects = sum(body["objectCounts"].values())
+        print(
+            f"upload+parse: {mb:.1f} MB YAML, {objects} objects: {upload:.2f} s "
+            f"({mb / upload:.1f} MB/s)"
+        )
+        snapshot_id = body["id"]
+        docs = synthetic_cluster(nodes=scale, running_pods=2 * scale, pending_pods=scale)
+        for pod in docs:  # different content, so that it is parsed, not recognised
+            pod.setdefault("metadata", {}).setdefault("labels", {})["bench"] = "json"
+        json_text = to_json(docs).encode()
+        start = time.perf_counter()
+        response = client.post("/api/snapshots/?name=j", json_text, content_type="application/json")
+        upload_json = time.perf_counter() - start
+        assert response.status_code == 201, response.content[:500]
+        print(
+            f"upload+parse: {len(json_text) / 1e6:.1f} MB JSON list: {upload_json:.2f} s "
+            f"({len(json_text) / 1e6 / upload_json:.1f} MB/s)"
+        )
+        start = time.perf_counter()
+        again = client.post("/api/snapshots/?name=bench", text, content_type="application/yaml")
+        print(
+            f"same upload again (recognised, existing={again.json()['existing']}): "
+            f"{time.perf_counter() - start:.2f} s"
+        )
+
+        # --- 2. a run page's data with a large trace ---------------------------------------
+        trace = synthetic_trace(args.trace_nodes)
+        result = {
+            "schemaVersion": "v1",
+            "pods": [],
+            "nodeClaims": [],
+            "stats": {"pods": 0, "scheduled": 0, "failed": 0},
+        }
+        run = Run.objects.create(snapshot_id=snapshot_id, owner=user, options={"trace": True})
+        start = time.perf_counter()
+        store_output(run.pk, result, trace)
+        print(
+            f"store a {len(trace['nodes'])}-node trace (blob + index): "
+            f"{time.perf_counter() - start:.2f} s"
+        )
+        base = f"/api/runs/{run.pk}"
+        busiest = 4  # the first request node: 8 device children
+        deep = len(trace["nodes"]) - 1
+        cases = [
+            ("run detail", f"{base}/"),
+            ("trace roots (page of 50)", f"{base}/trace/?parent=root"),
+            ("trace children of a node", f"{base}/trace/?parent={busiest}"),
+            ("trace node + path (deepest, last)", f"{base}/trace/?node={deep}"),
+            ("trace search q=gpu-7", f"{base}/trace/?q=gpu-7&page_size=50"),
+            ("trace filter reason=capacity", f"{base}/trace/?reason=capacity&page_size=50"),
+            ("trace page 100 of all", f"{base}/trace/?page=100&page_size=100"),
+        ]
+        print(f"API latency over {args.repeat} requests (median / p95):")
+        for label, url in cases:
+            med, p95, resp = _timed(lambda u=url: client.get(u), args.repeat)
+            assert resp.status_code == 200, (url, resp.status_code)
+            print(f"  {label:36s} {med * 1000:7.1f} ms / {p95 * 1000:7.1f} ms")
+        other = Run.objects.create(snapshot_id=snapshot_id, owner=user, options={"trace": True})
+        trace_b = synthetic_trace(args.trace_nodes)
+        for node in trace_b["nodes"][1000:1100]:
+            node["status"] = "ok"
+        store_output(other.pk, result, trace_b)
+        med, _, resp = _timed(lambda: client.get(f"{base}/diff/{other.pk}/"), 3)
+        print(
+            f"  {'diff of two 100k-node traces':36s} {med * 1000:7.1f} ms "
+            f"({resp.json()['trace']['divergenceCount']} divergence points)"
+        )
+
+
+if __name__ == "__main__":
+    main()
