@@ -72,9 +72,6 @@ class AttributeBindings:
         """Whether any binding exists for this triple (the fallback has something to consult)."""
         return (attribute, node_pool, instance_type) in self._graph
 
-    def keys(self) -> list[BindingKey]:
-        return sorted(self._graph, key=lambda k: (k[0], k[1] or "", k[2]))
-
 
 def lookup_attribute(device: Device, attribute: str, driver: str) -> AttributeValue | None:
     """The design's lookup: the fully qualified name first, then the ID part when the domain

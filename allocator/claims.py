@@ -82,7 +82,7 @@ def merge_devices(
     by_it: Mapping[str, list[AllocatedDevice]], instance_types: list[str] | None
 ) -> list[AllocatedDevice]:
     out: list[AllocatedDevice] = []
-    seen: set[tuple[str, str, str, str]] = set()
+    seen: set[tuple[str, str, str, str, str | None]] = set()
     for it, devices in by_it.items():
         if instance_types is not None and it not in instance_types:
             continue
@@ -90,7 +90,8 @@ def merge_devices(
             if d.source == "template":
                 out.append(d)
                 continue
-            key = (d.request, d.driver, d.pool, d.device)
+            # Several shares of one multi-allocatable device are distinct entries (shareID).
+            key = (d.request, d.driver, d.pool, d.device, d.extra.get("shareID"))
             if key not in seen:
                 seen.add(key)
                 out.append(d)

@@ -273,6 +273,13 @@ def register_device_check(order: float, name: str, factory: CheckFactory) -> Non
     DEVICE_CHECKS.sort(key=lambda c: c[0])
 
 
+# Devices that may fill several slots of one request (DRAConsumableCapacity: a device with
+# allowMultipleAllocations gives each slot a share). Registered by the features; each predicate
+# gets (DFSContext, DeviceWithID). Slots then restart at the same device, and count pruning
+# treats such a device as able to fill every remaining slot.
+REUSABLE: list[Callable[[DFSContext, DeviceWithID], bool]] = []
+
+
 def replace_device_check(name: str, factory: CheckFactory) -> None:
     """Swap a built-in check (consumable capacity relaxes ``allocated``)."""
     for i, (order, n, _) in enumerate(DEVICE_CHECKS):
@@ -357,6 +364,7 @@ class DFSContext:
         self.suffix: dict[tuple[int, str], list[int]] = {}
         self.failure: tuple[tuple, str] | None = None
         self.pruned = False  # set by a check whose rejection is pruning by reasoning
+        self.may_reuse = False  # set per instance type: shared devices within reach
         self.eligible_ids: dict[tuple[int, str], set[int]] = {}
         self.share_prefilter = False
         self.prefilter_memo: dict[tuple[int, str, int], Rejection | None] = {}
@@ -379,6 +387,13 @@ class DFSContext:
         self.requirements, self.view, self.pools, self.pool_keys = self.snapshots.pop()
 
     # --- pruning ------------------------------------------------------------------------------
+
+    def _reusable(self, cand: DeviceWithID) -> bool:
+        return any(f(self, cand) for f in REUSABLE)
+
+    def _reusable_left(self, key: tuple[int, str], start: int) -> bool:
+        """An eligible device from ``start`` on that can take any number of slots."""
+        return self.may_reuse and any(self._reusable(c) for c in self._eligible_from(key, start))
 
     def match_feasibility(self, c: MatchAttributeConstraint, step: Step) -> str | None:
         """Pinned: can every constrained request still be filled (necessary condition)?"""
@@ -407,11 +422,20 @@ class DFSContext:
                 continue
             key = (claim.index, req.name)
             start = step.position + 1 if current else 0
+            if current and self.may_reuse:
+                taken = (self.candidates[key] if self.trace.enabled else self.eligible[key].items)[
+                    step.position
+                ]
+                if self._reusable(taken):
+                    start = step.position  # the shared device just taken may serve again
             found = 0
             for cand in self._eligible_from(key, start):
                 used = self.allocated_templates if cand.source == TEMPLATE else self.allocated_ids
                 if cand.id in used or c.check(cand) is not None:
                     continue
+                if self.may_reuse and self._reusable(cand):
+                    found = need  # one shared device can fill every remaining slot
+                    break
                 if (
                     cand.source != TEMPLATE
                     and cand.terms is not None
@@ -469,6 +493,11 @@ class DFSContext:
                 c.set_binding_fallback(fallback)
         templates = self.templates_by_it.get(instance_type, [])
         universe = [d for p in self.pools for d in p.devices] + templates
+        # Shared devices anywhere in reach? Only then may a device serve several slots.
+        self.may_reuse = bool(REUSABLE) and (
+            any(p.has_shared_devices for p in self.pools)
+            or any(d.device.allow_multiple_allocations for d in templates)
+        )
         self.candidates = {}
         self.eligible = {}
         for claim in self.claims:
@@ -596,7 +625,9 @@ class DFSContext:
                     )
             return None
         lazy = self.eligible[(claim.index, req.name)]
-        if not lazy.has(req.num_devices - 1):
+        if not lazy.has(req.num_devices - 1) and not self._reusable_left(
+            (claim.index, req.name), 0
+        ):
             n = lazy.count()
             return (
                 f"claim {claim.key} request {req.name}: {n} of {req.num_devices} devices available"
@@ -678,6 +709,8 @@ class DFSContext:
                 enough = lazy.has(pos + need - 1)
                 if not enough and pos >= len(cands):
                     break  # simply exhausted
+            if not enough and pos < len(cands) and self._reusable_left(key, pos):
+                enough = True  # a shared device can fill the remaining slots
             if not enough:
                 msg = f"fewer than {need} candidate devices left for {need} slots"
                 if traced:
@@ -701,7 +734,9 @@ class DFSContext:
                 continue
             dnode = self._trace_device(node, cand, "ok", None, None) if traced else node
             self.path.append(PathEntry(claim.index, req.name, cand, self.extra))
-            if self._slot(ci, ri, req, slot + 1, pos + 1, dnode):
+            # A shared device may take the next slot too (multisets in non-decreasing order).
+            nxt = pos if self.may_reuse and self._reusable(cand) else pos + 1
+            if self._slot(ci, ri, req, slot + 1, nxt, dnode):
                 if traced:
                     trace.set(node, "ok")
                 return True

@@ -58,6 +58,9 @@ class Pool:
     invalid_reason: str | None = None
     generation: int = 0
     has_selector_devices: bool = False  # whether re-filtering can drop anything
+    # Devices with allowMultipleAllocations (consumable capacity: a device may take several
+    # slots of one request, see dfs.REUSABLE).
+    has_shared_devices: bool = False
 
 
 @dataclass(slots=True)
@@ -78,7 +81,6 @@ class PoolInfo:
 @dataclass(slots=True, eq=False)
 class _SliceEntry:
     slice: ResourceSlice
-    kind: str  # "all" | "name" | "selector" | "per-device"
     terms: tuple[Requirements, ...] | None
     devices: list[DeviceWithID]
 
@@ -169,13 +171,11 @@ class SliceUniverse:
         self.unindexed: list[_SliceEntry] = []
         self.per_device: list[_SliceEntry] = []
         self.per_device_scope: list[tuple[frozenset[str], bool]] = []
-        self.device_count = 0
         for info in infos.values():
             for s in info.slices:
                 self._index(s)
 
     def _index(self, s: ResourceSlice) -> None:
-        self.device_count += len(s.devices)
         if s.per_device_node_selection:
             devices = [
                 DeviceWithID(
@@ -190,7 +190,7 @@ class SliceUniverse:
                 )
                 for d in s.devices
             ]
-            self.per_device.append(_SliceEntry(s, "per-device", None, devices))
+            self.per_device.append(_SliceEntry(s, None, devices))
             # Skip the slice cheaply when no device could be visible to a given node.
             pinned = frozenset(
                 d.node_name for d in devices if d.node_name and not d.device.all_nodes
@@ -213,13 +213,11 @@ class SliceUniverse:
             for d in s.devices
         ]
         if s.all_nodes:
-            self.all_nodes.append(_SliceEntry(s, "all", None, devices))
+            self.all_nodes.append(_SliceEntry(s, None, devices))
         elif s.node_name:
-            self.by_node_name.setdefault(s.node_name, []).append(
-                _SliceEntry(s, "name", None, devices)
-            )
+            self.by_node_name.setdefault(s.node_name, []).append(_SliceEntry(s, None, devices))
         elif s.node_selector is not None:
-            entry = _SliceEntry(s, "selector", terms, devices)
+            entry = _SliceEntry(s, terms, devices)
             label = _index_label(s.node_selector)
             if label is None:
                 self.unindexed.append(entry)
@@ -311,6 +309,7 @@ class SliceUniverse:
                     invalid_reason=None if dup is None else f"duplicate device name {dup!r}",
                     generation=info.generation,
                     has_selector_devices=any(d.terms is not None for d in devices),
+                    has_shared_devices=any(d.device.allow_multiple_allocations for d in devices),
                 )
             )
         return pools
@@ -353,6 +352,7 @@ def refilter(pools: Sequence[Pool], variants: Sequence[Requirements]) -> list[Po
                 invalid_reason=pool.invalid_reason,
                 generation=pool.generation,
                 has_selector_devices=True,
+                has_shared_devices=pool.has_shared_devices,
             )
         )
     return out

@@ -16,27 +16,11 @@ from allocator.scheduling.nodeclaims import InFlightNodeClaim
 SCHEMA_VERSION = "v1"
 
 
-def _first(obj, *names, default=None):
-    for name in names:
-        if hasattr(obj, name):
-            return getattr(obj, name)
-    return default
-
-
-def _node_selector_json(selector) -> dict | None:
-    if selector is None:
-        return None
-    if isinstance(selector, dict):
-        return selector
-    if hasattr(selector, "to_node_selector_requirements"):
-        reqs = selector.to_node_selector_requirements()
-        return {"nodeSelectorTerms": [{"matchExpressions": reqs}]} if reqs else None
-    return None
-
-
-def _claim_entry(key: str, state: str, devices: list[dict], node_selector, timeout: int) -> dict:
+def _claim_entry(
+    key: str, state: str, devices: list[dict], node_selector: dict | None, timeout: int
+) -> dict:
     entry = {"claim": key, "state": state, "devices": devices}
-    entry["nodeSelector"] = _node_selector_json(node_selector)
+    entry["nodeSelector"] = node_selector  # a v1.NodeSelector as the allocation records it
     if any("bindingConditions" in d for d in devices):
         entry["bindingTimeoutSeconds"] = timeout
     return entry
@@ -52,27 +36,17 @@ def _pod_entry(outcome, run, options) -> dict:
     claims_json = []
     if outcome.scheduled:
         final_its = set(target.instance_types) if isinstance(target, InFlightNodeClaim) else None
+        its = sorted(final_its) if final_its is not None else None
         for co in outcome.claim_outcomes:
-            its = sorted(final_its) if final_its is not None else None
             devices = [d.to_json() for d in co.devices_for(its)]
-            claims_json.append(
-                _claim_entry(
-                    co.key,
-                    co.state,
-                    devices,
-                    _first(co, "node_selector"),
-                    timeout,
-                )
-            )
-        if not outcome.claim_outcomes:
-            for claim in outcome.pod_claims.claims:  # placed without calling the allocator
-                claims_json.append(_claim_entry(claim.key, "unallocated", [], None, timeout))
+            claims_json.append(_claim_entry(co.key, co.state, devices, co.node_selector, timeout))
     else:
         for claim in outcome.pod_claims.claims:
             state = outcome.claim_states.get(claim.key, "unallocated")
             if state == "allocated-in-memory":
                 devices = [d.to_json() for d in run.allocator.claim_devices(claim.key)]
-                selector = None
+                meta = run.allocator.claim_metadata.get(claim.key)
+                selector = meta.node_selector if meta is not None else None
             else:
                 devices = _cluster_devices(claim)
                 selector = claim.allocation.node_selector if claim.allocation else None
@@ -123,7 +97,7 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
     scheduled = sum(1 for e in pod_entries if e["scheduled"])
     placed = {e["pod"] for e in pod_entries if e["scheduled"]}
-    dfs_nodes = _first(run.allocator, "dfs_nodes", default=0) or 0
+    dfs_nodes = run.allocator.dfs_nodes
     return {
         "schemaVersion": SCHEMA_VERSION,
         "pods": pod_entries,
@@ -146,28 +120,11 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
 
 
 def _pools(snapshot: Snapshot, run, options) -> list[dict]:
-    """KEP-5677 pool status over the snapshot's pools, after the run's allocations."""
-    from allocator.features.capacity import seed_consumption
-    from allocator.features.poolstatus import pool_status
-    from allocator.features.taints import TaintIndex
+    """KEP-5677 pool status over the snapshot's pools, after the run's allocations (exclusive
+    holds from the tracker, shares from the capacity ledger: the features' run_pool_status)."""
+    from allocator.features.plugin import run_pool_status
 
-    freed = [
-        key
-        for key, claim in snapshot.resource_claims.items()
-        if claim.allocation is not None and key not in run.kept_claims
-    ]
-    return pool_status(
-        snapshot.resource_slices,
-        allocated=run.allocator.allocated_cluster_devices(),
-        consumed_capacity=seed_consumption(snapshot.resource_claims.values(), freed),
-        taints=TaintIndex(
-            snapshot.device_taint_rules,
-            snapshot.device_classes,
-            engine=run.allocator.engine,
-            gates=options.gates,
-        ),
-        gates=options.gates,
-    )
+    return run_pool_status(snapshot.resource_slices, run.allocator, options.gates)
 
 
 def _taint_rules(snapshot: Snapshot, run, options) -> list[dict]:

@@ -81,12 +81,6 @@ class AllocationTracker:
             templates.pop(instance_type, None)
         return freed
 
-    def release_node_claim(self, node_claim: str) -> None:
-        for it in list(self.cluster_by_node_claim.get(node_claim, {})):
-            self.release_instance_type(node_claim, it)
-        self.templates.pop(node_claim, None)
-        self.cluster_by_node_claim.pop(node_claim, None)
-
     def allocated_cluster_devices(self) -> set[DeviceID]:
         """Every in-cluster device held: seed plus in-flight reservations (for pool status)."""
         return set(self.preallocated) | set(self.cluster)

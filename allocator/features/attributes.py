@@ -37,10 +37,6 @@ def as_value_set(value: AttributeValue) -> frozenset[tuple[type, object]]:
     return frozenset((type(item), item) for item in items)
 
 
-def same_scalar(a: AttributeValue, b: AttributeValue) -> bool:
-    return type(a) is type(b) and a == b
-
-
 def encode_attribute(value: AttributeValue) -> dict:
     """The ResourceSlice JSON form of an attribute value (``{"string": "H100"}``...)."""
     if isinstance(value, tuple):

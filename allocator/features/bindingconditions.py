@@ -40,10 +40,6 @@ def active_gates() -> FeatureGates:
     return _ACTIVE_GATES.get()
 
 
-def has_binding_conditions(device: Device) -> bool:
-    return bool(device.binding_conditions)
-
-
 def device_selectable(device: Device, gates: FeatureGates = ALL_ON) -> bool:
     """With the gate off kube-scheduler skips devices that need binding conditions."""
     return gates.enabled(GATE) or not device.binding_conditions

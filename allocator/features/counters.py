@@ -264,15 +264,6 @@ class CounterLedger:
             self, node_claim_id, instance_type, self.template_pools(instance_type, templates)
         )
 
-    def visible_cluster_devices(self, node_claim_id: str, instance_type: str) -> set[DeviceID]:
-        visible = set(self.seed)
-        for device_id, holders in self.committed.items():
-            for nc, its in holders.items():
-                if nc != node_claim_id or instance_type in its:
-                    visible.add(device_id)
-                    break
-        return visible
-
     # -- commit / release --
 
     def commit(

@@ -188,10 +188,6 @@ def dra_node_resources(
     return {k: v for k, v in sorted(out.items()) if v.sign() != 0}
 
 
-def uses_mapping(devices: Iterable[Device]) -> bool:
-    return any(parse_node_allocatable(d).mappings for d in devices)
-
-
 def shared_mapping_claim_error(claim_key: str, pods: Iterable[str]) -> str | None:
     """Claims whose devices map node resources directly cannot be shared by several pods."""
     users = sorted(set(pods))
@@ -225,11 +221,3 @@ def pod_level_limit_problem(pod: Pod, dra: dict[str, Quantity]) -> str | None:
                 f"and devices add {amount} of {name}, more than the pod-level request {limit}"
             )
     return None
-
-
-def add_resources(requests: dict[str, Quantity], extra: dict[str, Quantity]) -> dict[str, Quantity]:
-    """The pod's requests with the DRA node resources added (what must fit on the node)."""
-    out = dict(requests)
-    for name, amount in extra.items():
-        _add(out, name, amount)
-    return out

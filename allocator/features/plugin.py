@@ -767,8 +767,15 @@ def _binding_failed(claim: ResourceClaim) -> bool:
     return bindingconditions.binding_failed(claim, gates=bindingconditions.active_gates())
 
 
+def _reusable(ctx, cand: DeviceWithID) -> bool:
+    """A device that allows multiple allocations can serve several slots of one request."""
+    return cand.device.allow_multiple_allocations and ctx.gates.enabled(capacity.GATE)
+
+
 def register() -> None:
     core_dfs.replace_device_check("allocated", _feature_allocated)
+    if hasattr(core_dfs, "REUSABLE") and _reusable not in core_dfs.REUSABLE:
+        core_dfs.REUSABLE.append(_reusable)
     core_dfs.register_device_check(250, "taint", _taint_factory)
     core_dfs.register_device_check(260, "binding-condition", _binding_factory)
     core_dfs.register_device_check(270, "node-operations", _node_operations_factory)

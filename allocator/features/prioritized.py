@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.model import DeviceRequest, ExactDeviceRequest, ResourceClaimSpec
+from allocator.model import DeviceRequest, ExactDeviceRequest
 
 GATE = "DRAPrioritizedList"
 
@@ -69,13 +69,6 @@ def request_alternatives(
             f"{where}: only Exactly requests are supported (neither exactly nor firstAvailable)"
         )
     return [RequestAlternative(request.name, None, request.exactly, 0)]
-
-
-def claim_alternatives(
-    spec: ResourceClaimSpec, gates: FeatureGates = ALL_ON, claim_key: str = ""
-) -> list[list[RequestAlternative]]:
-    """Per request of the claim, its alternatives (validation of the whole claim at once)."""
-    return [request_alternatives(r, gates, claim_key) for r in spec.requests]
 
 
 def constraint_applies(

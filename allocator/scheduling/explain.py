@@ -10,8 +10,9 @@ from __future__ import annotations
 MAX_NAMES = 3
 
 
-def nodepool_reason(pool: str, reason: str) -> str:
-    return f'incompatible with nodepool "{pool}", {reason}'
+def nodepool_reason(pool: str, reason: str, overhead: str = "{}") -> str:
+    """Karpenter's wording, daemonset overhead included (``overhead``: resources JSON)."""
+    return f'incompatible with nodepool "{pool}", daemonset overhead={overhead}, {reason}'
 
 
 def dra_reason(error: str) -> str:

@@ -53,6 +53,8 @@ class PoolPlan:
     taints: list[Taint]
     limits: Resources | None  # milli-units; None when the NodePool sets no limits
     usage: Resources = field(default_factory=dict)  # capacity launched before this run
+    # Requests of the DaemonSet pods a node of this pool would run (Karpenter's overhead).
+    daemon_overhead: Resources = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -291,6 +293,10 @@ class Scheduler:
                 return explain.dra_reason(str(err))
             self._mark_validated(outcome)
             dra = dra_node_resources(result)
+            problem = pod_level_problem(outcome.pod, result)
+            if problem is not None:
+                self.trace.set(node, "failed", "node-resources", problem)
+                return explain.dra_reason(problem)
             if dra and not fits(merged(requests, dra), target.available):
                 self.trace.set(node, "failed", "resources", "device node resources")
                 return self._exceeds(merged(requests, dra), target.available)
@@ -380,15 +386,16 @@ class Scheduler:
     ) -> tuple[str, InFlightNodeClaim | None]:
         pool = plan_pool.pool
         label = f"nodepool/{pool.name}"
+        overhead = format_resources(plan_pool.daemon_overhead)
         taint = untolerated_taint(outcome.pod.tolerations, plan_pool.taints)
         if taint is not None:
             reason = explain.nodepool_reason(
-                pool.name, f"did not tolerate taint {format_taint(taint)}"
+                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
             )
             return self._refused_pool(pod_node, label, "taint", reason), None
         if not plan_pool.instance_types:
             reason = explain.nodepool_reason(
-                pool.name, "no instance types are compatible with its requirements"
+                pool.name, "no instance types are compatible with its requirements", overhead
             )
             return self._refused_pool(pod_node, label, "requirements", reason), None
         remaining = self._remaining(plan_pool)
@@ -408,7 +415,7 @@ class Scheduler:
                 pool.name,
                 base,
                 candidates,
-                {},
+                dict(plan_pool.daemon_overhead),
                 outcome,
                 requests,
                 terms,
@@ -416,7 +423,7 @@ class Scheduler:
             )
         except AllocationFailure as failure:
             self.trace.set(node, "failed", failure.code, str(failure))
-            return explain.nodepool_reason(pool.name, str(failure)), None
+            return explain.nodepool_reason(pool.name, str(failure), overhead), None
         self.trace.set(node, "ok", "allocated")
         self._name_for(pool.name, peek=False)
         nc = InFlightNodeClaim(
@@ -453,7 +460,7 @@ class Scheduler:
         total = merged(base_requests, requests)
         filtered = filter_instance_types(candidates, reqs, total)
         if not filtered.remaining:
-            raise AllocationFailure(_no_instance_type(requests, reqs, filtered), "instance-types")
+            raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
         claims = self._claims_for_allocate(outcome.pod_claims.claims)
         if not claims:
             return _Plan(reqs, filtered.remaining, total, None, {})
@@ -483,10 +490,13 @@ class Scheduler:
         tightened = reqs.copy()
         tightened.add(result.requirements)
         dra = dra_node_resources(result)
+        problem = pod_level_problem(outcome.pod, result)
+        if problem is not None:
+            raise AllocationFailure(explain.dra_reason(problem), "node-resources")
         refiltered = filter_instance_types(kept, tightened, merged(total, dra))
         if not refiltered.remaining:
             raise AllocationFailure(
-                explain.dra_reason(_no_instance_type(merged(requests, dra), tightened, refiltered)),
+                explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
                 "instance-types",
             )
         return _Plan(tightened, refiltered.remaining, merged(total, dra), result, dra, claims)
@@ -608,11 +618,19 @@ def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterO
 
 
 def dra_node_resources(result) -> Resources:
-    """What the allocated devices add to the pod's node resources (DRANodeAllocatableResources)."""
-    extra = getattr(result, "node_resources", None)
-    if not extra:
-        return {}
-    out: Resources = {}
-    for name, value in extra.items():
-        out[name] = value.milli_value() if hasattr(value, "milli_value") else int(value)
-    return out
+    """What the allocated devices add to the pod's node resources (DRANodeAllocatableResources),
+    in milli-units like every other request."""
+    return {name: q.milli_value() for name, q in result.node_resources.items()}
+
+
+def pod_level_problem(pod: Pod, result) -> str | None:
+    """Pod-level ``spec.resources.requests`` must cover the containers' requests plus what the
+    devices add (DRANodeAllocatableResources)."""
+    from allocator.features.nodeallocatable import NodeAllocatableError, pod_level_limit_problem
+
+    if not result.node_resources:
+        return None
+    try:
+        return pod_level_limit_problem(pod, result.node_resources)
+    except NodeAllocatableError as err:
+        return str(err)

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from allocator.model import ResourceClaim, ResourceSlice, Snapshot
+from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.fit import (
     NODEPOOL,
+    first_compatible_term,
     instance_type_info,
     max_capacity,
     node_pool_requirements,
+    pod_requests,
+    pod_requirement_terms,
     to_milli,
+    untolerated_taint,
 )
 from allocator.scheduling.initialization import (
     PodClaims,
@@ -21,7 +25,6 @@ from allocator.scheduling.initialization import (
     is_initialized,
     managed_nodes,
     node_pool_instance_types,
-    reallocated,
     resolve_pod_claims,
     slice_universe,
 )
@@ -41,7 +44,6 @@ class Run:
     universe: list[ResourceSlice]
     disrupted: list[str]
     seed: set = field(default_factory=set)
-    kept_claims: set[str] = field(default_factory=set)  # in-cluster allocations not freed
 
 
 def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
@@ -64,7 +66,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         seed,
         bindings,
         snapshot.device_classes,
-        **_allocator_kwargs(Allocator, snapshot, options, pods.deleting),
+        **_allocator_kwargs(snapshot, options, pods.deleting),
     )
 
     generated: dict[str, ResourceClaim] = {}
@@ -95,33 +97,20 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         trace=trace,
         allocation_errors=(AllocationError,),
     )
-    kept = {
-        key
-        for key, claim in snapshot.resource_claims.items()
-        if claim.allocation is not None and not reallocated(claim, pods.deleting)
-    }
-    return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed, kept)
+    return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 
 
-def _allocator_kwargs(allocator_cls, snapshot: Snapshot, options, deleting: set[str]) -> dict:
-    """Keyword arguments of docs/INTERFACES.md, plus optional ones the core may accept."""
-    import inspect
-
-    kwargs = {
+def _allocator_kwargs(snapshot: Snapshot, options, deleting: set[str]) -> dict:
+    return {
         "deleting_pods": deleting,
         "namespaces": snapshot.namespaces,
         "gates": options.gates,
         "timeout": options.timeout,
-    }
-    params = inspect.signature(allocator_cls).parameters
-    optional = {
         "device_taint_rules": snapshot.device_taint_rules,
         "resource_claims": snapshot.resource_claims,
         "binding_timeout_seconds": options.binding_timeout_seconds,
         "nodes": snapshot.nodes,
     }
-    kwargs.update({k: v for k, v in optional.items() if k in params})
-    return kwargs
 
 
 def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> list[PoolPlan]:
@@ -153,16 +142,44 @@ def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> li
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 
     plans = []
+    daemons = daemonset_pods(snapshot.pods)
     pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
     for pool in pools:
+        requirements = node_pool_requirements(pool)
         plans.append(
             PoolPlan(
                 pool=pool,
-                requirements=node_pool_requirements(pool),
+                requirements=requirements,
                 instance_types=per_pool.get(pool.name, []),
                 taints=list(pool.taints),
                 limits=to_milli(pool.limits) if pool.limits else None,
                 usage=usage.get(pool.name, {}),
+                daemon_overhead=daemon_overhead(daemons, requirements, pool.taints),
             )
         )
     return plans
+
+
+def daemonset_pods(pods: list[Pod]) -> list[Pod]:
+    """One pod per DaemonSet (namespace, owner name): what a new node of a pool would run."""
+    seen: dict[tuple[str, str], Pod] = {}
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or ():
+            if isinstance(ref, dict) and ref.get("kind") == "DaemonSet":
+                seen.setdefault((pod.namespace, str(ref.get("name"))), pod)
+    return list(seen.values())
+
+
+def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
+    """Karpenter's getDaemonOverhead: DaemonSet pods that tolerate the pool's taints and whose
+    node selector / required affinity is compatible with its requirements."""
+    total: dict[str, int] = {}
+    for pod in daemons:
+        if untolerated_taint(pod.tolerations, taints) is not None:
+            continue
+        term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
+        if term is None:
+            continue
+        for name, value in pod_requests(pod).items():
+            total[name] = total.get(name, 0) + value
+    return total

@@ -204,3 +204,39 @@ def devices_by_claim(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
                     {"pod": pod.get("pod"), "claim": claim.get("claim"), **device}
                 )
     return held
+
+
+def option_changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """How two runs' options differ, in words: ``DRADeviceTaints on → off``, ``disrupt ...``."""
+    a, b = a or {}, b or {}
+    out = []
+    gates_a, gates_b = a.get("featureGates") or {}, b.get("featureGates") or {}
+    for gate in sorted(set(gates_a) | set(gates_b)):
+        va, vb = gates_a.get(gate, True), gates_b.get(gate, True)
+        if va != vb:
+            out.append(f"{gate} {'on' if va else 'off'} → {'on' if vb else 'off'}")
+    for key in sorted((set(a) | set(b)) - {"featureGates"}):
+        if a.get(key) != b.get(key):
+            out.append(f"{key} {a.get(key)!r} → {b.get(key)!r}")
+    return out
+
+
+def device_conditions(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Across every placement: devices chosen despite a taint (tolerated) and devices whose
+    binding waits on conditions or pins the node, with the pod and target they serve."""
+    tolerated, binding = [], []
+    for pod in pods:
+        target = target_text(pod.get("target"))
+        for claim in pod.get("claims") or []:
+            for d in claim.get("devices") or []:
+                entry = {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **d}
+                if d.get("tolerations"):
+                    tolerated.append(entry)
+                if (
+                    d.get("bindingConditions")
+                    or d.get("bindsToNode")
+                    or d.get("bindingFailureConditions")
+                ):
+                    entry["bindingTimeoutSeconds"] = claim.get("bindingTimeoutSeconds")
+                    binding.append(entry)
+    return {"tolerated": tolerated, "binding": binding}

@@ -277,11 +277,14 @@ def run_detail(request, run_id):
             }
         )
     reason_counts = page_selectors.trace_reason_counts(run)
-    taint_excluded = [
-        n
-        for n in run_selectors.trace_search(run, reason="taint", limit=200)
-        if n.get("kind") == "device"
-    ]
+    taint_excluded = page_selectors.with_ancestor_labels(
+        run,
+        [
+            n
+            for n in run_selectors.trace_search(run, reason="taint", limit=200)
+            if n.get("kind") == "device"
+        ],
+    )
     ctx.update(
         {
             "view": view,
@@ -293,6 +296,7 @@ def run_detail(request, run_id):
             "review_page": review_page,
             "reason_counts": reason_counts,
             "taint_excluded": taint_excluded,
+            "device_conditions": presenters.device_conditions(view["pods"]),
             "other_runs": run_selectors.run_list()
             .exclude(pk=run.pk)
             .select_related("snapshot")[:100],
@@ -315,7 +319,12 @@ def diff_pick(request, run_id):
 def run_diff(request, run_a, run_b):
     a = run_selectors.get_run(run_a)
     b = run_selectors.get_run(run_b)
-    ctx = {"a": a, "b": b, "other_runs": run_selectors.run_list().exclude(pk=a.pk)[:100]}
+    ctx = {
+        "a": a,
+        "b": b,
+        "other_runs": run_selectors.run_list().exclude(pk=a.pk)[:100],
+        "option_changes": presenters.option_changes(a.options, b.options),
+    }
     if a.result and b.result:
         ctx["diff"] = run_selectors.diff_runs(a, b)
     return render(request, "pages/diff.html", ctx)

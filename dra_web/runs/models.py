@@ -85,6 +85,8 @@ class TraceNode(models.Model):
     descendants = models.IntegerField(default=0)
     failed_descendants = models.IntegerField(default=0)
     extra = models.JSONField(null=True, blank=True)  # every other field of the node
+    # Lower-cased label and string extras (device, claim, NodeClaim ...): one LIKE for ?q=.
+    search = models.TextField(default="")
 
     class Meta:
         ordering = ["run", "node_id"]

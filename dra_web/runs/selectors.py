@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.apps import apps
 from django.core.cache import cache
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from dra_web.runs import diff
@@ -124,8 +124,8 @@ def trace_search_queryset(
 ) -> QuerySet[TraceNode]:
     qs = TraceNode.objects.filter(run=run)
     if q:
-        # The label, or the device / claim / NodeClaim fields a node records.
-        qs = qs.filter(Q(label__icontains=q) | Q(extra__icontains=q))
+        # The label, or the device / claim / NodeClaim fields a node records (lower-cased).
+        qs = qs.filter(search__contains=q.lower())
     if reason:
         qs = qs.filter(reason=reason)
     if status:

@@ -284,6 +284,7 @@ _TRACE_COLUMNS = (
     "descendants",
     "failed_descendants",
     "extra",
+    "search",
 )
 
 
@@ -311,6 +312,7 @@ def _insert_trace_rows(run_id: int, nodes: list[dict]) -> None:
                     row["descendants"],
                     row["failed_descendants"],
                     json.dumps(extra, separators=(",", ":")) if extra is not None else None,
+                    row["search"],
                 )
             )
             if len(chunk) >= TRACE_BATCH:

@@ -8,6 +8,12 @@ from typing import Any
 BASE_FIELDS = ("id", "parent", "kind", "label", "status", "reason", "message")
 
 
+def search_text(label: Any, extra: dict[str, Any]) -> str:
+    parts = [str(label or "")]
+    parts.extend(v for v in extra.values() if isinstance(v, str))
+    return " ".join(parts).lower()
+
+
 def index_rows(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Yield one row per node: base fields, depth, child count, descendant counts, extras.
 
@@ -58,4 +64,5 @@ def index_rows(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             "descendants": descendants[i],
             "failed_descendants": failed[i],
             "extra": extra or None,
+            "search": search_text(node.get("label"), extra),
         }

@@ -31,6 +31,8 @@ class Snapshot(models.Model):
     # zlib(JSON [[kind, raw document], ...]): every recognised document, normalised, load order.
     documents_blob = models.BinaryField()
     object_counts = models.JSONField(default=dict)  # kind -> count
+    # kind -> [[namespace, name], ...] in load order: the detail view without decompressing.
+    object_index = models.JSONField(default=dict)
     warnings = models.JSONField(default=list)  # list[str]
     size_bytes = models.BigIntegerField(default=0)  # uploaded bytes
     file_names = models.JSONField(default=list)

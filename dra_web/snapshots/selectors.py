@@ -9,7 +9,9 @@ from dra_web.snapshots.models import Snapshot
 
 
 def snapshot_list(*, owner=None, q: str | None = None) -> QuerySet[Snapshot]:
-    qs = Snapshot.objects.select_related("owner").defer("files_blob", "documents_blob")
+    qs = Snapshot.objects.select_related("owner").defer(
+        "files_blob", "documents_blob", "object_index"
+    )
     if owner is not None:
         qs = qs.filter(owner__username=owner) if isinstance(owner, str) else qs.filter(owner=owner)
     if q:
@@ -34,6 +36,19 @@ def snapshot_objects(snapshot: Snapshot, kind: str | None = None) -> list[dict]:
         namespace, name = _identity(raw)
         out.append({"kind": k, "namespace": namespace, "name": name, "raw": raw})
     return out
+
+
+def object_refs(snapshot: Snapshot) -> dict[str, list[dict]]:
+    """kind -> [{"namespace", "name"}], from the index stored at upload (no decompression)."""
+    if not snapshot.object_index and snapshot.object_counts:
+        return {
+            kind: [{"namespace": o["namespace"], "name": o["name"]} for o in objs]
+            for kind, objs in objects_by_kind(snapshot).items()
+        }
+    return {
+        kind: [{"namespace": ns, "name": name} for ns, name in refs]
+        for kind, refs in snapshot.object_index.items()
+    }
 
 
 def objects_by_kind(snapshot: Snapshot) -> dict[str, list[dict]]:

@@ -58,12 +58,9 @@ class SnapshotDetailSerializer(SnapshotSerializer):
         read_only_fields = fields
 
     def get_objects(self, obj) -> dict[str, list[dict]]:
-        from dra_web.snapshots.selectors import objects_by_kind
+        from dra_web.snapshots.selectors import object_refs
 
-        return {
-            kind: [{"namespace": o["namespace"], "name": o["name"]} for o in objs]
-            for kind, objs in objects_by_kind(obj).items()
-        }
+        return object_refs(obj)
 
     def get_runs(self, obj) -> list[int]:
         return list(obj.runs.order_by("-id").values_list("id", flat=True)[:100])

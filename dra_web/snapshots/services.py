@@ -79,6 +79,14 @@ def content_hash(loaded: LoadedSnapshot) -> str:
     return digest.hexdigest()
 
 
+def object_index(documents: Sequence[tuple[str, dict]]) -> dict[str, list[list]]:
+    index: dict[str, list[list]] = {}
+    for kind, raw in documents:
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        index.setdefault(kind, []).append([meta.get("namespace"), str(meta.get("name") or "")])
+    return index
+
+
 def files_hash(files: Sequence[tuple[str, bytes | str]]) -> str:
     digest = hashlib.sha256()
     for name, content in files:
@@ -135,6 +143,7 @@ def create_snapshot(
             files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts]),
             documents_blob=blobs.pack([[kind, raw] for kind, raw in loaded.documents]),
             object_counts=loaded.object_counts(),
+            object_index=object_index(loaded.documents),
             warnings=warnings,
             size_bytes=sum(len(_as_bytes(c)) for _, c in files),
             file_names=file_names,

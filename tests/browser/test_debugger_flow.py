@@ -240,3 +240,18 @@ def test_drag_and_drop_several_files(logged_in):
     expect(page.locator(".page-head .sub")).to_contain_text("nodes.yaml, workloads.yaml")
     expect(page.locator(".cel").first).to_contain_text("device.driver")
     shot(page, "snapshot")
+
+
+def test_pages_fit_a_small_laptop_screen(logged_in):
+    """At 1024 px the two-column layouts stack and nothing scrolls sideways."""
+    page = logged_in
+    run_url = _upload_and_run(page)
+    page.set_viewport_size({"width": 1024, "height": 768})
+    for name, url in (("laptop-dashboard", f"{page.base}/"), ("laptop-run", run_url)):
+        page.goto(url)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name} scrolls sideways by {overflow}px"
+        shot(page, name)
+    page.click("#tab-tree")
+    expect(page.locator("[data-search-tree]")).to_have_attribute("data-ready", "true")
+    shot(page, "laptop-tree")

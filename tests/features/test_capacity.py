@@ -147,3 +147,39 @@ def test_step_rounding_lands_on_the_grid_and_never_below(requested: int) -> None
     assert amount >= Q("1M")
     assert (amount.value - Q("1M").value) % 8 == 0
     assert amount.value - max(Q(requested).value, Q("1M").value) < 8
+
+
+def test_shares_across_claims_fill_eth1_then_eth2() -> None:
+    from allocator.allocator import AllocationError, Allocator
+    from allocator.bindings import AttributeBindings
+    from allocator.model import ResourceClaim
+    from allocator.nodeclaim import SimpleNodeClaim
+    from allocator.requirements import Requirements
+
+    snapshot, _ = example()
+    allocator = Allocator(
+        snapshot.resource_slices,
+        [],
+        AttributeBindings.build({}),
+        snapshot.device_classes,
+        deleting_pods={"default/web-old"},
+        resource_claims=snapshot.resource_claims,
+    )
+    node = SimpleNodeClaim(
+        "node/worker-1",
+        Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
+        ["c6in.8xlarge"],
+        node_name="worker-1",
+    )
+    spec = snapshot.resource_claim_templates["default/bandwidth-claim-template"].spec
+    spec.requests[0].exactly.capacity.requests["bandwidth"] = Q("4G")
+    chosen = []
+    for i in range(4):
+        result = allocator.allocate(node, [ResourceClaim("default", f"batch-{i}-net", spec)])
+        (device,) = result.claims[0].devices
+        chosen.append((device.device, device.extra["consumedCapacity"]["bandwidth"]))
+        result.allocation.commit()
+    # eth1 has 9G left (web-old's share is freed): two 4G shares; eth2 rounds 4G up to 5G.
+    assert chosen == [("eth1", "4G"), ("eth1", "4G"), ("eth2", "5G"), ("eth2", "5G")]
+    with pytest.raises(AllocationError, match="capacity"):
+        allocator.allocate(node, [ResourceClaim("default", "batch-4-net", spec)])

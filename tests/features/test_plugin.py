@@ -185,14 +185,21 @@ def test_binding_failure_reallocates_and_binds_to_node_records_the_node() -> Non
 
 
 def test_binding_conditions_gate_off_hides_the_fabric_gpu() -> None:
-    result, trace = run(
-        "features-binding-conditions.yaml", trace=True, DRADeviceBindingConditions=False
-    )
+    off = SimulationOptions.from_json({"featureGates": {"DRADeviceBindingConditions": False}})
+    snapshot = load_example("features-binding-conditions.yaml")
+    result = simulate(snapshot, off).result
+    # Without the gate the failure condition is not read: the old claim keeps gpu-1.
+    (old,) = pods(result)["default/fabric-job"]["claims"]
+    assert old["state"] == "allocated-in-cluster"
+    assert [d["device"] for d in old["devices"]] == ["gpu-1"]
+    # With gpu-1 free, it is still not selectable: it needs binding conditions.
+    del snapshot.resource_claims["default/fabric-gpu-old"]
+    snapshot.pods = [p for p in snapshot.pods if p.name != "fabric-job"]
+    result = simulate(snapshot, off).result
     pod = pods(result)["default/fabric-job-2"]
     assert not pod["scheduled"]
-    assert "binding conditions" in pod["error"]
-    # Count pruning ends the search up front; its message says why the device was filtered.
-    assert any("rejected binding-condition" in (n["message"] or "") for n in trace["nodes"])
+    assert "rejected binding-condition" in pod["error"]
+    assert "DRADeviceBindingConditions feature is disabled" in pod["error"]
 
 
 # --- node allocatable resources --------------------------------------------------------------
@@ -227,6 +234,14 @@ def test_capacity_rejections_are_traced() -> None:
     (share,) = devices(pods(out.result)["default/web-new-0"])
     assert share["device"] == "eth2" and share["consumedCapacity"] == {"bandwidth": "10G"}
     assert "capacity" in trace_reasons(out.trace)
+    # Pool status after the run: web-live's 1G on eth1 (web-old's is freed), eth2 used up.
+    (pool,) = out.result["pools"]
+    assert pool["shareableSummary"] == {
+        "fullyAvailableDevices": 0,
+        "partiallyAvailableDevices": 1,
+        "capacity": [{"name": "bandwidth", "total": "20G", "consumed": "11G", "available": "9G"}],
+    }
+    assert (pool["allocatedDevices"], pool["availableDevices"]) == (2, 0)
 
 
 ADMIN_TWICE = """
@@ -314,6 +329,7 @@ def test_feature_examples_match_the_result_schema() -> None:
         "features-admin-access.yaml",
         "features-binding-conditions.yaml",
         "features-node-allocatable.yaml",
+        "features-partitionable-nodepool.yaml",
     ):
         result, _ = run(name)
         jsonschema.validate(result, schema)
@@ -353,3 +369,54 @@ def test_run_pool_status_counts_the_run_shares() -> None:
         {"name": "bandwidth", "total": "20G", "consumed": "2G", "available": "18G"}
     ]
     assert allocator.tracker.allocated_cluster_devices() == set()  # shares hold nothing
+
+
+def test_template_counters_are_per_nodeclaim() -> None:
+    result, trace = run("features-partitionable-nodepool.yaml", trace=True)
+    targets = {p["pod"]: p["target"]["name"] for p in result["pods"]}
+    assert targets == {
+        "default/infer-0": "gpu-partitions-1",
+        "default/infer-1": "gpu-partitions-1",
+        "default/infer-2": "gpu-partitions-2",
+        # 24Gi of gpu-partitions-2's 48Gi are taken: the full GPU needs a NodeClaim of its own.
+        "default/train-0": "gpu-partitions-3",
+    }
+    # The counters committed on gpu-partitions-1 filter its halves out up front.
+    assert any("rejected counter" in (n["message"] or "") for n in trace["nodes"])
+    assert [n["pods"] for n in result["nodeClaims"]] == [
+        ["default/infer-0", "default/infer-1"],
+        ["default/infer-2"],
+        ["default/train-0"],
+    ]
+
+
+def test_one_request_can_take_several_shares_of_one_device() -> None:
+    from allocator.quantity import Quantity
+
+    snapshot = load_example("features-distinct-attribute.yaml")
+    claim = snapshot.resource_claims["default/two-distinct-nics"]
+    claim.spec.constraints = []  # without distinctAttribute
+    result = simulate(snapshot, SimulationOptions()).result
+    shares = devices(pods(result)["default/router-0"])
+    assert [d["device"] for d in shares] == ["eth1", "eth1"]
+    assert shares[0]["shareID"] != shares[1]["shareID"]
+    # 6G twice does not fit in eth1's 10G: the second share goes to eth2.
+    claim.spec.requests[0].exactly.capacity.requests["bandwidth"] = Quantity.parse("6G")
+    result = simulate(snapshot, SimulationOptions()).result
+    assert [d["device"] for d in devices(pods(result)["default/router-0"])] == ["eth1", "eth2"]
+
+
+def test_shares_do_not_count_as_exclusive_devices_up_front() -> None:
+    from allocator.quantity import Quantity
+
+    snapshot = load_example("features-distinct-attribute.yaml")
+    claim = snapshot.resource_claims["default/two-distinct-nics"]
+    claim.spec.constraints = []
+    request = claim.spec.requests[0].exactly
+    request.count = 5  # two NICs, five 2G shares: eth1 takes all five (10G)
+    out = simulate(snapshot, SimulationOptions.from_json({"trace": True}))
+    assert [d["device"] for d in devices(pods(out.result)["default/router-0"])] == ["eth1"] * 5
+    request.count = 11  # 22G over 20G of bandwidth: no way
+    request.capacity.requests["bandwidth"] = Quantity.parse("2G")
+    out = simulate(snapshot, SimulationOptions())
+    assert not pods(out.result)["default/router-0"]["scheduled"]

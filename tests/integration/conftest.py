@@ -190,6 +190,9 @@ def stack(request, redis_url, tmp_path_factory):
         "DRA_WEB_RUN_HEARTBEAT_SECONDS": "0.5",
         "DRA_WEB_RUN_STALE_SECONDS": "4",
         "DRA_WEB_PROGRESS_INTERVAL_SECONDS": "0.2",
+        # As in docker-compose: no DEBUG, Django serves collectstatic's output itself.
+        "DRA_WEB_SERVE_STATIC": "true",
+        "STATIC_ROOT": str(workdir / "static"),
     }
     if request.param == "postgresql":
         # Flush what an earlier module left so that each module starts from an empty database.
@@ -197,6 +200,7 @@ def stack(request, redis_url, tmp_path_factory):
         _manage(env, "flush", "--noinput")
     else:
         _manage(env, "migrate", "--noinput")
+    _manage(env, "collectstatic", "--noinput", "-v", "0")
     token = _manage(env, "create_token", "alice", "--create-user").strip()
     port = free_port()
     web_log = workdir / "gunicorn.log"

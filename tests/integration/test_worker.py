@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+import requests
 
 from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
@@ -138,6 +139,21 @@ def _ppid(pid: int) -> int | None:
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def test_production_settings_serve_health_static_and_login(stack):
+    assert requests.get(f"{stack.url}/healthz/", timeout=10).json() == {"status": "ok"}
+    asset = requests.get(
+        f"{stack.url}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js",
+        timeout=10,
+    )
+    assert asset.status_code == 200 and len(asset.content) > 100_000
+    anonymous = requests.get(f"{stack.url}/api/runs/", timeout=10)
+    assert anonymous.status_code in (401, 403)
+    token = requests.post(
+        f"{stack.url}/api/auth/token/", json={"username": "alice", "password": "x"}, timeout=10
+    )
+    assert token.status_code == 400  # create_token --create-user set a random password
 
 
 def test_waiting_helper_times_out_cleanly():

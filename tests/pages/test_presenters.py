@@ -82,3 +82,13 @@ def test_result_view_puts_failed_pods_first_and_tolerates_missing_fields():
     assert view["stats"] == {"pods": 2, "scheduled": 1, "failed": 1}
     assert view["pools"] == [] and view["node_claims"] == []
     assert presenters.result_view(None)["pods"] == []
+
+
+def test_option_changes_name_gates_and_disrupted_nodes():
+    a = {"timeout": 5, "featureGates": {"DRADeviceTaints": True}, "disrupt": []}
+    b = {"timeout": 5, "featureGates": {"DRADeviceTaints": False}, "disrupt": ["gpu-node-a"]}
+    assert presenters.option_changes(a, b) == [
+        "DRADeviceTaints on → off",
+        "disrupt [] → ['gpu-node-a']",
+    ]
+    assert presenters.option_changes(a, a) == []

@@ -112,6 +112,7 @@ def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client,
     )
     html = _html(browser_client.get(reverse("pages:diff", args=[a.pk, b.pk])))
     assert "failed in B" in html and "ml/train-1" in html
+    assert "options changed" in html and "featureGates" not in html
     assert "only in A" in html and "gpu-pool-1" in html
     assert "Where the search trees first differ" in html
     # The device under the p5.48xlarge candidate is where the searches went apart.
@@ -163,3 +164,27 @@ def test_long_lists_are_paginated(browser_client, snapshot, maria):
     review = html[html.index('id="panel-review"') :]
     assert "ml/infer-a100-49" in review and "ml/infer-a100-50" not in review
     assert "Page 1 of 2 (60 in all)" in review
+
+
+def test_device_taints_and_binding_conditions_across_placements(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria, second_train_placed=False)
+    result = run.result
+    device = result["pods"][0]["claims"][0]["devices"][0]
+    device["tolerations"] = [{"key": "nvidia.com/maintenance", "operator": "Exists"}]
+    device["bindingConditions"] = ["gpu.nvidia.com/fabric-attached"]
+    device["bindingFailureConditions"] = ["gpu.nvidia.com/fabric-failed"]
+    device["bindsToNode"] = True
+    result["pods"][0]["claims"][0]["bindingTimeoutSeconds"] = 600
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="taint-h"') : html.index('id="panel-tree"')]
+    # Excluded: train-1's try of the p5 template device (reason "taint" in the trace).
+    assert "gpu.nvidia.com/p5-gpus/gpu-0" in section and "ml/train-1" in section
+    assert "untolerated taint nvidia.com/maintenance:NoSchedule" in section
+    # Tolerated and binding conditions: train-0's in-cluster gpu-1 on the registered node.
+    assert "nvidia.com/maintenance Exists" in section
+    assert "gpu.nvidia.com/fabric-attached" in section and "gpu.nvidia.com/fabric-failed" in section
+    assert f"pinned to Node {NODE}" in section
+    assert "600 s" in section

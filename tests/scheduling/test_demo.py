@@ -55,3 +55,13 @@ def test_demo_snapshot_covers_the_design():
         "gpu-general-p9rfm": "Unknown",
         "gpu-general-x4k8d": "Unknown",
     }
+
+
+def test_runs_are_deterministic():
+    snap = load_paths([DEMO])
+    first = simulate(snap, SimulationOptions(trace=True))
+    second = simulate(load_paths([DEMO]), SimulationOptions(trace=True))
+    for out in (first, second):
+        out.result["stats"].pop("seconds")
+    assert first.result == second.result
+    assert first.trace == second.trace

@@ -62,7 +62,10 @@ def test_each_failure_carries_the_design_error_text():
         assert targets == ["node/gpu-node-a", "nodepool/gpu"]
         for r in entry["reasons"]:
             assert r["reason"].startswith(
-                ("allocating dynamic resources", 'incompatible with nodepool "gpu", allocating')
+                (
+                    "allocating dynamic resources",
+                    'incompatible with nodepool "gpu", daemonset overhead={}, allocating',
+                )
             )
             assert text in r["reason"]
         # Karpenter's log line: existing targets first, the NodePool reasons last.

@@ -124,3 +124,40 @@ def test_pod_that_never_fits_reports_the_reason_of_its_last_attempt():
     assert "no instance type satisfied resources" in huge["error"]
     assert huge["reasons"][-1]["target"] == "nodepool/general"
     assert result["stats"] == {**result["stats"], "pods": 2, "scheduled": 1, "failed": 1}
+
+
+def test_daemonset_overhead_is_charged_to_new_nodeclaims_of_compatible_pools():
+    docs = [
+        node_pool("general", requirements=[]),
+        node_pool(
+            "tainted",
+            weight=10,
+            taints=[{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+            requirements=[],
+        ),
+        instance_type("m7i.xlarge", cpu="4", memory="16Gi"),
+        node("cpu-a", instance_type="m7i.xlarge", cpu="4", memory="16Gi"),
+        # Runs on every node of "general"; does not tolerate "tainted"'s taint.
+        pod(
+            "node-exporter-x8k2q",
+            cpu="500m",
+            memory="128Mi",
+            node_name="cpu-a",
+            owner_kind="DaemonSet",
+        ),
+        pod(
+            "fits-alone",
+            cpu="3700m",
+            memory="1Gi",
+            node_selector={"karpenter.sh/nodepool": "general"},
+        ),
+    ]
+    entry = pod_result(run(docs), "default/fits-alone")
+    assert entry["scheduled"] is False
+    general = entry["reasons"][-1]["reason"]
+    assert general.startswith(
+        'incompatible with nodepool "general", daemonset overhead={"cpu":"500m","memory":"128Mi","pods":"1"}, '
+        'no instance type satisfied resources {"cpu":"4200m","memory":"1152Mi","pods":"2"}'
+    )
+    tainted = entry["reasons"][-2]["reason"]
+    assert tainted.startswith('incompatible with nodepool "tainted", daemonset overhead={}, ')

@@ -61,3 +61,13 @@ def test_schema_rejects_broken_documents(demo, validator):
     broken = copy.deepcopy(result)
     del broken["stats"]["dfsNodes"]
     assert not validator.is_valid(broken)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(str(p) for p in (ROOT / "examples").glob("*.yaml")), ids=lambda p: Path(p).name
+)
+def test_every_example_result_validates(validator, path):
+    result = simulate(load_paths([path]), SimulationOptions()).result
+    errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(result)]
+    assert errors == []
+    assert [p["pod"] for p in result["pods"]]  # every example schedules something

@@ -152,3 +152,16 @@ def test_reaper_uses_the_start_time_when_no_heartbeat_was_written(run, settings)
     assert services.reap_stale_runs(now) == 1
     run.refresh_from_db()
     assert run.status == Run.FAILED and "no heartbeat for 45 s" in run.error
+
+
+def test_time_limit_interrupts_a_long_search(user, settings, _web_settings):
+    from dra_web.snapshots.synthetic import pathological_cluster, to_json
+
+    settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS = 1
+    snap = create_snapshot(user, [("p.json", to_json(pathological_cluster()))], "slow")
+    run = Run.objects.create(snapshot=snap, owner=user, options={"timeout": 60})
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert "time limit exceeded" in run.error
+    assert run.duration_seconds < 30
