@@ -113,7 +113,7 @@ def prepare(db_path: Path, nodes: int) -> tuple[int, float]:
     from dra_web.runs.models import Run
     from dra_web.runs.services import store_output
     from dra_web.snapshots.services import create_snapshot
-    from tests.pages.conftest import gpu_training_result
+    from tests.pages.builders import gpu_training_result
 
     user = get_user_model().objects.create_user("bench", password=PASSWORD)
     snapshot = create_snapshot(user, [(SNAPSHOT.name, SNAPSHOT.read_bytes())], "bench")

@@ -262,9 +262,11 @@ def trace_overview(run, *, max_depth: int = 12, min_fraction: float = 1 / 2000) 
     return {"total": total, "depth": deepest + 1, "rects": rects}
 
 
-def trace_reveal(run, node_id: int) -> list[dict[str, int]]:
-    """For each node from the root to ``node_id``: its id and index among its siblings."""
+def trace_reveal(run, node_id: int, page: int = 200) -> list[dict[str, Any]]:
+    """For each node from the root to ``node_id``: its id, its index among its siblings, and
+    the page of siblings around it, so that the tree opens the path in one round trip."""
     from dra_web.runs.models import TraceNode
+    from dra_web.runs.selectors import trace_children
 
     chain = []
     current = TraceNode.objects.filter(run=run, node_id=node_id).values("node_id", "parent").first()
@@ -280,11 +282,69 @@ def trace_reveal(run, node_id: int) -> list[dict[str, int]]:
     chain.reverse()
     out = []
     for step in chain:
-        index = TraceNode.objects.filter(
-            run=run, parent=step["parent"], node_id__lt=step["node_id"]
-        ).count()
-        out.append({"id": step["node_id"], "index": index})
+        siblings = TraceNode.objects.filter(run=run, parent=step["parent"])
+        index = siblings.filter(node_id__lt=step["node_id"]).count()
+        offset = max(0, index - page // 2)
+        out.append(
+            {
+                "id": step["node_id"],
+                "index": index,
+                "page": {
+                    "parent": step["parent"],
+                    "offset": offset,
+                    "total": siblings.count(),
+                    "nodes": trace_children(run, step["parent"], offset=offset, limit=page),
+                },
+            }
+        )
     return out
+
+
+def trace_children_window(
+    run, parent: int | None, *, offset: int = 0, limit: int = 200, expand: int = 0
+) -> dict[str, Any]:
+    """One page of a node's children (the roots for None) with their total, optionally with
+    the successful paths below opened (``expand_ok_paths``)."""
+    from dra_web.runs.models import TraceNode
+    from dra_web.runs.selectors import trace_children
+
+    total = TraceNode.objects.filter(run=run, parent=parent).count()
+    nodes = trace_children(run, parent, offset=offset, limit=limit)
+    if expand:
+        expand_ok_paths(run, nodes, expand)
+    return {"parent": parent, "offset": offset, "total": total, "nodes": nodes}
+
+
+def trace_search_page(run, q=None, *, reason=None, status=None, kind=None, limit=100) -> dict:
+    """The first ``limit`` matches of a tree search, with their ancestors' labels and the
+    total count."""
+    from dra_web.runs.selectors import trace_search_queryset
+
+    qs = trace_search_queryset(run, q, reason=reason, status=status, kind=kind)
+    matches = [node.as_json() for node in qs[:limit]]
+    total = len(matches) if len(matches) < limit else qs.count()
+    return {"total": total, "results": with_ancestor_labels(run, matches)}
+
+
+def trace_node_detail(run, node_id: int) -> dict[str, Any] | None:
+    """A trace node with its path, the device it tried (from the snapshot) and what its claim
+    asked for (the claim is the node itself or an ancestor)."""
+    from dra_web.runs.selectors import trace_node
+
+    node = trace_node(run, node_id)
+    if node is None:
+        return None
+    if node.get("driver") and node.get("pool") and node.get("device"):
+        model = snapshot_model(run.snapshot)
+        node["device_info"] = device_info(model, node["driver"], node["pool"], node["device"])
+    chain = [*node.get("path", []), node]
+    claim = next((n for n in reversed(chain) if n.get("kind") == "claim"), None)
+    pod = next((n for n in chain if n.get("kind") == "pod"), None)
+    if claim and pod:
+        intent = claim_intent(claim_specs(run.snapshot.documents()), pod["label"], claim["label"])
+        if intent["found"]:
+            node["intent"] = {"claim": claim["label"], **intent}
+    return node
 
 
 def with_ancestor_labels(run, nodes: list[dict]) -> list[dict]:

@@ -18,7 +18,6 @@ from dra_web.reviews import selectors as review_selectors
 from dra_web.reviews import services as review_services
 from dra_web.runs import selectors as run_selectors
 from dra_web.runs import services as run_services
-from dra_web.runs.models import TraceNode
 from dra_web.snapshots import selectors as snapshot_selectors
 from dra_web.snapshots import services as snapshot_services
 
@@ -341,6 +340,11 @@ def pod_review(request, run_id, namespace, name):
     if pod is None:
         raise Http404(f"pod {key} is not in run #{run.pk}")
     pod = {**pod, "aggregate": presenters.aggregate_reasons(pod.get("reasons") or [])}
+    specs = page_selectors.claim_specs(run.snapshot.documents())
+    pod["claims_view"] = [
+        {**c, "intent": page_selectors.claim_intent(specs, key, c.get("claim") or "")}
+        for c in pod.get("claims") or []
+    ]
     form = CommentForm()
     status = 200
     if request.method == "POST":
@@ -389,41 +393,23 @@ def _int(value, default=None):
 @require_GET
 def tree_children(request, run_id):
     run = run_selectors.get_run(run_id)
-    parent = _int(request.GET.get("parent"))
-    offset = max(0, _int(request.GET.get("offset"), 0))
-    limit = max(1, min(1000, _int(request.GET.get("limit"), 200)))
-    total = TraceNode.objects.filter(run=run, parent=parent).count()
-    if parent is None:
-        nodes = run_selectors.trace_roots(run, offset=offset, limit=limit)
-    else:
-        nodes = run_selectors.trace_children(run, parent, offset=offset, limit=limit)
-    budget = max(0, min(2000, _int(request.GET.get("expand"), 0)))
-    if budget:
-        page_selectors.expand_ok_paths(run, nodes, budget)
-    return JsonResponse({"parent": parent, "offset": offset, "total": total, "nodes": nodes})
+    page = page_selectors.trace_children_window(
+        run,
+        _int(request.GET.get("parent")),
+        offset=max(0, _int(request.GET.get("offset"), 0)),
+        limit=max(1, min(1000, _int(request.GET.get("limit"), TREE_PAGE))),
+        expand=max(0, min(2000, _int(request.GET.get("expand"), 0))),
+    )
+    return JsonResponse(page)
 
 
 @login_required
 @require_GET
 def tree_node(request, run_id, node_id):
     run = run_selectors.get_run(run_id)
-    node = run_selectors.trace_node(run, node_id)
+    node = page_selectors.trace_node_detail(run, node_id)
     if node is None:
         raise Http404("no such trace node")
-    if node.get("driver") and node.get("pool") and node.get("device"):
-        model = page_selectors.snapshot_model(run.snapshot)
-        node["device_info"] = page_selectors.device_info(
-            model, node["driver"], node["pool"], node["device"]
-        )
-    # The claim this node works for (itself or an ancestor): show what it asked for.
-    chain = [*node.get("path", []), node]
-    claim = next((n for n in reversed(chain) if n.get("kind") == "claim"), None)
-    pod = next((n for n in chain if n.get("kind") == "pod"), None)
-    if claim and pod:
-        specs = page_selectors.claim_specs(run.snapshot.documents())
-        intent = page_selectors.claim_intent(specs, pod["label"], claim["label"])
-        if intent["found"]:
-            node["intent"] = {"claim": claim["label"], **intent}
     return JsonResponse(node)
 
 
@@ -431,20 +417,9 @@ def tree_node(request, run_id, node_id):
 @require_GET
 def tree_reveal(request, run_id, node_id):
     run = run_selectors.get_run(run_id)
-    path = page_selectors.trace_reveal(run, node_id)
+    path = page_selectors.trace_reveal(run, node_id, page=TREE_PAGE)
     if not path:
         raise Http404("no such trace node")
-    # With each step, the page of its siblings around it: the page reveals in one round trip.
-    parent = None
-    for step in path:
-        offset = max(0, step["index"] - TREE_PAGE // 2)
-        step["page"] = {
-            "parent": parent,
-            "offset": offset,
-            "total": TraceNode.objects.filter(run=run, parent=parent).count(),
-            "nodes": run_selectors.trace_children(run, parent, offset=offset, limit=TREE_PAGE),
-        }
-        parent = step["id"]
     return JsonResponse({"path": path})
 
 
@@ -452,18 +427,15 @@ def tree_reveal(request, run_id, node_id):
 @require_GET
 def tree_search(request, run_id):
     run = run_selectors.get_run(run_id)
-    limit = max(1, min(500, _int(request.GET.get("limit"), 100)))
-    qs = run_selectors.trace_search_queryset(
+    found = page_selectors.trace_search_page(
         run,
         request.GET.get("q") or None,
         reason=request.GET.get("reason") or None,
         status=request.GET.get("status") or None,
         kind=request.GET.get("kind") or None,
+        limit=max(1, min(500, _int(request.GET.get("limit"), 100))),
     )
-    matches = [node.as_json() for node in qs[:limit]]
-    total = len(matches) if len(matches) < limit else qs.count()
-    results = page_selectors.with_ancestor_labels(run, matches)
-    return JsonResponse({"total": total, "results": results})
+    return JsonResponse(found)
 
 
 @login_required

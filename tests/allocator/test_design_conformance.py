@@ -92,26 +92,26 @@ class TestDeviceSources:
 
 class TestResourceClaimStateHandling:
     def test_allocated_claims_topology_filters_pools_before_the_dfs(self):
-        # The pod's first claim is allocated in zone a: the zone-b rack is out for the second.
+        # The pod's first claim is allocated in zone a. Zone b's rack is half published
+        # (incomplete): it must be gone before validation, or "all GPUs" could not be served.
         held = allocate_in_cluster(
             claim("dataset", exact("nic", NIC_CLASS.name)),
             [("nic", DeviceID(NIC, "efa-a", "efa-0"))],
             node_selector=zone_selector("us-west-2a"),
             reserved_for_pods=["train-0"],
         )
-        only_b = [resource_slice("rack-b", gpus(1), node_selector=zone_selector("us-west-2b"))]
-        a = make_allocator(only_b, instance_types=[BARE])
-        nc = in_flight("gpu-pool-1", [BARE], requirements=TWO_ZONES)
-        with pytest.raises(AllocationError, match="no instance type can satisfy"):
-            a.allocate(nc, [held, claim("train", exact("gpu"))])
-        both = only_b + [
-            resource_slice("rack-a", gpus(1), node_selector=zone_selector("us-west-2a"))
+        slices = [
+            resource_slice("rack-a", gpus(2), node_selector=zone_selector("us-west-2a")),
+            resource_slice("rack-b", gpus(1), count=2, node_selector=zone_selector("us-west-2b")),
         ]
-        r = make_allocator(both, instance_types=[BARE]).allocate(
-            nc, [held, claim("train", exact("gpu"))]
-        )
+        a = make_allocator(slices, instance_types=[BARE])
+        nc = in_flight("gpu-pool-1", [BARE], requirements=TWO_ZONES)
+        every_gpu = claim("train", exact("gpu", mode="All"))
+        with pytest.raises(ValidationError, match="incomplete"):
+            a.allocate(nc, [every_gpu])
+        r = a.allocate(nc, [held, every_gpu])
         assert [c.state for c in r.claims] == [ALLOCATED_IN_CLUSTER, UNALLOCATED]
-        assert picked(r, 1) == [f"{GPU}/rack-a/gpu-0"]
+        assert picked(r, 1) == [f"{GPU}/rack-a/gpu-0", f"{GPU}/rack-a/gpu-1"]
         assert r.requirements.get(ZONE).values() == {"us-west-2a"}
 
     def test_in_memory_template_claim_on_its_node_claim_adds_nothing(self):
@@ -430,24 +430,28 @@ class TestPerInstanceTypeDFS:
         assert r.instance_types == ["p5.48xlarge", "p4d.24xlarge"]
 
     def test_failed_instance_type_leaves_no_tightening_behind(self):
-        # p4d (first) needs two GPUs: it tightens to zone b via rack-b's single GPU and then
-        # fails; p5 must start again from both zones and take the zone-a rack.
-        slices = [resource_slice("rack-b", gpus(1), node_selector=zone_selector("us-west-2b"))]
-        a_rack = resource_slice(
-            "rack-a", [gpu("gpu-0", model="A100")], node_selector=zone_selector("us-west-2a")
-        )
-        one = instance_type("p4d.24xlarge")
-        a = make_allocator(slices + [a_rack], instance_types=[one, P5])
-        c = claim(
-            "c",
-            exact(
-                "gpu", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "H100"']
-            ),
-        )
-        r = a.allocate(in_flight("gpu-pool-1", [one, P5], requirements=TWO_ZONES), [c])
+        # g5g (arm64, tried first) reaches rack-b (zone b) and rack-d (arm64, zone a) only: it
+        # tightens to zone b, cannot pair the two, and fails. p5 must start again from both
+        # zones and pair amd64 rack-a with a template GPU in zone a.
+        def sel(zone: str, arch: str | None = None) -> dict:
+            exprs = [{"key": ZONE, "operator": "In", "values": [zone]}]
+            if arch:
+                exprs.append({"key": "kubernetes.io/arch", "operator": "In", "values": [arch]})
+            return {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+
+        slices = [
+            resource_slice("rack-a", gpus(1), node_selector=sel("us-west-2a", "amd64")),
+            resource_slice("rack-b", gpus(1), node_selector=sel("us-west-2b")),
+            resource_slice("rack-d", gpus(1), node_selector=sel("us-west-2a", "arm64")),
+        ]
+        g5g = instance_type("g5g.16xlarge", arch="arm64")
+        a = make_allocator(slices, instance_types=[g5g, P5])
+        nc = in_flight("gpu-pool-1", [g5g, P5], requirements=TWO_ZONES)
+        r = a.allocate(nc, [claim("c", exact("gpu", count=2))])
         assert r.instance_types == ["p5.48xlarge"]
-        assert picked(r) == [f"{GPU}/rack-b/gpu-0", f"{GPU}/p5-gpus/gpu-0"]
-        assert r.requirements.get(ZONE).values() == {"us-west-2b"}
+        assert "g5g.16xlarge" in r.failed_instance_types
+        assert picked(r) == [f"{GPU}/rack-a/gpu-0", f"{GPU}/p5-gpus/gpu-0"]
+        assert r.requirements.get(ZONE).values() == {"us-west-2a"}
 
 
 class TestDeviceEligibilityChecks:
@@ -612,17 +616,32 @@ class TestCommitProtocol:
         slices = [resource_slice("rack-a", gpus(1), node_selector=zone_selector("us-west-2a"))]
         a = make_allocator(slices, instance_types=[P5, P4D])
         nc = in_flight("gpu-pool-1", [P5, P4D], requirements=TWO_ZONES)
-        r = a.allocate(nc, [claim("local", exact("gpu", count=2)), claim("rack", exact("gpu"))])
+        r = a.allocate(nc, [claim("dataset", exact("gpu")), claim("train", exact("gpu", count=2))])
+        assert a.tracker.cluster == {} and a.claim_metadata == {}  # nothing before Commit
         r.allocation.commit()
         rack_gpu = DeviceID(GPU, "rack-a", "gpu-0")
         assert a.tracker.holders(rack_gpu) == {"gpu-pool-1": {"p5.48xlarge", "p4d.24xlarge"}}
-        # "local" took the rack GPU and p5's gpu-0, "rack" then took p5's gpu-1.
+        assert a.tracker.cluster_by_node_claim["gpu-pool-1"]["p4d.24xlarge"] == {rack_gpu}
         assert a.tracker.templates["gpu-pool-1"]["p5.48xlarge"] == {
             DeviceID(GPU, "p5-gpus", "gpu-0"),
             DeviceID(GPU, "p5-gpus", "gpu-1"),
         }
-        local, rack = a.claim_metadata["default/local"], a.claim_metadata["default/rack"]
-        assert local.node_claim_id == rack.node_claim_id == "gpu-pool-1"
-        assert local.used_templates and rack.used_templates
-        assert local.requirements.get(ZONE).values() == {"us-west-2a"}
-        assert len(rack.requirements) == 0
+        dataset, train = a.claim_metadata["default/dataset"], a.claim_metadata["default/train"]
+        assert dataset.node_claim_id == train.node_claim_id == "gpu-pool-1"
+        assert not dataset.used_templates and train.used_templates
+        assert dataset.requirements.get(ZONE).values() == {"us-west-2a"}
+        assert len(train.requirements) == 0
+        assert {p.key.pool for p in a.pool_cache["gpu-pool-1"]} == {"rack-a"}
+
+
+class TestInstanceTypeRelease:
+    def test_release_frees_the_instance_types_template_reservations(self):
+        a = make_allocator(instance_types=[P5, P4D])
+        nc = in_flight("gpu-pool-1", [P5, P4D])
+        a.allocate(nc, [claim("train", exact("gpu"))]).allocation.commit()
+        taken = a.allocate(nc, [claim("eval", exact("gpu"))])
+        assert picked(taken, instance_type="p5.48xlarge") == [f"{GPU}/p5-gpus/gpu-1"]
+        a.release_instance_type("gpu-pool-1", "p5.48xlarge")
+        freed = a.allocate(nc, [claim("eval", exact("gpu"))])
+        assert picked(freed, instance_type="p5.48xlarge") == [f"{GPU}/p5-gpus/gpu-0"]
+        assert picked(freed, instance_type="p4d.24xlarge") == [f"{GPU}/p4d-gpus/gpu-1"]

@@ -16,8 +16,6 @@ import pytest
 # itself are still synchronous and safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "test-output" / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless=new",
@@ -82,10 +80,3 @@ def logged_in(page, maria):
     page.click("button[type=submit]")
     page.wait_for_url(f"{page.base}/")
     return page
-
-
-def shot(page, name: str, full_page: bool = False) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
-    return path

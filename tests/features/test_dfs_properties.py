@@ -7,7 +7,7 @@ chosen set fits the counters and the group rule; when it fails, brute force find
 
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import combinations, product
 
 import pytest
 from hypothesis import given, settings
@@ -135,3 +135,80 @@ def test_committed_partitions_shrink_the_next_allocation(committed: bool) -> Non
             allocator.allocate(node, [claim("b")])
     else:
         assert allocator.allocate(node, [claim("b")]).claims[0].devices
+
+
+NIC = "nic.example.com"
+NIC_CLASS = DeviceClass("nic.example.com", [DeviceSelector(f'device.driver == "{NIC}"')])
+
+
+def nic_slice(nics: int) -> ResourceSlice:
+    from allocator.model import DeviceCapacity, RequestPolicy
+
+    policy = RequestPolicy(
+        default=Quantity.parse("1G"),
+        valid_range_min=Quantity.parse("1G"),
+        valid_range_step=Quantity.parse("1G"),
+    )
+    return ResourceSlice(
+        "worker-1-nics",
+        NIC,
+        "worker-1-nics",
+        1,
+        1,
+        node_name="worker-1",
+        devices=[
+            Device(
+                f"eth{i}",
+                capacity={"bandwidth": DeviceCapacity(Quantity.parse("10G"), policy)},
+                allow_multiple_allocations=True,
+            )
+            for i in range(nics)
+        ],
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nics=st.integers(min_value=1, max_value=2),
+    shares=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=5),
+)
+def test_shares_pack_into_nic_bandwidth_exactly_when_possible(nics, shares) -> None:
+    """Each request asks one share of ``g`` G; several shares may land on one NIC."""
+    from allocator.model import CapacityRequirements
+
+    allocator = Allocator([nic_slice(nics)], [], AttributeBindings.build({}), {NIC: NIC_CLASS})
+    node = SimpleNodeClaim(
+        "node/worker-1",
+        Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
+        ["c6in.8xlarge"],
+        node_name="worker-1",
+    )
+    requests = [
+        DeviceRequest(
+            f"net-{i}",
+            ExactDeviceRequest(
+                NIC,
+                capacity=CapacityRequirements({"bandwidth": Quantity.parse(f"{g}G")}),
+            ),
+        )
+        for i, g in enumerate(shares)
+    ]
+    claim = ResourceClaim("default", "router", ResourceClaimSpec(requests))
+    possible = any(
+        all(
+            sum(g for g, nic in zip(shares, choice, strict=True) if nic == n) <= 10
+            for n in range(nics)
+        )
+        for choice in product(range(nics), repeat=len(shares))
+    )
+    try:
+        result = allocator.allocate(node, [claim])
+    except AllocationError:
+        assert not possible
+        return
+    assert possible
+    used: dict[str, int] = {}
+    for d in result.claims[0].devices:
+        used[d.device] = used.get(d.device, 0) + int(d.extra["consumedCapacity"]["bandwidth"][:-1])
+    assert all(v <= 10 for v in used.values())
+    assert sum(used.values()) == sum(shares)

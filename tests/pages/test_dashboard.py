@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from allocator.features.gates import GATE_NAMES
 from dra_web.reviews import services as review_services
-from tests.pages.conftest import FIXTURE, make_run
+from tests.pages.builders import FIXTURE, make_run
 
 
 def test_login_page_is_styled_and_logs_in(client, maria):

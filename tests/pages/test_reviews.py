@@ -21,6 +21,9 @@ def test_review_page_shows_the_failure_and_an_empty_thread(browser_client, run):
     assert "no instance type can satisfy the allocation" in html
     assert "0/1 nodes: 1 no free device" in html
     assert "No comment yet" in html
+    # What the claim asked for, beside why it failed.
+    assert "ResourceClaimTemplate one-a100" in html
+    assert "&quot;A100&quot;" in html
 
 
 def test_comment_and_verdict_appear_in_the_thread_with_author_and_time(

@@ -6,7 +6,7 @@ import re
 
 from django.urls import reverse
 
-from tests.pages.conftest import NODE, make_run
+from tests.pages.builders import NODE, make_run
 
 
 def _html(response) -> str:

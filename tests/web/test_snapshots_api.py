@@ -207,3 +207,10 @@ def test_only_the_owner_deletes(api, bob_api, cluster_yaml):
     assert bob_api.delete(f"{URL}{snap_id}/").status_code == 403
     assert api.delete(f"{URL}{snap_id}/").status_code == 204
     assert not Snapshot.objects.filter(pk=snap_id).exists()
+
+
+def test_detail_of_a_snapshot_stored_before_the_object_index(api, cluster_yaml):
+    snap_id = upload(api, "c.yaml", cluster_yaml).json()["id"]
+    indexed = api.get(f"{URL}{snap_id}/").json()["objects"]
+    Snapshot.objects.filter(pk=snap_id).update(object_index={})  # as migration 0003 left it
+    assert api.get(f"{URL}{snap_id}/").json()["objects"] == indexed
