@@ -27,7 +27,7 @@ from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceClass, DeviceID, Namespace, ResourceClaim, ResourceSlice
 from allocator.nodeclaim import NodeClaimView, instance_type_requirements
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
-from allocator.requirements import NODE_NAME_KEY, Requirements
+from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
 from allocator.trace import NULL_TRACE, Trace
 from allocator.tracker import AllocationTracker
 from allocator.validation import SelectorMatcher, ValidationContext, validate_claim_request
@@ -326,11 +326,18 @@ def _node_selector(path: list[PathEntry], target: str | None = None) -> dict | N
 
 
 def _claim_requirements(path: list[PathEntry]) -> Requirements:
+    """The topology a claim's devices impose on any pod reusing it: the merged node selector
+    terms, and the node identity of nodeName-pinned in-cluster devices (``metadata.name``)."""
     reqs = Requirements()
+    node_names: set[str] = set()
     for e in path:
         term = e.extra.get("_term")
         if term is not None:
             reqs.add(term)
+        elif e.cand.source != TEMPLATE and e.cand.node_name:
+            node_names.add(e.cand.node_name)
+    if node_names:
+        reqs.add(Requirement.new(NODE_NAME_KEY, "In", sorted(node_names)))
     return reqs
 
 

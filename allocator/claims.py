@@ -166,12 +166,13 @@ def classify_claims(
     for i, claim in enumerate(claims):
         key = claim.key
         meta = metadata.get(key)
-        reallocate = claim.allocation is not None and (
-            reserved_only_by_deleting_pods(claim, deleting_pods)
-            or any(p(claim) for p in REALLOCATION_PREDICATES)
-        )
-        if claim.allocation is not None and not (reallocate and meta is not None):
-            # (A claim re-allocated earlier in this run is in memory now: handled below.)
+        # Metadata exists only for claims this run allocated (Commit records it for DFS'd
+        # claims): such a claim is allocated in memory, whatever its stale status.allocation
+        # says (design: Allocated (In-Memory)).
+        if claim.allocation is not None and meta is None:
+            reallocate = reserved_only_by_deleting_pods(claim, deleting_pods) or any(
+                p(claim) for p in REALLOCATION_PREDICATES
+            )
             if reallocate:
                 out.append(ClassifiedClaim(i, claim, REALLOCATED))
                 continue

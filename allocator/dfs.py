@@ -825,5 +825,8 @@ def pool_variants(
     base: Requirements, it_requirements: Sequence[Requirements | None]
 ) -> list[Requirements]:
     """The NodeClaim's requirements intersected with each candidate IT's (in-flight gather)."""
-    out = [base.intersect(r) for r in it_requirements if r is not None]
-    return out or [base]
+    # A candidate whose own requirements are unknown reaches whatever the NodeClaim's
+    # requirements reach: the NodeClaim's requirements alone are then the (widest) variant.
+    if not it_requirements or any(r is None for r in it_requirements):
+        return [base]
+    return [base.intersect(r) for r in it_requirements]

@@ -5,7 +5,6 @@ NodePool; constraint propagation and instance type re-filtering after every plac
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -115,7 +114,6 @@ class Scheduler:
         self.allocation_errors = allocation_errors
         self.node_claims: list[InFlightNodeClaim] = []
         self.in_memory: set[str] = set()  # claims allocated earlier in this run
-        self._moved: dict[str, ResourceClaim] = {}  # re-allocated claims, allocation dropped
         self._next_index: dict[str, int] = {}
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
@@ -274,7 +272,7 @@ class Scheduler:
             if bound is not None and needed > bound:
                 reason = self._device_reason(target, needed, bound)
                 return self._refused(pod_node, target, "devices", reason)
-        claims = self._claims_for_allocate(outcome.pod_claims.claims)
+        claims = outcome.pod_claims.claims
         dra: Resources = {}
         result = None
         if claims:
@@ -461,7 +459,7 @@ class Scheduler:
         filtered = filter_instance_types(candidates, reqs, total)
         if not filtered.remaining:
             raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
-        claims = self._claims_for_allocate(outcome.pod_claims.claims)
+        claims = outcome.pod_claims.claims
         if not claims:
             return _Plan(reqs, filtered.remaining, total, None, {})
         probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
@@ -519,11 +517,9 @@ class Scheduler:
 
     def _commit(self, result, claims: list[ResourceClaim]) -> None:
         result.allocation.commit()
-        for claim, original in zip(result.claims, claims, strict=True):
+        for claim in result.claims:
             if claim.state in ("unallocated", "reallocated"):
                 self.in_memory.add(claim.key)
-                if original.allocation is not None:
-                    self._moved[claim.key] = dataclasses.replace(original, allocation=None)
         if self.counter is not None:
             self.counter.taken(
                 DeviceID(d.driver, d.pool, d.device)
@@ -534,14 +530,6 @@ class Scheduler:
                 and not d.extra.get("adminAccess")
                 and not d.extra.get("shareID")
             )
-
-    def _claims_for_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
-        """A claim re-allocated earlier in this run is allocated in memory from then on, even
-        though its stale ``status.allocation`` is still in the snapshot: hand the allocator the
-        claim without it so that the in-memory metadata decides (design: Allocated (In-Memory))."""
-        if not self._moved:
-            return claims
-        return [self._moved.get(c.key, c) for c in claims]
 
     def _note_validation(self, outcome: PodOutcome, err: BaseException) -> None:
         """The device-count pre-check is used only for pods whose claims passed Request

@@ -153,7 +153,8 @@ export class SearchTree {
     const nodes = nodesOf(payload);
     const total = typeof payload.total === "number" ? payload.total : nodes.length;
     const realOffset = typeof payload.offset === "number" ? payload.offset : offset;
-    if (realOffset > 0 && !container.querySelector(":scope > li.more.earlier")) {
+    // "Earlier" only heads a list that starts mid-way, not one that already has its start.
+    if (realOffset > 0 && !container.querySelector(":scope > li.more.earlier, :scope > [role=treeitem]")) {
       const earlier = el("li", { class: "more earlier", role: "none", text: `… ${realOffset.toLocaleString()} earlier — show` });
       earlier.addEventListener("click", async () => {
         earlier.remove();
@@ -381,7 +382,7 @@ export class SearchTree {
           el("button", {
             type: "button",
             "data-id": String(r.id),
-            text: `${(r.pathLabels || []).length ? `${r.pathLabels[0]} › ` : ""}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
+            text: `${(r.pathLabels || []).slice(0, 2).map((l) => `${l} › `).join("")}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
             title: (r.pathLabels || []).concat([r.label]).join(" › "),
             onclick: () => this.reveal(r.id),
           }),

@@ -151,3 +151,15 @@ def test_malformed_allocation_node_selector_is_an_error_not_a_crash():
     }
     with pytest.raises(AllocationError, match="default/a: allocation node selector"):
         classify([bad])
+
+
+def test_claim_reallocated_earlier_in_this_run_is_in_memory_despite_its_stale_allocation():
+    # The drain moved "shared" from zone b to zone a; the snapshot still shows the old
+    # allocation. In-memory metadata wins, whether or not its old consumers count as deleting.
+    stale = allocated("shared", zone="us-west-2b", pods=("embed-0", "embed-1"))
+    md = {"default/shared": meta("gpu-pool-1", False, zone="us-west-2a")}
+    for deleting in ({"default/embed-0", "default/embed-1"}, set()):
+        out, eff = classify([stale], metadata=md, deleting=deleting)
+        assert out[0].state == ALLOCATED_IN_MEMORY and not out[0].needs_dfs
+        assert out[0].metadata is md["default/shared"]
+        assert eff.get(ZONE).values() == {"us-west-2a"}

@@ -125,10 +125,6 @@ class TestResourceClaimStateHandling:
         assert r.requirements == nc.requirements
         assert r.instance_types == ["p5.48xlarge"]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="allocator.py _claim_requirements drops the nodeName pin of in-cluster devices",
-    )
     def test_in_memory_claim_on_a_node_pinned_device_is_not_reused_on_another_node(self):
         # The claim's device lives on ip-10-0-1-17 (nodeName-pinned): a second pod sharing the
         # claim cannot run on ip-10-0-2-33, the node identity is the constraint.
@@ -198,10 +194,6 @@ class TestPoolGathering:
         with pytest.raises(ValidationError, match="incomplete"):
             a.allocate(in_flight("gpu-pool-1", [BARE]), [claim("c", exact("gpu", mode="All"))])
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="dfs.pool_variants drops candidate instance types with unknown requirements",
-    )
     def test_in_flight_pool_kept_for_a_candidate_whose_requirements_are_unknown(self):
         # g5g's own requirements are not known to the view: only the NodeClaim's apply to it,
         # so the arm64 rack is accessible through g5g even though p5 (amd64) excludes it.

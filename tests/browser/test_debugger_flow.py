@@ -160,6 +160,7 @@ def test_review_a_failed_pod(logged_in):
     expect(thread.first.locator(".meta")).to_contain_text("maria set the verdict to needs capacity")
     expect(thread.first).to_contain_text("ask for capacity")
     expect(page.locator("h1 + .sub")).to_contain_text("needs capacity")
+    page.evaluate("window.scrollTo(0, 0)")
     shot(page, "review")
     # The link is stable: reload it and the thread is there.
     page.goto(review_url)

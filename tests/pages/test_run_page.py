@@ -188,3 +188,18 @@ def test_device_taints_and_binding_conditions_across_placements(browser_client, 
     assert "gpu.nvidia.com/fabric-attached" in section and "gpu.nvidia.com/fabric-failed" in section
     assert f"pinned to Node {NODE}" in section
     assert "600 s" in section
+
+
+def test_failed_run_shows_its_error_and_no_sections(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+
+    failed = Run.objects.create(
+        snapshot=snapshot,
+        owner=maria,
+        status="failed",
+        error="worker lost: no heartbeat for 95 s (last at 2026-12-02 09:14:03 UTC)",
+    )
+    html = _html(browser_client.get(reverse("pages:run", args=[failed.pk])))
+    assert "The simulation did not complete." in html
+    assert "worker lost: no heartbeat for 95 s" in html
+    assert 'role="tablist"' not in html and "hx-trigger" not in html

@@ -112,3 +112,21 @@ def test_a_deleting_nodeclaim_drains_its_node_like_a_deleting_node():
         r["target"] != "node/gpu-node-a" for r in pod_result(result, "default/embed-a")["reasons"]
     )
     assert result["disruption"] is None  # draining is not a --disrupt proposal
+
+
+def test_demo_drain_keeps_both_users_of_a_shared_claim_on_one_node_claim():
+    # inference/shared-a100 is held by embed-0 and embed-1 on gpu-node-a. The first pod
+    # re-allocates it; the second finds it allocated in memory (not "reallocated" again from its
+    # stale status.allocation) and must follow it to the same NodeClaim.
+    from pathlib import Path
+
+    from allocator.simulation import SimulationOptions, simulate
+    from allocator.snapshot import load_paths
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo-snapshot.yaml"
+    result = simulate(load_paths([str(demo)]), SimulationOptions(disrupt=["gpu-node-a"])).result
+    embed = [pod_result(result, f"inference/embed-{i}") for i in (0, 1)]
+    assert [p["claims"][0]["state"] for p in embed] == ["reallocated", "allocated-in-memory"]
+    assert embed[0]["target"]["name"] == embed[1]["target"]["name"]
+    assert embed[0]["target"]["new"] is True
+    assert embed[0]["claims"][0]["devices"] == embed[1]["claims"][0]["devices"]
