@@ -396,6 +396,8 @@ class ResourceSliceTemplate:
     pool: str
     devices: list[Device] = field(default_factory=list)
     shared_counters: list[CounterSet] = field(default_factory=list)
+    # The template entry as written (slice-level fields such as skipNodeOperations).
+    raw: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)

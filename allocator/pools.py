@@ -8,7 +8,7 @@ pools of one NodeClaim never scans every device of the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice, ResourceSliceTemplate
@@ -148,6 +148,12 @@ def terms_compatible(terms: tuple[Requirements, ...], variants: Sequence[Require
     return False
 
 
+# Further whole-pool validation (the DRA features add "consumesCounters references a counter
+# set the pool does not define"): each gets the pool's key and the slices of its newest
+# generation, and returns why the pool is invalid, or None. Asked once per pool per universe.
+POOL_VALIDATORS: list[Callable[[PoolKey, list[ResourceSlice]], str | None]] = []
+
+
 class SliceUniverse:
     """The pre-filtered in-cluster slices, indexed once per Allocator."""
 
@@ -164,6 +170,7 @@ class SliceUniverse:
                 info.declared_count = max(info.declared_count, s.resource_slice_count)
                 info.slices.append(s)
         self.pools: dict[PoolKey, PoolInfo] = infos
+        self._invalid: dict[PoolKey, str | None] = {}  # POOL_VALIDATORS' verdicts, lazily
         self.by_node_name: dict[str, list[_SliceEntry]] = {}
         self.all_nodes: list[_SliceEntry] = []
         self.by_label: dict[str, dict[str, list[_SliceEntry]]] = {}
@@ -299,20 +306,34 @@ class SliceUniverse:
                         dup = d.id.device
                     names.add(d.id.device)
                     devices.append(d)
+            reason = f"duplicate device name {dup!r}" if dup is not None else self.invalid(key)
             pools.append(
                 Pool(
                     key=key,
                     slices=[s for s, _ in parts],
                     devices=devices,
                     incomplete=info.incomplete,
-                    invalid=dup is not None,
-                    invalid_reason=None if dup is None else f"duplicate device name {dup!r}",
+                    invalid=reason is not None,
+                    invalid_reason=reason,
                     generation=info.generation,
                     has_selector_devices=any(d.terms is not None for d in devices),
                     has_shared_devices=any(d.device.allow_multiple_allocations for d in devices),
                 )
             )
         return pools
+
+
+    def invalid(self, key: PoolKey) -> str | None:
+        """Why the pool is invalid as a whole (POOL_VALIDATORS over all its newest slices)."""
+        if key in self._invalid:
+            return self._invalid[key]
+        reason = None
+        if POOL_VALIDATORS:
+            slices = self.pools[key].slices
+            reasons = [r for r in (v(key, slices) for v in POOL_VALIDATORS) if r]
+            reason = "; ".join(reasons) or None
+        self._invalid[key] = reason
+        return reason
 
 
 def _has_binding_conditions(parts: list[tuple[ResourceSlice, list[DeviceWithID]]]) -> bool:

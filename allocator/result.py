@@ -7,7 +7,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
-from allocator.model import ResourceClaim, Snapshot
+from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.finalization import node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
@@ -26,20 +26,102 @@ def _claim_entry(
     return entry
 
 
+class _DeviceLookup:
+    """Device objects behind the result's device entries (for the metadata preview): the
+    newest generation of the in-cluster slices, and each instance type's templates."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        from allocator.features.taints import newest_generation_slices
+
+        self.snapshot = snapshot
+        self.in_cluster: dict[DeviceID, Device] | None = None
+        self.templates: dict[str, dict[DeviceID, Device]] = {}
+        self._slices = newest_generation_slices
+
+    def for_entries(self, devices: list[dict]):
+        """A DeviceID -> Device lookup for one claim entry's devices: template devices come
+        from the first instance type listed (the one node that launches), as the metadata
+        preview reports them."""
+        first_it = next((d["instanceType"] for d in devices if d.get("instanceType")), None)
+        templates = self._templates(first_it) if first_it else {}
+        from_templates = {
+            DeviceID(d["driver"], d["pool"], d["device"])
+            for d in devices
+            if d.get("instanceType") == first_it and first_it
+        }
+
+        def lookup(device_id: DeviceID) -> Device | None:
+            if device_id in from_templates:
+                return templates.get(device_id)
+            return self._in_cluster().get(device_id)
+
+        return lookup
+
+    def _in_cluster(self) -> dict[DeviceID, Device]:
+        if self.in_cluster is None:
+            self.in_cluster = {
+                DeviceID(s.driver, s.pool, d.name): d
+                for s in self._slices(self.snapshot.resource_slices)
+                for d in s.devices
+            }
+        return self.in_cluster
+
+    def _templates(self, instance_type: str) -> dict[DeviceID, Device]:
+        found = self.templates.get(instance_type)
+        if found is None:
+            it = self.snapshot.instance_types.get(instance_type)
+            found = {
+                DeviceID(t.driver, t.pool, d.name): d
+                for t in (it.resource_slice_templates if it is not None else ())
+                for d in t.devices
+            }
+            self.templates[instance_type] = found
+        return found
+
+
+def _template_claim_names(pod: Pod) -> dict[str, str]:
+    """Claim key -> ``spec.resourceClaims[].name`` for the pod's claims made from templates
+    (the metadata protocol's podClaimName)."""
+    from allocator.features.taints import pod_claim_entries
+
+    from_template = {
+        e.name
+        for e in pod.resource_claims
+        if e.resource_claim_template_name and not (e.resource_claim_name)
+    }
+    return {key: name for name, key in pod_claim_entries(pod) if name in from_template}
+
+
+def _add_metadata(entry: dict, claim: ResourceClaim, pod: Pod, lookup: _DeviceLookup) -> None:
+    """``claims[].metadata``: the DeviceMetadata files (KEP-5304) the containers using an
+    allocated claim would see, ``[{"path", "document"}]``."""
+    from allocator.features.metadata import claim_metadata
+
+    devices = entry["devices"]
+    if not devices:
+        return
+    pod_claim_name = _template_claim_names(pod).get(claim.key)
+    entry["metadata"] = claim_metadata(claim, devices, lookup.for_entries(devices), pod_claim_name)
+
+
 def _cluster_devices(claim: ResourceClaim) -> list[dict]:
     return [d.to_json() for d in in_cluster_devices(claim)]
 
 
-def _pod_entry(outcome, run, options) -> dict:
+def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
     timeout = options.binding_timeout_seconds
     target = outcome.target
     claims_json = []
     if outcome.scheduled:
         final_its = set(target.instance_types) if isinstance(target, InFlightNodeClaim) else None
         its = sorted(final_its) if final_its is not None else None
+        claims = {c.key: c for c in outcome.pod_claims.claims}
         for co in outcome.claim_outcomes:
             devices = [d.to_json() for d in co.devices_for(its)]
-            claims_json.append(_claim_entry(co.key, co.state, devices, co.node_selector, timeout))
+            entry = _claim_entry(co.key, co.state, devices, co.node_selector, timeout)
+            if co.key in claims:
+                _add_metadata(entry, claims[co.key], outcome.pod, lookup)
+            claims_json.append(entry)
     else:
         for claim in outcome.pod_claims.claims:
             state = outcome.claim_states.get(claim.key, "unallocated")
@@ -50,7 +132,9 @@ def _pod_entry(outcome, run, options) -> dict:
             else:
                 devices = _cluster_devices(claim)
                 selector = claim.allocation.node_selector if claim.allocation else None
-            claims_json.append(_claim_entry(claim.key, state, devices, selector, timeout))
+            claim_entry = _claim_entry(claim.key, state, devices, selector, timeout)
+            _add_metadata(claim_entry, claim, outcome.pod, lookup)
+            claims_json.append(claim_entry)
     entry = {
         "pod": outcome.pod.key,
         "scheduled": outcome.scheduled,
@@ -92,7 +176,8 @@ def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> di
 def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> dict:
     from allocator.scheduling.disruption import disruption_report
 
-    pod_entries = [_pod_entry(o, run, options) for o in outcomes]
+    lookup = _DeviceLookup(snapshot)
+    pod_entries = [_pod_entry(o, run, options, lookup) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
     scheduled = sum(1 for e in pod_entries if e["scheduled"])

@@ -124,6 +124,18 @@ def build_counter_pool(
     return pool
 
 
+def pool_counter_problem(key: PoolKey, slices: Sequence[ResourceSlice]) -> str | None:
+    """Why an in-cluster pool is invalid as a whole because of its counters (a device consumes
+    a counter set or counter the pool does not define, ...), or None. ``pools.POOL_VALIDATORS``
+    asks it, so that allocation mode All fails with "invalid" as kube-scheduler does."""
+    if not any(s.shared_counters or any(d.consumes_counters for d in s.devices) for s in slices):
+        return None
+    error = build_counter_pool(key, slices).error
+    if error is None:
+        return None
+    return error.removeprefix(f"pool {key.driver}/{key.pool} is invalid: ")
+
+
 def pool_has_compatibility_groups(devices: Iterable[Device]) -> bool:
     return any(e.compatibility_groups for d in devices for e in d.consumes_counters)
 

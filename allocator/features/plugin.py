@@ -23,6 +23,7 @@ from allocator import allocator as core
 from allocator import claims as core_claims
 from allocator import constraints as core_constraints
 from allocator import dfs as core_dfs
+from allocator import pools as core_pools
 from allocator import validation as core_validation
 from allocator.errors import ValidationError
 from allocator.features import bindingconditions, capacity, counters, nodeoperations
@@ -36,6 +37,7 @@ from allocator.features.nodeallocatable import (
 from allocator.features.nodeallocatable import (
     NodeAllocatableError,
     dra_node_resources,
+    parse_node_allocatable,
 )
 from allocator.features.prioritized import PrioritizedListError, request_alternatives
 from allocator.features.taints import (
@@ -256,10 +258,25 @@ class NodeOperationsCheck:
         self.node = node
         self.check_node = node is not None
         self.cache: dict[int, tuple[str, ...]] = {}  # per slice object
+        self.template_ops: dict[str, dict[int, tuple[str, ...]]] = {}  # IT -> device object
+
+    def _template_operations(self, ctx, cand) -> tuple[str, ...]:
+        """A template's own skipNodeOperations (the slice the new node's driver publishes)."""
+        it = cand.instance_type or ctx.instance_type
+        by_device = self.template_ops.get(it)
+        if by_device is None:
+            by_device = self.template_ops[it] = {}
+            templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(it, ())
+            for t in templates:
+                ops = nodeoperations.skip_node_operations(t.raw, ctx.gates)
+                if ops:
+                    for d in t.devices:
+                        by_device[id(d)] = ops
+        return by_device.get(id(cand.device), ())
 
     def _operations(self, ctx, cand) -> tuple[str, ...]:
         if cand.slice is None:
-            return ()
+            return self._template_operations(ctx, cand) if _template(cand) else ()
         key = id(cand.slice)
         ops = self.cache.get(key)
         if ops is None:
@@ -739,6 +756,39 @@ def node_resources(
     return best
 
 
+def claim_maps_node_resources(allocator, devices, templates_by_it=None) -> bool:
+    """Whether an allocated claim's devices map node allocatable resources directly (the
+    docs: such claims cannot be shared by several pods; overhead-only devices can).
+    ``devices``: the claim's ``AllocatedDevice``s; ``templates_by_it``: the NodeClaim's
+    ResourceSliceTemplates for its template devices."""
+    state = state_of(allocator.extensions)
+    if state is None or not state.gates.enabled("DRANodeAllocatableResources"):
+        return False
+    for d in devices:
+        device_id = DeviceID(d.driver, d.pool, d.device)
+        if d.source == TEMPLATE:
+            device = next(
+                (
+                    x
+                    for t in (templates_by_it or {}).get(d.instance_type or "", ())
+                    if t.driver == d.driver and t.pool == d.pool
+                    for x in t.devices
+                    if x.name == d.device
+                ),
+                None,
+            )
+        else:
+            device = state.devices.get(device_id)
+        if device is None:
+            continue
+        try:
+            if parse_node_allocatable(device).mappings:
+                return True
+        except NodeAllocatableError:
+            continue  # reported where the resources are computed
+    return False
+
+
 def _result_hook(allocator, node_claim, claims, result, per_it, pod, slices_by_it) -> None:
     result.node_resources = node_resources(
         allocator, node_claim, claims, result, per_it, pod, slices_by_it
@@ -787,6 +837,8 @@ def register() -> None:
     for validator in (_validate_admin_access, _validate_capacity):
         if validator not in core_validation.REQUEST_VALIDATORS:
             core_validation.REQUEST_VALIDATORS.append(validator)
+    if counters.pool_counter_problem not in core_pools.POOL_VALIDATORS:
+        core_pools.POOL_VALIDATORS.append(counters.pool_counter_problem)
     if _binding_failed not in core_claims.REALLOCATION_PREDICATES:
         core_claims.REALLOCATION_PREDICATES.append(_binding_failed)
     for hooks, hook in (

@@ -4,7 +4,9 @@ One entry per in-cluster pool, counted over the pool's newest generation after t
 allocations are committed (CONTRACT section 4 ``pools``):
 
 - ``totalDevices``; ``allocatedDevices`` (held by a claim, exclusively or as a share);
-  ``unavailableDevices`` (not allocated, but tainted NoSchedule/NoExecute);
+  ``unavailableDevices`` (not allocated, but unavailable "due to taints or other conditions":
+  tainted NoSchedule/NoExecute, or a partition whose shared counters the allocated partitions
+  used up);
   ``availableDevices`` = total - allocated - unavailable;
 - ``validationError`` when the pool cannot be fully checked (incomplete generation, duplicate
   device names, broken counter references, a bad partition type attribute); the counts are
@@ -63,6 +65,24 @@ def _consume(remaining: dict[str, dict[str, Quantity]], device: Device) -> None:
         for name, amount in entry.counters.items():
             if name in counters:
                 counters[name] = counters[name] - amount
+
+
+def _unavailable(
+    device_id: DeviceID,
+    device: Device,
+    taints: TaintIndex | None,
+    counters_left: dict[str, dict[str, Quantity]] | None,
+) -> bool:
+    """KEP-5677: an unallocated device not available "due to taints or other conditions": a
+    NoSchedule/NoExecute taint (the slice's or a DeviceTaintRule's), or shared counters that the
+    allocated partitions no longer leave enough of (``counters_left``)."""
+    if taints is not None and taints.unavailable(device_id, device):
+        return True
+    return (
+        counters_left is not None
+        and bool(device.consumes_counters)
+        and not _fits(counters_left, device)
+    )
 
 
 def pool_status(
@@ -153,10 +173,15 @@ def pool_status(
             return any(v.sign() > 0 for v in consumed.get(device_id, {}).values())
 
         n_allocated = sum(1 for d in devices if is_allocated(d[0]))
+        # What the allocated partitions left of the shared counters (for "other conditions").
+        left = None
+        if partition_on and partitionable:
+            left = {name: dict(c) for name, c in counter_pool.sets.items()}
+            for device_id, device, _ in partitionable:
+                if is_allocated(device_id):
+                    _consume(left, device)
         n_unavailable = sum(
-            1
-            for d in devices
-            if not is_allocated(d[0]) and taints is not None and taints.unavailable(d[0], d[1])
+            1 for d in devices if not is_allocated(d[0]) and _unavailable(d[0], d[1], taints, left)
         )
         entry["totalDevices"] = len(devices)
         entry["allocatedDevices"] = n_allocated

@@ -114,6 +114,8 @@ class Scheduler:
         self.allocation_errors = allocation_errors
         self.node_claims: list[InFlightNodeClaim] = []
         self.in_memory: set[str] = set()  # claims allocated earlier in this run
+        self.claim_users: dict[str, set[str]] = {}  # claim key -> pods placed with it here
+        self._maps_node_resources: dict[str, bool] = {}  # claim key -> devices map resources
         self._next_index: dict[str, int] = {}
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
@@ -156,6 +158,16 @@ class Scheduler:
         if outcome.pod_claims.error is not None:
             outcome.error = outcome.pod_claims.error
             self.trace.set(pod_node, "failed", "claim", outcome.error)
+            return False
+        shared = self._shared_mapping_problem(outcome)
+        if shared is not None:
+            # Pod-level, like kube-scheduler's PreFilter: no node can change it.
+            outcome.error = shared
+            outcome.claim_states = {
+                c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
+                for c in claims
+            }
+            self.trace.set(pod_node, "failed", "node-resources", shared)
             return False
         requests = pod_requests(pod)
         terms = pod_requirement_terms(pod)
@@ -226,8 +238,53 @@ class Scheduler:
         outcome.error = None
         outcome.reasons = []
         target.pods.append(outcome.pod)
+        for claim in outcome.pod_claims.claims:
+            self.claim_users.setdefault(claim.key, set()).add(outcome.pod.key)
+        for co in outcome.claim_outcomes:
+            if co.state in ("unallocated", "reallocated"):
+                self._maps_node_resources[co.key] = self._maps(
+                    co.devices_for(None), target.resource_slices()
+                )
         self.trace.set(pod_node, "ok", "scheduled", f"{target.target_json()['name']}")
         return True
+
+    def _shared_mapping_problem(self, outcome: PodOutcome) -> str | None:
+        """DRANodeAllocatableResources: a claim whose devices map node resources directly
+        (not just overhead) cannot be shared by several pods; a pod naming such a claim that
+        another pod already has (reservedFor, or placed earlier in this run) is unschedulable."""
+        from allocator.claims import in_cluster_devices
+        from allocator.features.nodeallocatable import shared_mapping_claim_error
+
+        pod = outcome.pod
+        for claim in outcome.pod_claims.claims:
+            state = claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory)
+            if state == "allocated-in-memory":
+                maps = self._maps_node_resources.get(claim.key, False)
+            elif state == "allocated-in-cluster":
+                maps = self._maps_node_resources.get(claim.key)
+                if maps is None:
+                    maps = self._maps(in_cluster_devices(claim), None)
+                    self._maps_node_resources[claim.key] = maps
+            else:
+                continue
+            if not maps:
+                continue
+            users = set(self.claim_users.get(claim.key, ()))
+            users.update(
+                f"{claim.namespace}/{ref.name}"
+                for ref in claim.reserved_for
+                if ref.resource == "pods" and ref.api_group in ("", None)
+            )
+            users.add(pod.key)
+            problem = shared_mapping_claim_error(claim.key, users)
+            if problem is not None:
+                return problem
+        return None
+
+    def _maps(self, devices, templates_by_it) -> bool:
+        from allocator.features.plugin import claim_maps_node_resources
+
+        return claim_maps_node_resources(self.allocator, devices, templates_by_it)
 
     def _to_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
         """The claims the DFS will have to place (for the device-count pre-check)."""

@@ -284,6 +284,7 @@ def read_slice_template(ctx: Context, t: dict, path: str) -> ResourceSliceTempla
         pool=pool_name or "",
         devices=read_devices(ctx, t, f"{path}.devices", legacy=False),
         shared_counters=read_shared_counters(ctx, t, f"{path}.sharedCounters"),
+        raw=t,
     )
 
 

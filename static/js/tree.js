@@ -287,14 +287,16 @@ export class SearchTree {
 
   async showDetail(li) {
     const id = li._node.id;
+    this.detailFor = id; // a slower answer for an earlier click must not overwrite this one
     this.detailEl.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
     let d;
     try {
       d = await getJSON(`${this.nodeUrl}${id}/`);
     } catch (e) {
-      this.detailEl.replaceChildren(el("p", { class: "upload-status error", text: e.message }));
+      if (this.detailFor === id) this.detailEl.replaceChildren(el("p", { class: "upload-status error", text: e.message }));
       return;
     }
+    if (this.detailFor !== id) return;
     const dl = el("dl", { class: "kv" });
     const add = (k, v) => {
       if (v === null || v === undefined || v === "") return;
@@ -307,7 +309,7 @@ export class SearchTree {
     add("message", d.message ? el("code", { text: d.message }) : null);
     add("children", d.childCount);
     add("below", d.descendants);
-    const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "descendants", "failedDescendants"]);
+    const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "intent", "descendants", "failedDescendants"]);
     for (const [k, v] of Object.entries(d)) {
       if (skip.has(k)) continue;
       add(k, typeof v === "object" ? el("code", { text: JSON.stringify(v) }) : v);
@@ -382,7 +384,7 @@ export class SearchTree {
           el("button", {
             type: "button",
             "data-id": String(r.id),
-            text: `${(r.pathLabels || []).slice(0, 2).map((l) => `${l} › `).join("")}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
+            text: `#${r.id} ${(r.pathLabels || []).slice(0, 2).map((l) => `${l} › `).join("")}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
             title: (r.pathLabels || []).concat([r.label]).join(" › "),
             onclick: () => this.reveal(r.id),
           }),
@@ -441,6 +443,9 @@ export class SearchTree {
     if (li) {
       li.classList.add("hit");
       this.focus(li);
+      // Keep the tree's own scroller on the match, in the middle, without moving the page.
+      const row = li.querySelector(":scope > .row");
+      this.treeEl.scrollTop += row.getBoundingClientRect().top - this.treeEl.getBoundingClientRect().top - this.treeEl.clientHeight / 2;
       this.showDetail(li);
     }
   }
@@ -456,6 +461,7 @@ export class SearchTree {
       const ratio = window.devicePixelRatio || 1;
       const w = canvas.clientWidth;
       const h = canvas.clientHeight;
+      if (!w || !h) return; // in a hidden tab: painted when the tab shows (ResizeObserver)
       canvas.width = Math.round(w * ratio);
       canvas.height = Math.round(h * ratio);
       const ctx = canvas.getContext("2d");
@@ -469,10 +475,10 @@ export class SearchTree {
         ctx.fillStyle = colors[status] || "#8895aa";
         ctx.fillRect(x, depth * rowH, rw, rowH - 1);
       }
+      canvas.dataset.drawn = String(data.rects.length);
     };
     paint();
-    canvas.dataset.drawn = String(data.rects.length);
-    window.addEventListener("resize", paint);
+    new ResizeObserver(paint).observe(canvas);
     const pick = (ev) => {
       const rect = canvas.getBoundingClientRect();
       const at = ((ev.clientX - rect.left) / rect.width) * data.total;

@@ -690,3 +690,44 @@ def test_v1beta1_shapes_under_v1_are_explained():
 )
 def test_metadata_problems(metadata, expected):
     assert one_problem({"apiVersion": "v1", "kind": "Node", "metadata": metadata}) == expected
+
+
+def test_instance_type_templates_keep_every_field_as_written():
+    # Features read fields the typed model does not carry (skipNodeOperations on the slice,
+    # nodeAllocatableResources on a device): new NodeClaims need them as much as nodes do.
+    doc = {
+        "apiVersion": "dra-web.io/v1alpha1",
+        "kind": "InstanceType",
+        "metadata": {"name": "c7i.metal-48xl"},
+        "spec": {
+            "capacity": {"cpu": "192", "memory": "384Gi", "pods": "737"},
+            "offerings": [{"zone": "us-west-2a", "capacityType": "on-demand", "price": 9.6}],
+            "dynamicResources": {
+                "resourceSliceTemplates": [
+                    {
+                        "driver": "cpu.example.com",
+                        "pool": {"name": "cpus"},
+                        "skipNodeOperations": ["*"],
+                        "devices": [
+                            {
+                                "name": "socket0cpus",
+                                "allowMultipleAllocations": True,
+                                "capacity": {"cpu.example.com/cpu": {"value": "96"}},
+                                "nodeAllocatableResources": {
+                                    "mapping": {"cpu": {"capacityKey": "cpu.example.com/cpu"}}
+                                },
+                            }
+                        ],
+                    }
+                ]
+            },
+        },
+    }
+    snapshot = load_files([("it.json", json.dumps(doc))])
+    (t,) = snapshot.instance_types["c7i.metal-48xl"].resource_slice_templates
+    assert t.raw["skipNodeOperations"] == ["*"]
+    (device,) = t.devices
+    assert device.allow_multiple_allocations is True
+    assert device.raw["nodeAllocatableResources"] == {
+        "mapping": {"cpu": {"capacityKey": "cpu.example.com/cpu"}}
+    }

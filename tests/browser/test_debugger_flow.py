@@ -135,13 +135,22 @@ def test_search_tree_expand_keyboard_and_search(logged_in):
     value = reason.get_attribute("value")
     page.select_option(".tree-toolbar select[name=reason]", value)
     expect(page.locator(".search-results li").first).to_contain_text(value)
+    first_hit = page.locator(".search-results li button").first.get_attribute("data-id")
+    expect(tree.locator(f"li[data-id='{first_hit}']")).to_have_attribute("aria-selected", "true")
 
     # The icicle overview is drawn and jumps to a node.
     canvas = page.locator("canvas.icicle")
     box = canvas.bounding_box()
     assert box and box["width"] > 600
+    before = tree.locator("[aria-selected=true]").get_attribute("data-id")
+    page.evaluate("window.scrollTo(0, 0)")
     canvas.click(position={"x": box["width"] * 0.5, "y": 5})
-    expect(tree.locator("[aria-selected=true]")).to_have_count(1)
+    # The top row of the icicle is the pods: the jump selects a pod, not the search hit.
+    selected = tree.locator("[aria-selected=true]")
+    expect(selected).to_have_count(1)
+    expect(selected).to_have_attribute("data-kind", "pod")
+    assert selected.get_attribute("data-id") != before
+    expect(page.locator(".node-detail-body h3").first).to_be_visible()
     shot(page, "tree-overview-jump")
 
 

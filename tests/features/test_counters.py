@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,3 +191,33 @@ def test_group_state_matches_a_plain_intersection(kinds: list[str]) -> None:
     for g in reversed(accepted):
         state.remove(g)
     assert state.devices == 0 and state.admits(("vgpu",))
+
+
+def _typo_pool():
+    """The docs' pool, with device-2 pointing at a counter set the pool never publishes."""
+    snapshot, _ = example()
+    slices = [s for s in snapshot.resource_slices if s.pool_key == POOL]
+    slices[1].devices[1].consumes_counters[0].counter_set = "gpu-2-counters"
+    return snapshot, slices
+
+
+def test_missing_counter_set_makes_the_whole_pool_invalid_for_all_mode() -> None:
+    from allocator.allocator import Allocator
+    from allocator.bindings import AttributeBindings
+    from allocator.errors import ValidationError
+    from allocator.pools import SliceUniverse
+    from tests.allocator.builders import claim, exact, existing_node
+
+    snapshot, slices = _typo_pool()
+    (pool,) = SliceUniverse(slices).gather("worker-1", [])
+    assert pool.invalid
+    assert "consumesCounters references counter set gpu-2-counters" in pool.invalid_reason
+    a = Allocator(slices, [], AttributeBindings.build({}), snapshot.device_classes)
+    node = existing_node("worker-1", instance_type_name="p4d.24xlarge")
+    every = claim("all", exact("dev", "partition.example.com", mode="All"))
+    with pytest.raises(ValidationError, match=r"pool dra.example.com/pool is invalid \(device"):
+        a.allocate(node, [every])
+    snapshot, _ = example()  # the docs' pool as published is valid
+    good = [s for s in snapshot.resource_slices if s.pool_key == POOL]
+    (pool,) = SliceUniverse(good).gather("worker-1", [])
+    assert not pool.invalid and pool.invalid_reason is None

@@ -112,3 +112,44 @@ def test_skip_operations_reach_the_result_on_a_declaring_node() -> None:
 def test_node_without_the_declared_feature_cannot_take_the_device() -> None:
     err = _allocate(None)
     assert "DRAOptionalNodeOperations" in str(err)
+
+
+def test_template_skip_node_operations_reach_a_new_node_claims_devices() -> None:
+    # The instance type's control-plane driver template skips node operations: a pod placed on
+    # a new NodeClaim gets the list in its device entries, as it would from the live slice.
+    from allocator.simulation import SimulationOptions, simulate
+    from tests.scheduling.k8s import instance_type, node_pool, pod, snapshot, template
+
+    it = instance_type("m7i.4xlarge")
+    it["spec"]["dynamicResources"] = {
+        "resourceSliceTemplates": [
+            {
+                "driver": "control-plane.example.com",
+                "pool": {"name": "central-pool"},
+                "skipNodeOperations": ["*"],
+                "devices": [{"name": "virtual-device-1"}],
+            }
+        ]
+    }
+    spec = load_yaml(CLAIM).resource_claims["default/virtual"].raw["spec"]
+    docs = [
+        *[d for d in _yaml_docs(CLAIM) if d["kind"] == "DeviceClass"],
+        node_pool("general", requirements=[]),
+        it,
+        template("virtual", [], namespace="default") | {"spec": {"spec": spec}},
+        pod("agent-0", templates={"dev": "virtual"}),
+    ]
+    for gates, expected in ((None, ["*"]), ({"DRAOptionalNodeOperations": False}, None)):
+        options = SimulationOptions(gates=gates_with(**(gates or {})))
+        result = simulate(snapshot(docs), options).result
+        (entry,) = result["pods"]
+        assert entry["target"]["new"] is True
+        (device,) = entry["claims"][0]["devices"]
+        assert device["source"] == "template"
+        assert device.get("skipNodeOperations") == expected
+
+
+def _yaml_docs(text: str) -> list[dict]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all(text) if d]

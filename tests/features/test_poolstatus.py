@@ -92,3 +92,43 @@ def test_gate_off_gives_no_pools() -> None:
     assert (
         pool_status(snapshot.resource_slices, gates=gates_with(DRAResourcePoolStatus=False)) == []
     )
+
+
+def test_partition_whose_counters_are_used_up_is_unavailable() -> None:
+    # The docs' 8Gi counter set: device-1 (6Gi) allocated leaves 2Gi, so device-2 (6Gi) is
+    # neither allocated nor available ("unavailable due to ... other conditions").
+    snapshot = load_example("features-partitionable.yaml")
+    device_1 = DeviceID("dra.example.com", "pool", "device-1")
+    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[device_1, MIG]))
+    docs = pools["pool"]
+    assert (
+        docs["totalDevices"],
+        docs["allocatedDevices"],
+        docs["unavailableDevices"],
+        docs["availableDevices"],
+    ) == (2, 1, 1, 0)
+    # MIG 4Gi leaves 4Gi: the vGPU partition still fits by counters, so it stays available.
+    assert (pools["gpu-pool"]["unavailableDevices"], pools["gpu-pool"]["availableDevices"]) == (
+        0,
+        1,
+    )
+    # Without partitionable devices counters are not modelled: nothing is unavailable.
+    off = by_pool(
+        pool_status(
+            snapshot.resource_slices,
+            allocated=[device_1],
+            gates=gates_with(DRAPartitionableDevices=False),
+        )
+    )
+    assert off["pool"]["unavailableDevices"] == 0
+
+
+def test_reference_to_a_missing_counter_set_is_a_pool_validation_error() -> None:
+    snapshot = load_example("features-partitionable.yaml")
+    for s in snapshot.resource_slices:
+        for d in s.devices:
+            if d.name == "device-2":
+                d.consumes_counters[0].counter_set = "gpu-2-counters"
+    pool = by_pool(pool_status(snapshot.resource_slices))["pool"]
+    assert "counter set gpu-2-counters, which the pool does not define" in pool["validationError"]
+    assert pool["totalDevices"] is None and pool["unavailableDevices"] is None

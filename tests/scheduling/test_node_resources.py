@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from allocator.features.gates import FeatureGates
 from tests.scheduling.k8s import (
+    claim,
     device_class,
     node,
     pod,
@@ -57,4 +59,72 @@ def test_pod_level_requests_must_cover_device_overhead():
     assert entry["scheduled"] is False
     assert entry["reasons"][0]["reason"].startswith(
         "allocating dynamic resources, pod default/infer-0"
+    )
+
+
+def _cpu_cluster(*docs: dict) -> list[dict]:
+    """A CPU driver publishing whole cores (a mapping onto the node's cpu) and an xpu that
+    only needs host memory (an overhead)."""
+    cores = {
+        "name": "socket0cpus",
+        "capacity": {"cpu.example.com/cpu": {"value": "8"}},
+        "nodeAllocatableResources": {"mapping": {"cpu": {"capacityKey": "cpu.example.com/cpu"}}},
+    }
+    xpu = {
+        "name": "xpu-0",
+        "nodeAllocatableResources": {"overhead": {"memory": {"perPod": "1Gi"}}},
+    }
+    return [
+        device_class("cpu.example.com"),
+        device_class("xpu.example.com"),
+        node("cpu-node", cpu="64", memory="256Gi", instance_type=None),
+        resource_slice("cpu-node-cpus", driver="cpu.example.com", node="cpu-node", devices=[cores]),
+        resource_slice("cpu-node-xpus", driver="xpu.example.com", node="cpu-node", devices=[xpu]),
+        claim("pinned-cpus", [request("cpus", cls="cpu.example.com")]),
+        claim("shared-xpu", [request("xpu", cls="xpu.example.com")]),
+        *docs,
+    ]
+
+
+def test_a_claim_mapping_node_resources_cannot_be_shared_by_two_pods():
+    docs = _cpu_cluster(
+        pod("pinned-0", claims={"cpus": "pinned-cpus"}, created="2026-12-01T09:00:00Z"),
+        pod("pinned-1", claims={"cpus": "pinned-cpus"}, created="2026-12-01T09:01:00Z"),
+        pod("xpu-0", claims={"xpu": "shared-xpu"}, created="2026-12-01T09:02:00Z"),
+        pod("xpu-1", claims={"xpu": "shared-xpu"}, created="2026-12-01T09:03:00Z"),
+    )
+    result = run(docs)
+    first = pod_result(result, "default/pinned-0")
+    assert first["scheduled"] is True and first["draNodeResources"] == {"cpu": "8"}
+    second = pod_result(result, "default/pinned-1")
+    assert second["scheduled"] is False
+    assert second["error"] == (
+        "claim default/pinned-cpus maps node allocatable resources and cannot be shared by "
+        "several pods (default/pinned-0, default/pinned-1)"
+    )
+    assert second["claims"][0]["state"] == "allocated-in-memory"
+    # Overhead-only devices may be shared: each pod pays its own overhead.
+    for name in ("xpu-0", "xpu-1"):
+        entry = pod_result(result, f"default/{name}")
+        assert entry["scheduled"] is True and entry["draNodeResources"] == {"memory": "1Gi"}
+    # Without the feature nothing maps resources, so nothing forbids the sharing.
+    off = run(docs, gates=FeatureGates.from_mapping({"DRANodeAllocatableResources": False}))
+    assert pod_result(off, "default/pinned-1")["scheduled"] is True
+
+
+def test_an_in_cluster_claim_reserved_for_a_running_pod_is_not_shared():
+    docs = _cpu_cluster(
+        claim(
+            "held-cpus",
+            [request("cpus", cls="cpu.example.com")],
+            allocated=[("cpus", "cpu.example.com", "cpu-node", "socket0cpus")],
+            reserved_for=["pinned-a"],
+        ),
+        pod("pinned-a", node_name="cpu-node", claims={"cpus": "held-cpus"}),
+        pod("pinned-b", claims={"cpus": "held-cpus"}),
+    )
+    entry = pod_result(run(docs), "default/pinned-b")
+    assert entry["scheduled"] is False
+    assert (
+        "cannot be shared by several pods (default/pinned-a, default/pinned-b)" in (entry["error"])
     )
