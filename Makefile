@@ -50,6 +50,7 @@ test: system-deps $(STAMP)
 	bash scripts/run-tests.sh
 
 bench: $(STAMP)
+	$(PY) bench/cel_bench.py
 	$(PY) bench/allocator_bench.py
 	$(PY) bench/scheduling_bench.py
 	$(PY) bench/web_bench.py

@@ -85,6 +85,8 @@ class Allocator:
         # State the DRA features keep across Allocate calls (counters in use, ...).
         self.extensions: dict[str, Any] = {}
         self.dfs_nodes = 0  # total DFS nodes, for the result's stats
+        # Template candidates per instance type: (the template list they were built from, them).
+        self._template_cache: dict[str, tuple[list, list]] = {}
         # Inputs of the DRA features (taint rules, in-cluster claims' shares, node features).
         self.device_taint_rules = list(device_taint_rules)
         self.resource_claims = dict(resource_claims or {})
@@ -151,7 +153,7 @@ class Allocator:
         else:
             superset = self.universe.gather(node_claim.node_name, variants)
         slices_by_it = node_claim.resource_slices()
-        templates = template_devices(slices_by_it)
+        templates = self._template_devices(slices_by_it)
         matcher = SelectorMatcher(self.engine)
         claim_data = []
         for c in to_dfs:
@@ -248,6 +250,19 @@ class Allocator:
         for hook in RESULT_HOOKS:
             hook(self, node_claim, claims, result, per_it, pod, slices_by_it)
         return result
+
+    def _template_devices(self, slices_by_it: Mapping[str, list]) -> dict[str, list]:
+        """Template candidates per instance type, built once per instance type's template list
+        (every in-flight NodeClaim offering that instance type shares them; the candidates are
+        read-only, and everything per NodeClaim is keyed by the NodeClaim as well)."""
+        out = {}
+        cache = self._template_cache
+        for it, templates in slices_by_it.items():
+            hit = cache.get(it)
+            if hit is None or hit[0] is not templates:
+                hit = cache[it] = (templates, template_devices({it: templates})[it])
+            out[it] = hit[1]
+        return out
 
     # --- Release and queries ------------------------------------------------------------------
 

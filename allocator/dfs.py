@@ -79,6 +79,15 @@ class LazyCandidates:
         return len(self.items)
 
 
+def _chain(shared: LazyCandidates, rest: Sequence[DeviceWithID]):
+    """The eligible devices of ``shared`` (extending it as far as asked), then ``rest``."""
+    i = 0
+    while shared.has(i):
+        yield shared.items[i]
+        i += 1
+    yield from rest
+
+
 class DeviceCheck(Protocol):
     name: str
 
@@ -368,11 +377,53 @@ class DFSContext:
         self.eligible_ids: dict[tuple[int, str], set[int]] = {}
         self.share_prefilter = False
         self.prefilter_memo: dict[tuple[int, str, int], Rejection | None] = {}
+        # Template devices' prefilter answers for the current instance type (count pruning
+        # and the failure summary ask for the same devices).
+        self.template_memo: dict[tuple[int, str, int], Rejection | None] = {}
+        # Per Allocate: the pools an instance type's view reaches depend only on the view's
+        # requirements for the label keys the devices' node selectors use, so instance types
+        # whose views agree there share one refiltered pool set, its in-cluster candidates,
+        # and (when prefilters are IT-independent) the eligible in-cluster devices.
+        self._term_keys: tuple[str, ...] | None = None
+        self._pool_cache: dict[tuple, tuple[list[Pool], set, list[DeviceWithID]]] = {}
+        self._shared_eligible: dict[tuple[int, str, int], LazyCandidates] = {}
+        self._summary_cache: dict[tuple[int, str, int], tuple[dict, dict]] = {}
+        self._in_cluster: list[DeviceWithID] = []
 
     # --- requirements and pools -------------------------------------------------------------
 
     def _make_view(self, reqs: Requirements) -> Requirements:
         return reqs if self.it_requirements is None else reqs.intersect(self.it_requirements)
+
+    def _pools_for_view(self, view: Requirements) -> tuple[list[Pool], set, list[DeviceWithID]]:
+        """``refilter(superset, [view])``, its pool keys and in-cluster devices, shared by the
+        instance types whose views agree on every key the devices' selector terms name (the
+        only keys ``Requirements.compatible`` reads)."""
+        keys = self._term_keys
+        if keys is None:
+            found: set[str] = set()
+            seen: set[int] = set()
+            for pool in self.superset:
+                if not pool.has_selector_devices:
+                    continue
+                for d in pool.devices:
+                    terms = d.terms
+                    if terms is None or id(terms) in seen:
+                        continue
+                    seen.add(id(terms))
+                    for term in terms:
+                        found.update(term.keys())
+            keys = self._term_keys = tuple(sorted(found))
+        sig = tuple(view.get(k) if view.has(k) else None for k in keys)
+        hit = self._pool_cache.get(sig)
+        if hit is None:
+            pools = refilter(self.superset, [view])
+            hit = self._pool_cache[sig] = (
+                pools,
+                {p.key for p in pools},
+                [d for p in pools for d in p.devices],
+            )
+        return hit
 
     def tighten(self, term: Requirements) -> None:
         self.snapshots.append((self.requirements, self.view, self.pools, self.pool_keys))
@@ -473,13 +524,14 @@ class DFSContext:
         self.instance_type = instance_type
         self.it_requirements = it_requirements
         self.view = self._make_view(self.requirements)
-        self.pools = refilter(self.superset, [self.view])
-        self.pool_keys = {p.key for p in self.pools}
+        self.pools, self.pool_keys, in_cluster = self._pools_for_view(self.view)
+        self._in_cluster = in_cluster
         self.snapshots = []
         self.allocated_ids = set()
         self.allocated_templates = set()
         self.path = []
         self.failure = None
+        self.template_memo = {}
         self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
         # In-cluster prefilter answers are shared across instance types when every check
         # declares its prefilter independent of the instance type for in-cluster devices.
@@ -492,7 +544,8 @@ class DFSContext:
                 c.reset()
                 c.set_binding_fallback(fallback)
         templates = self.templates_by_it.get(instance_type, [])
-        universe = [d for p in self.pools for d in p.devices] + templates
+        universe = in_cluster + templates
+        chained = self.share_prefilter and not self.trace.enabled
         # Shared devices anywhere in reach? Only then may a device serve several slots.
         self.may_reuse = bool(REUSABLE) and (
             any(p.has_shared_devices for p in self.pools)
@@ -506,10 +559,26 @@ class DFSContext:
                     if r.allocation_mode == ALL:
                         continue
                     key = (claim.index, r.name)
-                    lazy = LazyCandidates(
-                        universe,
-                        lambda c, claim=claim, r=r: self._prefilter(claim, r, c) is None,
-                    )
+                    if chained:
+                        # The in-cluster part is the same for every IT reaching these pools.
+                        skey = (claim.index, r.name, id(in_cluster))
+                        shared = self._shared_eligible.get(skey)
+                        if shared is None:
+                            shared = self._shared_eligible[skey] = LazyCandidates(
+                                in_cluster,
+                                lambda c, claim=claim, r=r: self._prefilter(claim, r, c) is None,
+                            )
+                        lazy = LazyCandidates(
+                            _chain(shared, templates),
+                            lambda c, claim=claim, r=r: (
+                                c.source != TEMPLATE or self._prefilter(claim, r, c) is None
+                            ),
+                        )
+                    else:
+                        lazy = LazyCandidates(
+                            universe,
+                            lambda c, claim=claim, r=r: self._prefilter(claim, r, c) is None,
+                        )
                     self.eligible[key] = lazy
                     if self.trace.enabled:
                         # Traced runs walk every device (to show why each was refused).
@@ -542,13 +611,17 @@ class DFSContext:
     def _prefilter(
         self, claim: ClaimData, req: RequestData, cand: DeviceWithID
     ) -> Rejection | None:
-        if self.share_prefilter and cand.source != TEMPLATE:
-            key = (claim.index, req.name, id(cand))
-            hit = self.prefilter_memo.get(key, self)
-            if hit is self:
-                hit = self.prefilter_memo[key] = self._run_prefilter(claim, req, cand)
-            return hit  # type: ignore[return-value]
-        return self._run_prefilter(claim, req, cand)
+        if cand.source == TEMPLATE:
+            memo = self.template_memo  # prefilters are path-independent within an IT
+        elif self.share_prefilter:
+            memo = self.prefilter_memo
+        else:
+            return self._run_prefilter(claim, req, cand)
+        key = (claim.index, req.name, id(cand))
+        hit = memo.get(key, self)
+        if hit is self:
+            hit = memo[key] = self._run_prefilter(claim, req, cand)
+        return hit  # type: ignore[return-value]
 
     def _run_prefilter(
         self, claim: ClaimData, req: RequestData, cand: DeviceWithID
@@ -637,20 +710,30 @@ class DFSContext:
 
     def _prefilter_summary(self, claim: ClaimData, req: RequestData) -> str:
         """Why the other devices were filtered out (taint, counter, ...), on failure only."""
-        universe = [d for p in self.pools for d in p.devices]
-        universe += self.templates_by_it.get(self.instance_type, [])
         counts: dict[str, int] = {}
         first: dict[str, str] = {}
-        for cand in universe:
-            r = self._prefilter(claim, req, cand)
-            if r is not None and r[0] not in ("selector", "allocated"):
-                counts[r[0]] = counts.get(r[0], 0) + 1
-                first.setdefault(r[0], r[1])
+        in_cluster = self._in_cluster
+        skey = (claim.index, req.name, id(in_cluster))
+        cached = self._summary_cache.get(skey) if self.share_prefilter else None
+        if cached is None:
+            self._tally(claim, req, in_cluster, counts, first)
+            if self.share_prefilter:
+                self._summary_cache[skey] = (dict(counts), dict(first))
+        else:
+            counts, first = dict(cached[0]), dict(cached[1])
+        self._tally(claim, req, self.templates_by_it.get(self.instance_type, []), counts, first)
         if not counts:
             return ""
         return "; rejected " + ", ".join(
             f"{k}: {v} ({first[k]})" for k, v in sorted(counts.items())
         )
+
+    def _tally(self, claim, req, cands, counts: dict[str, int], first: dict[str, str]) -> None:
+        for cand in cands:
+            r = self._prefilter(claim, req, cand)
+            if r is not None and r[0] not in ("selector", "allocated"):
+                counts[r[0]] = counts.get(r[0], 0) + 1
+                first.setdefault(r[0], r[1])
 
     # --- recursion ----------------------------------------------------------------------------
 

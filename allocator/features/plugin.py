@@ -284,8 +284,10 @@ class NodeOperationsCheck:
         return ops
 
     def prefilter(self, ctx, claim, request, cand):
+        if not self.check_node:
+            return None  # a new NodeClaim declares every feature
         ops = self._operations(ctx, cand)
-        if ops and self.check_node:
+        if ops:
             problem = nodeoperations.node_problem(self.node, ops)
             if problem is not None:
                 return ("node-operations", f"device {cand.id}: {problem}")
@@ -694,6 +696,13 @@ def _pod_claim_names(pod) -> dict[str, str]:
     return {key: name for name, key in pod_claim_entries(pod)}
 
 
+def _declares_node_resources(device: Device) -> bool:
+    raw = device.raw
+    return bool(raw) and (
+        "nodeAllocatableResources" in raw or "nodeAllocatableResourceMappings" in raw
+    )
+
+
 def node_resources(
     allocator, node_claim, claims: list[ResourceClaim], result, per_it: dict, pod, slices_by_it
 ) -> dict[str, Quantity]:
@@ -706,18 +715,15 @@ def node_resources(
     its = list(per_it) or [""]
     best: dict[str, Quantity] = {}
     for it in its:
-        templates = {
-            DeviceID(t.driver, t.pool, d.name): d
-            for t in (slices_by_it or {}).get(it, [])
-            for d in t.devices
-        }
+        templates = None
         devices: list[NodeResourceDevice] = []
         for index, claim in enumerate(claims):
             outcome = result.claims[index]
             pod_claim_name = names.get(claim.key, "")
             if outcome.state in (core_claims.UNALLOCATED, core_claims.REALLOCATED):
                 for e in per_it.get(it, []):
-                    if e.claim_index == index:
+                    # Devices publishing no node allocatable resources add nothing.
+                    if e.claim_index == index and _declares_node_resources(e.cand.device):
                         devices.append(
                             NodeResourceDevice(
                                 claim.key,
@@ -730,12 +736,18 @@ def node_resources(
                 continue
             for d in outcome.devices_for([it] if it else None):
                 device_id = DeviceID(d.driver, d.pool, d.device)
+                if d.source == TEMPLATE and templates is None:
+                    templates = {
+                        DeviceID(t.driver, t.pool, x.name): x
+                        for t in (slices_by_it or {}).get(it, [])
+                        for x in t.devices
+                    }
                 device = (
                     templates.get(device_id)
                     if d.source == TEMPLATE
                     else state.devices.get(device_id)
                 )
-                if device is None:
+                if device is None or not _declares_node_resources(device):
                     continue
                 devices.append(
                     NodeResourceDevice(
