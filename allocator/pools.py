@@ -322,7 +322,6 @@ class SliceUniverse:
             )
         return pools
 
-
     def invalid(self, key: PoolKey) -> str | None:
         """Why the pool is invalid as a whole (POOL_VALIDATORS over all its newest slices)."""
         if key in self._invalid:

@@ -175,11 +175,14 @@ def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> di
 
 def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> dict:
     from allocator.scheduling.disruption import disruption_report
+    from allocator.scheduling.report import extend_node_claims, extend_pod_claims
 
     lookup = _DeviceLookup(snapshot)
     pod_entries = [_pod_entry(o, run, options, lookup) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
+    extend_node_claims(node_claims, run, snapshot, by_key)  # scheduling/report.py
+    extend_pod_claims(pod_entries, outcomes, run, snapshot)
     scheduled = sum(1 for e in pod_entries if e["scheduled"])
     placed = {e["pod"] for e in pod_entries if e["scheduled"]}
     dfs_nodes = run.allocator.dfs_nodes

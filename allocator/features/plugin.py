@@ -64,6 +64,8 @@ class FeatureState:
     devices: dict[DeviceID, Device] = field(default_factory=dict)
     grouped_pools: set[PoolKey] = field(default_factory=set)
     nodes: dict[str, Node] | None = None
+    # id(template list) -> (the list, whether its templates use shared counters)
+    template_counters: dict[int, tuple[list, bool]] = field(default_factory=dict)
 
 
 def state_of(extensions: dict[str, Any]) -> FeatureState | None:
@@ -460,11 +462,21 @@ def _counter_factory(ctx):
     if state is None:
         return None
     templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(ctx.instance_type, [])
-    if not state.counters.pools and not any(
-        t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
-    ):
+    if not state.counters.pools and not _templates_use_counters(state, templates):
         return None  # no shared counters anywhere: nothing to check
     return CounterCheck(ctx, state)
+
+
+def _templates_use_counters(state: FeatureState, templates) -> bool:
+    """Whether an instance type's templates publish or consume counters (asked once per
+    instance type's template list, not once per DFS)."""
+    hit = state.template_counters.get(id(templates))
+    if hit is None or hit[0] is not templates:
+        uses = any(
+            t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
+        )
+        hit = state.template_counters[id(templates)] = (templates, uses)
+    return hit[1]
 
 
 def _capacity_factory(ctx):

@@ -37,6 +37,7 @@ from allocator.scheduling.nodeclaims import (
     InFlightNodeClaim,
     Probe,
 )
+from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE, PruneLog
 from allocator.trace import NULL_TRACE, Trace
 
 _NO_STRICT: frozenset[str] = frozenset()
@@ -81,6 +82,10 @@ class _Plan:
     result: object | None
     dra_resources: Resources
     claims: list[ResourceClaim] = field(default_factory=list)
+    # For the NodeClaim report: the pod's requirement term and, per filtering stage, the
+    # instance type lists it started from and kept (references only; see report.PruneLog).
+    term: Requirements | None = None
+    stages: list[tuple] = field(default_factory=list)
 
 
 class AllocationFailure(Exception):
@@ -119,6 +124,7 @@ class Scheduler:
         self._next_index: dict[str, int] = {}
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
+        self.prunes = PruneLog()  # why each NodeClaim lost instance types (result report)
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -490,6 +496,9 @@ class Scheduler:
             taints=list(plan_pool.taints),
             order=len(self.node_claims),
         )
+        self.prunes.started(
+            name, pool.name, plan_pool.requirements, plan_pool.instance_types, candidates, remaining
+        )
         self._apply(nc, plan, outcome)
         self.node_claims.append(nc)
         return "", nc
@@ -516,9 +525,10 @@ class Scheduler:
         filtered = filter_instance_types(candidates, reqs, total)
         if not filtered.remaining:
             raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
+        stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
         claims = outcome.pod_claims.claims
         if not claims:
-            return _Plan(reqs, filtered.remaining, total, None, {})
+            return _Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
         try:
             result = self.allocator.allocate(
@@ -554,7 +564,18 @@ class Scheduler:
                 explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
                 "instance-types",
             )
-        return _Plan(tightened, refiltered.remaining, merged(total, dra), result, dra, claims)
+        stages.append((DRA_STAGE, filtered.remaining, result, kept))
+        stages.append((FILTER_STAGE, kept, tightened, merged(total, dra), refiltered.remaining))
+        return _Plan(
+            tightened,
+            refiltered.remaining,
+            merged(total, dra),
+            result,
+            dra,
+            claims,
+            term=term,
+            stages=stages,
+        )
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
@@ -568,6 +589,7 @@ class Scheduler:
         kept = set(nc.instance_types)
         for name in sorted(before - kept):
             self.allocator.release_instance_type(nc.id, name)
+        self.prunes.applied(nc.id, plan.term, plan.stages)
         self._record(outcome, plan.result, plan.dra_resources)
 
     # --- helpers -----------------------------------------------------------------------------

@@ -222,12 +222,18 @@ def option_changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[s
 
 
 def device_conditions(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Across every placement: devices chosen despite a taint (tolerated) and devices whose
-    binding waits on conditions or pins the node, with the pod and target they serve."""
-    tolerated, binding = [], []
+    """Across every placement: devices chosen despite a taint (tolerated), devices whose
+    binding waits on conditions or pins the node, and devices a taint kept from a claim (from
+    the claims' ``deviceTaints``), with the pod and target they serve."""
+    tolerated, binding, excluded = [], [], []
     for pod in pods:
         target = target_text(pod.get("target"))
         for claim in pod.get("claims") or []:
+            # The result's own account (allocator/scheduling/report.py), when it has one.
+            for x in (claim.get("deviceTaints") or {}).get("excluded") or []:
+                excluded.append(
+                    {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **x}
+                )
             for d in claim.get("devices") or []:
                 entry = {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **d}
                 if d.get("tolerations"):
@@ -239,4 +245,4 @@ def device_conditions(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, An
                 ):
                     entry["bindingTimeoutSeconds"] = claim.get("bindingTimeoutSeconds")
                     binding.append(entry)
-    return {"tolerated": tolerated, "binding": binding}
+    return {"tolerated": tolerated, "binding": binding, "excluded": excluded}

@@ -443,6 +443,14 @@ def instance_types_pruned(run, names: set[str]) -> dict[str, list[dict[str, Any]
     reason kept."""
     from dra_web.runs.models import TraceNode
 
+    # Results that carry ``instanceTypesPruned`` (allocator/scheduling/report.py) say it
+    # exactly; the trace is read only for older results without it.
+    reported = {
+        nc.get("name")
+        for nc in (run.result or {}).get("nodeClaims") or []
+        if isinstance(nc, dict) and "instanceTypesPruned" in nc
+    }
+    names = set(names) - reported
     if not names or not run.trace_node_count:
         return {}
     targets = {}

@@ -210,6 +210,12 @@ def _node_claims(view, model, run):
         "requirementsBeforeDRA",
         "requirementsBefore",
         "price",
+        # allocator/scheduling/report.py: shown in their own places on the page.
+        "templateSlices",
+        "devices",
+        "deviceTaints",
+        "bindingConditions",
+        "initializationGating",
     }
     out = []
     for nc in view["node_claims"]:
@@ -218,8 +224,9 @@ def _node_claims(view, model, run):
             {
                 **nc,
                 "held": devices,
-                "pruned": nc.get("instanceTypesPruned")
-                or pruned_in_trace.get(nc.get("name") or "", []),
+                "pruned": nc["instanceTypesPruned"]
+                if "instanceTypesPruned" in nc
+                else pruned_in_trace.get(nc.get("name") or "", []),
                 "before": nc.get("requirementsBeforeDRA")
                 or nc.get("requirementsBefore")
                 or page_selectors.node_pool_requirements(model, nc.get("nodePool")),

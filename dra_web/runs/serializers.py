@@ -75,10 +75,12 @@ class RunCreateSerializer(serializers.Serializer):
 
     def validate_options(self, value):
         if value is None:
-            return {}
+            value = {}
         if not isinstance(value, dict):
             raise serializers.ValidationError("must be an object")
-        return value
+        # CONTRACT section 6: every API run has a trace (GET .../trace/) unless the script
+        # opts out with "trace": false.
+        return {"trace": True, **value}
 
 
 class TraceNodeSerializer(serializers.Serializer):

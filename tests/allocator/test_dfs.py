@@ -641,3 +641,90 @@ def test_in_cluster_prefilter_shared_across_instance_types_only_when_declared(ch
         assert check.calls == (4 * 3 if per_it else 4)
     finally:
         DEVICE_CHECKS[:] = saved
+
+
+ARCH = "kubernetes.io/arch"
+
+
+def _arch_zone_selector(arch: str | None, zone: str | None) -> dict:
+    exprs = [{"key": ARCH, "operator": "In", "values": [arch]}] if arch else []
+    if zone:
+        exprs.append({"key": ZONE, "operator": "In", "values": [zone]})
+    return {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    slice_specs=st.lists(
+        st.tuples(
+            st.sampled_from([None, "amd64", "arm64"]),
+            st.sampled_from([None, "us-west-2a", "us-west-2b"]),
+            ROOTS,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    it_specs=st.lists(
+        st.tuples(st.sampled_from(["amd64", "arm64"]), st.integers(0, 2)), min_size=1, max_size=5
+    ),
+    count=st.integers(1, 3),
+    constrained=st.booleans(),
+)
+def test_instance_types_sharing_pool_sets_find_what_separate_searches_find(
+    slice_specs, it_specs, count, constrained
+):
+    # Instance types whose views agree on the selector keys (arch, zone) share one refiltered
+    # pool set and its eligible in-cluster devices within an Allocate; a run that recomputes
+    # them for every instance type must give the same result, instance type by instance type.
+    from allocator.dfs import DFSContext
+
+    slices = [
+        resource_slice(
+            f"rack-{i}",
+            [gpu(f"gpu-{i}", pcie_root=root)],
+            **(
+                {"node_selector": _arch_zone_selector(arch, zone)}
+                if arch or zone
+                else {"all_nodes": True}
+            ),
+        )
+        for i, (arch, zone, root) in enumerate(slice_specs)
+    ]
+    its = [
+        instance_type(
+            f"m{i}.xlarge",
+            [template(f"m{i}-gpus", gpus(n, pcie_root="pci0000:00"))] if n else [],
+            arch=arch,
+        )
+        for i, (arch, n) in enumerate(it_specs)
+    ]
+    c = claim(
+        "c",
+        exact("gpu", count=count),
+        constraints=[match_attribute(PCIE_ROOT)] if constrained else [],
+    )
+
+    def run():
+        nc = in_flight("gpu-pool-1", its, requirements={ZONE: ["us-west-2a", "us-west-2b"]})
+        try:
+            r = make_allocator(slices, instance_types=its).allocate(nc, [c])
+        except AllocationError as e:
+            return str(e)
+        by_it = {
+            it: [f"{d.pool}/{d.device}" for d in devs]
+            for it, devs in r.claims[0].devices_by_instance_type.items()
+        }
+        return r.instance_types, by_it, r.requirements, r.failed_instance_types
+
+    shared = run()
+    original = DFSContext._prepare_it
+
+    def unshared(self, *args):
+        self._pool_cache, self._shared_eligible, self._summary_cache = {}, {}, {}
+        return original(self, *args)
+
+    DFSContext._prepare_it = unshared
+    try:
+        assert run() == shared
+    finally:
+        DFSContext._prepare_it = original

@@ -209,7 +209,11 @@ def gpu_training_result(*, second_train_placed: bool = True) -> dict:
                 "pods": ["ml/train-1"],
                 "price": 98.32,
                 "instanceTypesPruned": [
-                    {"name": "g6e.xlarge", "reason": "no device of class gpu.nvidia.com matches"}
+                    {
+                        "name": "g6e.xlarge",
+                        "reason": "devices",
+                        "message": "no device of class gpu.nvidia.com matches",
+                    }
                 ],
             }
         ]

@@ -203,3 +203,138 @@ def test_failed_run_shows_its_error_and_no_sections(browser_client, snapshot, ma
     assert "The simulation did not complete." in html
     assert "worker lost: no heartbeat for 95 s" in html
     assert 'role="tablist"' not in html and "hx-trigger" not in html
+
+
+def test_nodeclaims_show_the_report_fields_of_the_result(browser_client, snapshot, maria):
+    """allocator/scheduling/report.py's fields replace what the page used to guess from the
+    trace and the catalog: prune stages, requirements before DRA, templates, taints, binding."""
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    nc = result["nodeClaims"][0]
+    nc["instanceTypesPruned"] = [
+        {
+            "name": "p5e.48xlarge",
+            "reason": "offerings",
+            "message": "no available offering compatible with topology.kubernetes.io/zone "
+            "In [us-west-2a]; offerings: us-west-2b/on-demand (incompatible)",
+        }
+    ]
+    nc["requirementsBeforeDRA"] = [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2c"]}
+    ]
+    nc["templateSlices"] = [
+        {
+            "instanceType": "p5.48xlarge",
+            "slices": [{"driver": "gpu.nvidia.com", "pool": "p5-fabric", "devices": ["gpu-7"]}],
+        }
+    ]
+    nc["devices"] = [
+        {
+            "pod": "ml/train-1",
+            "claim": "ml/train-1-gpu",
+            "request": "gpu",
+            "driver": "gpu.nvidia.com",
+            "pool": "p5-fabric",
+            "device": "gpu-7",
+            "source": "template",
+            "instanceType": "p5.48xlarge",
+        }
+    ]
+    nc["deviceTaints"] = {
+        "excluded": [
+            {
+                "driver": "gpu.nvidia.com",
+                "pool": "p5-fabric",
+                "device": "gpu-6",
+                "instanceType": "p5.48xlarge",
+                "taint": "dra.example.com/ecc-errors=high",
+                "effect": "NoSchedule",
+                "claims": ["ml/train-1-gpu"],
+            }
+        ],
+        "tolerated": [
+            {
+                "pod": "ml/train-1",
+                "claim": "ml/train-1-gpu",
+                "request": "gpu",
+                "driver": "gpu.nvidia.com",
+                "pool": "p5-fabric",
+                "device": "gpu-7",
+                "taint": "dra.example.com/unhealthy=Broken",
+                "effect": "NoExecute",
+                "toleration": {"operator": "Exists", "key": "dra.example.com/unhealthy"},
+            }
+        ],
+    }
+    nc["bindingConditions"] = [
+        {
+            "pod": "ml/train-1",
+            "claim": "ml/train-1-gpu",
+            "request": "gpu",
+            "driver": "gpu.nvidia.com",
+            "pool": "p5-fabric",
+            "device": "gpu-7",
+            "conditions": ["dra.example.com/is-prepared"],
+            "failureConditions": ["dra.example.com/preparing-failed"],
+            "bindsToNode": True,
+            "timeoutSeconds": 900,
+        }
+    ]
+    nc["initializationGating"] = {
+        "nodeClaim": "gpu-pool-1",
+        "node": None,
+        "status": "Unknown",
+        "reason": "DRADriverPoolsNotPublished",
+        "missingDrivers": ["gpu.nvidia.com"],
+    }
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="panel-nodeclaims"') : html.index('id="taint-h"')]
+    assert '<span class="tag">offerings</span>' in section and "p5e.48xlarge" in section
+    assert "us-west-2b/on-demand (incompatible)" in section
+    assert "(placing" not in section  # nothing guessed from the trace
+    assert "Before DRA (NodePool and pods)" in section
+    assert "topology.kubernetes.io/zone In us-west-2c" in section
+    assert "p5-fabric" in section and '<span class="tag">gpu-7</span>' in section
+    assert "gpu.nvidia.com/p5-fabric/gpu-7" in section
+    assert "excluded by a taint" in section and "gpu.nvidia.com/p5-fabric/gpu-6" in section
+    assert "dra.example.com/ecc-errors=high:NoSchedule" in section
+    assert "dra.example.com/unhealthy=Broken:NoExecute" in section
+    assert (
+        "dra.example.com/is-prepared" in section and "dra.example.com/preparing-failed" in section
+    )
+    assert "pinned to gpu-pool-1" in section and "timeout 900 s" in section
+    assert "DRADriverPoolsNotPublished" in section and "Unknown" in section
+    assert "Other fields of the result" not in section
+
+
+def test_taints_section_uses_the_claims_device_taints_of_the_result(
+    browser_client, snapshot, maria
+):
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria, second_train_placed=False)
+    result = run.result
+    result["pods"][0]["claims"][0]["deviceTaints"] = {
+        "excluded": [
+            {
+                "driver": "gpu.nvidia.com",
+                "pool": NODE,
+                "device": "gpu-3",
+                "instanceType": None,
+                "taint": "dra.example.com/ecc-errors=high",
+                "effect": "NoSchedule",
+            }
+        ],
+        "tolerated": [],
+    }
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="taint-h"') : html.index("<h3>Taints tolerated</h3>")]
+    assert f"gpu.nvidia.com/{NODE}/gpu-3" in section
+    assert "dra.example.com/ecc-errors=high:NoSchedule" in section
+    assert f"ml/train-0 on Node {NODE}" in section
+    # The result's account replaces the trace search for this list.
+    assert "untolerated taint nvidia.com/maintenance:NoSchedule" not in section

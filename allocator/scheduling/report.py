@@ -1,0 +1,519 @@
+"""The NodeClaim report: what the result says about each NodeClaim beyond CONTRACT section 4's
+core fields (the run page's NodeClaims section).
+
+Two parts, so the scheduling loop stays fast:
+
+* ``PruneLog`` is fed by the loop when a placement is applied (Karpenter's NodeClaim.Add): it
+  keeps references to the instance type lists each stage of ``_plan`` started from and ended
+  with, and works out which instance types a stage dropped, and why, only then (once per
+  placement, never per probe). It also keeps the NodeClaim's requirements without the DRA
+  contributions (NodePool template plus the pods' node selectors and affinity terms).
+* ``extend_node_claims`` runs once at the end of the run and adds to each ``nodeClaims`` entry:
+  ``instanceTypesPruned``, ``requirementsBeforeDRA``, ``templateSlices``, ``devices``,
+  ``deviceTaints``, ``bindingConditions`` and ``initializationGating``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from allocator.model import DeviceID
+from allocator.requirements import Requirements
+from allocator.scheduling.finalization import REQUESTED_DRA_DRIVERS
+from allocator.scheduling.fit import (
+    CAPACITY_TYPE,
+    HOSTNAME,
+    ZONE,
+    InstanceTypeInfo,
+    Resources,
+    exceeded,
+    fits,
+    format_resources,
+    offering_allowed,
+)
+from allocator.scheduling.gating import NOT_PUBLISHED, requested_drivers
+from allocator.scheduling.nodeclaims import InFlightNodeClaim
+
+DEVICES = "devices"
+REQUIREMENTS = "requirements"
+RESOURCES = "resources"
+OFFERINGS = "offerings"
+LIMITS = "limits"
+
+# Stage kinds recorded by the loop's ``_plan`` (cheap tuples of references).
+FILTER_STAGE = "filter"  # (FILTER_STAGE, candidates, requirements, requests, remaining)
+DRA_STAGE = "dra"  # (DRA_STAGE, candidates, AllocationResult, kept)
+
+
+@dataclass(slots=True)
+class Pruned:
+    name: str
+    reason: str  # devices | requirements | resources | offerings | limits
+    message: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "reason": self.reason, "message": self.message}
+
+
+@dataclass(slots=True)
+class PruneLog:
+    """Per NodeClaim id: the instance types dropped (in the order they were dropped, each once:
+    a NodeClaim's candidates only shrink) and its requirements before DRA."""
+
+    pruned: dict[str, dict[str, Pruned]] = field(default_factory=dict)
+    before_dra: dict[str, Requirements] = field(default_factory=dict)
+
+    def started(
+        self,
+        nc_id: str,
+        pool_name: str,
+        pool_requirements: Requirements,
+        launchable: list[InstanceTypeInfo],
+        candidates: list[InstanceTypeInfo],
+        remaining: Resources | None,
+    ) -> None:
+        """A new NodeClaim: the NodePool's types its limits left out, and its base
+        requirements (the NodePool template, without the hostname placeholder)."""
+        self.before_dra[nc_id] = pool_requirements.copy()
+        log = self.pruned.setdefault(nc_id, {})
+        if len(candidates) == len(launchable) or remaining is None:
+            return
+        kept = {info.name for info in candidates}
+        for info in launchable:
+            if info.name not in kept and info.name not in log:
+                log[info.name] = Pruned(
+                    info.name, LIMITS, limits_message(pool_name, info, remaining)
+                )
+
+    def applied(self, nc_id: str, term: Requirements | None, stages: Iterable[tuple]) -> None:
+        """A placement was applied to the NodeClaim: classify what each stage dropped."""
+        if term is not None:
+            before = self.before_dra.get(nc_id)
+            if before is not None:
+                before.add(term)
+        log = self.pruned.setdefault(nc_id, {})
+        for stage in stages:
+            if stage[0] == FILTER_STAGE:
+                _, candidates, reqs, requests, remaining = stage
+                kept = {info.name for info in remaining}
+                for info in candidates:
+                    if info.name not in kept and info.name not in log:
+                        log[info.name] = classify_filtered(info, reqs, requests)
+            elif stage[0] == DRA_STAGE:
+                _, candidates, result, kept_infos = stage
+                kept = {info.name for info in kept_infos}
+                failed = getattr(result, "failed_instance_types", None) or {}
+                for info in candidates:
+                    if info.name not in kept and info.name not in log:
+                        message = failed.get(info.name) or (
+                            "the device search found no allocation for the pod's claims"
+                        )
+                        log[info.name] = Pruned(info.name, DEVICES, message)
+
+    def for_claim(self, nc_id: str, final: Iterable[str]) -> list[dict]:
+        final = set(final)
+        return [p.to_json() for p in self.pruned.get(nc_id, {}).values() if p.name not in final]
+
+
+# --- readable reasons ---------------------------------------------------------------------------
+
+
+def limits_message(pool_name: str, info: InstanceTypeInfo, remaining: Resources) -> str:
+    over = {
+        name: info.capacity.get(name, 0)
+        for name, left in sorted(remaining.items())
+        if info.capacity.get(name, 0) > left
+    }
+    left = {name: max(remaining[name], 0) for name in over}
+    return (
+        f'launching it would exceed the limits of nodepool "{pool_name}": capacity '
+        f"{format_resources(over)}, remaining {format_resources(left)}"
+    )
+
+
+def classify_filtered(info: InstanceTypeInfo, reqs: Requirements, requests: Resources) -> Pruned:
+    """Why Karpenter's instance type filter dropped ``info``, checked in the filter's order:
+    requirements, resources, offerings."""
+    problem = reqs.intersects(info.requirements)
+    if problem is not None:
+        return Pruned(info.name, REQUIREMENTS, f"incompatible requirements, {problem}")
+    if not fits(requests, info.capacity):
+        names = exceeded(requests, info.capacity)
+        wanted = {n: requests[n] for n in names}
+        has = {n: info.capacity.get(n, 0) for n in names}
+        return Pruned(
+            info.name,
+            RESOURCES,
+            f"not enough resources, requests {format_resources(wanted)}, "
+            f"capacity {format_resources(has)}",
+        )
+    return Pruned(info.name, OFFERINGS, offerings_message(info, reqs))
+
+
+def offerings_message(info: InstanceTypeInfo, reqs: Requirements) -> str:
+    wanted = []
+    for key in (ZONE, CAPACITY_TYPE):
+        if reqs.has(key):
+            wanted.append(str(reqs.get(key)))
+    offered = []
+    for offering, extra in info.offerings:
+        state = "available" if offering.available else "unavailable"
+        if offering.available and not offering_allowed(offering, extra, reqs):
+            state = "incompatible"
+        offered.append(f"{offering.zone}/{offering.capacity_type} ({state})")
+    return (
+        f"no available offering compatible with {', '.join(wanted) or 'the requirements'}; "
+        f"offerings: {', '.join(offered) or 'none'}"
+    )
+
+
+# --- the end-of-run report ----------------------------------------------------------------------
+
+
+def _requirements_json(reqs: Requirements | None) -> list[dict]:
+    if reqs is None:
+        return []
+    return [r for r in reqs.to_node_selector_requirements() if r["key"] != HOSTNAME]
+
+
+def template_slices(infos: Iterable[InstanceTypeInfo]) -> list[dict]:
+    """Per kept instance type (by name): the ResourceSlices a node of that type will publish."""
+    out = []
+    for info in sorted(infos, key=lambda i: i.name):
+        out.append(
+            {
+                "instanceType": info.name,
+                "slices": [
+                    {
+                        "driver": t.driver,
+                        "pool": t.pool,
+                        "devices": [d.name for d in t.devices],
+                    }
+                    for t in info.it.resource_slice_templates
+                ],
+            }
+        )
+    return out
+
+
+def held_devices_of(pod: str, claim: dict) -> list[dict]:
+    return [
+        {
+            "pod": pod,
+            "claim": claim["claim"],
+            "request": d["request"],
+            "driver": d["driver"],
+            "pool": d["pool"],
+            "device": d["device"],
+            "source": d["source"],
+            "instanceType": d["instanceType"],
+        }
+        for d in claim["devices"]
+    ]
+
+
+def held_devices(pods: list[str], pod_entries: dict[str, dict]) -> list[dict]:
+    """Every device the NodeClaim's pods hold, per pod and claim (template devices once per
+    kept instance type, as the pods' entries list them)."""
+    return [
+        d
+        for pod in pods
+        for claim in pod_entries[pod]["claims"]
+        for d in held_devices_of(pod, claim)
+    ]
+
+
+def _toleration_matches(tol: dict, taint) -> bool:
+    """Kubernetes' ToleratesTaint, on a toleration as the result prints it."""
+    if tol.get("effect") and tol["effect"] != taint.effect:
+        return False
+    if tol.get("key") and tol["key"] != taint.key:
+        return False
+    if (tol.get("operator") or "Equal") == "Exists":
+        return True
+    return (tol.get("value") or "") == (taint.value or "")
+
+
+def _taint_text(taint) -> str:
+    return f"{taint.key}={taint.value}" if taint.value else taint.key
+
+
+class _Devices:
+    """Device objects by (instance type or None, DeviceID): the templates of the snapshot's
+    instance types and the allocator's in-cluster universe."""
+
+    def __init__(self, snapshot, allocator) -> None:
+        from allocator.features.plugin import state_of
+
+        self.snapshot = snapshot
+        self.state = state_of(allocator.extensions)
+        self._templates: dict[str, dict[DeviceID, Any]] = {}
+
+    def get(self, instance_type: str | None, device_id: DeviceID):
+        if instance_type is None:
+            return self.state.devices.get(device_id) if self.state is not None else None
+        found = self._templates.get(instance_type)
+        if found is None:
+            it = self.snapshot.instance_types.get(instance_type)
+            found = {
+                DeviceID(t.driver, t.pool, d.name): d
+                for t in (it.resource_slice_templates if it is not None else ())
+                for d in t.devices
+            }
+            self._templates[instance_type] = found
+        return found.get(device_id)
+
+    def taints(self, instance_type: str | None, device_id: DeviceID) -> tuple:
+        if self.state is None:
+            return ()
+        device = self.get(instance_type, device_id)
+        if device is None:
+            return ()
+        return self.state.taints.taints(device_id, device)
+
+
+def _request_tolerations(claim, request_name: str) -> list:
+    """The tolerations of a claim's request as the result names it (``req`` or ``req/sub``)."""
+    name, _, sub = request_name.partition("/")
+    for request in claim.spec.requests:
+        if request.name != name:
+            continue
+        if not sub:
+            return list(request.exactly.tolerations) if request.exactly is not None else []
+        for entry in request.first_available:
+            if entry.name == sub:
+                return list(entry.request.tolerations)
+    return []
+
+
+def _tolerated(held: list[dict], pod_entries: dict[str, dict], devices: _Devices) -> list[dict]:
+    """For each held device whose entry printed tolerations: the blocking taints of the
+    device that one of them covered (effect None is informational: nothing to tolerate)."""
+    from allocator.features.taints import BLOCKING_EFFECTS
+
+    printed: dict[tuple, list] = {}
+    for pod in {d["pod"] for d in held}:
+        for c in pod_entries[pod]["claims"]:
+            for x in c["devices"]:
+                if x.get("tolerations"):
+                    key = (pod, c["claim"], x["request"], x["driver"], x["pool"], x["device"])
+                    printed[key + (x["instanceType"],)] = x["tolerations"]
+    out, seen = [], set()
+    if not printed:
+        return out
+    for d in held:
+        tols = printed.get(
+            (d["pod"], d["claim"], d["request"], d["driver"], d["pool"], d["device"])
+            + (d["instanceType"],)
+        )
+        if not tols:
+            continue
+        device_id = DeviceID(d["driver"], d["pool"], d["device"])
+        for taint in devices.taints(d["instanceType"], device_id):
+            if taint.effect not in BLOCKING_EFFECTS:
+                continue
+            tol = next((t for t in tols if _toleration_matches(t, taint)), None)
+            if tol is None:
+                continue
+            key = (d["pod"], d["claim"], d["request"], device_id, _taint_text(taint), taint.effect)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(
+                {
+                    "pod": d["pod"],
+                    "claim": d["claim"],
+                    "request": d["request"],
+                    "driver": d["driver"],
+                    "pool": d["pool"],
+                    "device": d["device"],
+                    "taint": _taint_text(taint),
+                    "effect": taint.effect,
+                    "toleration": tol,
+                }
+            )
+    return out
+
+
+def _requests_by_driver(held: list[dict], claims: dict) -> dict[str, dict[tuple[str, str], list]]:
+    """Per driver: the requests (claim key, request name) that took devices of that driver,
+    with their tolerations. ``claims``: claim key -> ResourceClaim."""
+    by_driver: dict[str, dict[tuple[str, str], list]] = {}
+    for d in held:
+        claim = claims.get(d["claim"])
+        if claim is None:
+            continue
+        requests = by_driver.setdefault(d["driver"], {})
+        key = (d["claim"], d["request"])
+        if key not in requests:
+            requests[key] = _request_tolerations(claim, d["request"])
+    return by_driver
+
+
+def _excluded(
+    allocator, target_id: str, templates_by_it: dict[str, list], by_driver, devices: _Devices
+) -> list[dict]:
+    """Devices the target could reach (the in-cluster pools its device search gathered, kept
+    at commit, and its instance types' templates) with a NoSchedule/NoExecute taint that a
+    request using that driver does not tolerate, with the claims of those requests."""
+    from allocator.features.taints import BLOCKING_EFFECTS, tolerated
+
+    if not by_driver or devices.state is None:
+        return []
+    index = devices.state.taints
+    reach: list[tuple[str | None, DeviceID, Any]] = []
+    for pool in allocator.pool_cache.get(target_id) or ():
+        if pool.key.driver in by_driver:
+            reach.extend(
+                (None, cand.id, cand.device) for cand in pool.devices if cand.source != "template"
+            )
+    for it_name in sorted(templates_by_it):
+        for t in templates_by_it[it_name]:
+            if t.driver in by_driver:
+                reach.extend((it_name, DeviceID(t.driver, t.pool, d.name), d) for d in t.devices)
+    out = []
+    for it_name, device_id, device in reach:
+        for taint in index.taints(device_id, device):
+            if taint.effect not in BLOCKING_EFFECTS:
+                continue
+            blocked = sorted(
+                {
+                    claim
+                    for (claim, _), tols in by_driver[device_id.driver].items()
+                    if not tolerated(taint, tols)
+                }
+            )
+            if blocked:
+                out.append(
+                    {
+                        "driver": device_id.driver,
+                        "pool": device_id.pool,
+                        "device": device_id.device,
+                        "instanceType": it_name,
+                        "taint": _taint_text(taint),
+                        "effect": taint.effect,
+                        "claims": blocked,
+                    }
+                )
+    return out
+
+
+def device_taints(
+    nc, pod_entries, held: list[dict], devices: _Devices, allocator, pod_claims: dict
+) -> dict:
+    """``tolerated``: for each held device, the taints a toleration of its request covered.
+    ``excluded``: devices the NodeClaim could reach with a taint that a request of its pods'
+    claims using that driver does not tolerate (see ``_excluded``)."""
+    claims = {c.key: c for pod in nc.pods for c in pod_claims[pod.key].claims}
+    templates = {info.name: info.it.resource_slice_templates for info in nc.candidates}
+    excluded = _excluded(allocator, nc.id, templates, _requests_by_driver(held, claims), devices)
+    return {"excluded": excluded, "tolerated": _tolerated(held, pod_entries, devices)}
+
+
+def extend_pod_claims(pod_entries: list[dict], outcomes, run, snapshot) -> None:
+    """``claims[].deviceTaints`` of placed pods, when there is something to say: the taints
+    their devices' requests tolerated and, for claims the device search placed in this run,
+    the reachable devices a taint kept from them. The placements on new NodeClaims say the
+    same per NodeClaim; this covers existing nodes as well."""
+    devices = _Devices(snapshot, run.allocator)
+    if devices.state is None or not devices.state.gates.enabled("DRADeviceTaints"):
+        return
+    for entry, outcome in zip(pod_entries, outcomes, strict=True):
+        if not entry["scheduled"] or not entry["claims"]:
+            continue
+        target = outcome.target
+        templates = (
+            {info.name: info.it.resource_slice_templates for info in target.candidates}
+            if isinstance(target, InFlightNodeClaim)
+            else dict(target.templates)
+        )
+        claims = {c.key: c for c in outcome.pod_claims.claims}
+        one = {entry["pod"]: entry}
+        for claim_entry in entry["claims"]:
+            held = held_devices_of(entry["pod"], claim_entry)
+            tolerated_list = _tolerated(held, one, devices)
+            excluded = []
+            if claim_entry["state"] in ("unallocated", "reallocated"):
+                by_driver = _requests_by_driver(held, claims)
+                excluded = _excluded(run.allocator, target.id, templates, by_driver, devices)
+            if excluded or tolerated_list:
+                for x in excluded:
+                    del x["claims"]  # this claim
+                for t in tolerated_list:
+                    del t["pod"], t["claim"]
+                claim_entry["deviceTaints"] = {"excluded": excluded, "tolerated": tolerated_list}
+
+
+def binding_conditions(pods: list[str], pod_entries: dict[str, dict]) -> list[dict]:
+    """Held devices whose binding waits on conditions or pins the node: the pod stays in
+    PreBind until the conditions are True (or fails on a failure condition)."""
+    out, seen = [], set()
+    for pod in pods:
+        for claim in pod_entries[pod]["claims"]:
+            for d in claim["devices"]:
+                if not (
+                    d.get("bindingConditions")
+                    or d.get("bindingFailureConditions")
+                    or d.get("bindsToNode")
+                ):
+                    continue
+                key = (pod, claim["claim"], d["request"], d["driver"], d["pool"], d["device"])
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(
+                    {
+                        "pod": pod,
+                        "claim": claim["claim"],
+                        "request": d["request"],
+                        "driver": d["driver"],
+                        "pool": d["pool"],
+                        "device": d["device"],
+                        "conditions": list(d.get("bindingConditions") or []),
+                        "failureConditions": list(d.get("bindingFailureConditions") or []),
+                        "bindsToNode": bool(d.get("bindsToNode")),
+                        "timeoutSeconds": claim.get("bindingTimeoutSeconds"),
+                    }
+                )
+    return out
+
+
+def new_node_claim_gating(name: str, annotations: dict[str, str]) -> dict | None:
+    """A new NodeClaim asking for DRA drivers starts gated: no node, so no pool published yet
+    (design: NodeClaim Initialization Gating). None when it asks for none (not gated)."""
+    annotation = annotations.get(REQUESTED_DRA_DRIVERS)
+    if annotation is None:
+        return None
+    return {
+        "nodeClaim": name,
+        "node": None,
+        "status": "Unknown",
+        "reason": NOT_PUBLISHED,
+        "missingDrivers": requested_drivers(annotation),
+    }
+
+
+def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str, dict]) -> None:
+    """Add the report fields to each ``nodeClaims`` entry (same order as the run's NodeClaims)."""
+    scheduler = run.scheduler
+    log: PruneLog | None = getattr(scheduler, "prunes", None)
+    devices = _Devices(snapshot, run.allocator)
+    by_name = {nc.name: nc for nc in scheduler.node_claims}
+    for entry in entries:
+        nc = by_name[entry["name"]]
+        held = held_devices(entry["pods"], pod_entries)
+        entry["instanceTypesPruned"] = (
+            log.for_claim(nc.id, entry["instanceTypes"]) if log is not None else []
+        )
+        entry["requirementsBeforeDRA"] = _requirements_json(
+            log.before_dra.get(nc.id) if log is not None else None
+        )
+        entry["templateSlices"] = template_slices(nc.candidates)
+        entry["devices"] = held
+        entry["deviceTaints"] = device_taints(
+            nc, pod_entries, held, devices, run.allocator, run.pod_claims
+        )
+        entry["bindingConditions"] = binding_conditions(entry["pods"], pod_entries)
+        entry["initializationGating"] = new_node_claim_gating(nc.name, entry["annotations"])

@@ -1,0 +1,467 @@
+"""CONTRACT section 3: which pods, queue order, targets, naming, search order, decisions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.contract.conftest import (
+    claim,
+    claim_template,
+    cli,
+    device_class,
+    gpu_cluster,
+    gpu_devices,
+    instance_type,
+    namespace,
+    node,
+    nodeclaim,
+    nodepool,
+    pod,
+    request,
+    resource_slice,
+    simulate,
+    template_slice,
+    write_yaml,
+)
+
+
+def _keys(run) -> list[str]:
+    return [p["pod"] for p in run.doc["pods"]]
+
+
+# --- which pods -----------------------------------------------------------------------------
+
+
+def test_pending_pod_selection(tmp_path):
+    docs = [
+        namespace("default"),
+        node("steady", cpu="32", memory="128Gi"),
+        node("draining", cpu="32", memory="128Gi", deleting=True),
+        node("claim-deleting", cpu="32", memory="128Gi",
+             labels={"karpenter.sh/nodepool": "general", "karpenter.sh/initialized": "true"}),
+        {**nodeclaim("general-abcde", "general", "m5.2xlarge", node_name="claim-deleting",
+                     initialized=True)},
+        nodepool("general"),
+        instance_type("m5.2xlarge", cpu="8", memory="32Gi"),
+        pod("pending-0", cpu="1"),
+        pod("pending-terminating", cpu="1", deleting=True),
+        pod("bound-steady", cpu="1", node_name="steady"),
+        pod("on-draining", cpu="1", node_name="draining", owner="ReplicaSet"),
+        pod("ds-on-draining", cpu="1", node_name="draining", owner="DaemonSet"),
+        pod("terminating-on-draining", cpu="1", node_name="draining", deleting=True),
+        pod("on-claim-deleting", cpu="1", node_name="claim-deleting"),
+    ]
+    docs[4]["metadata"]["deletionTimestamp"] = "2026-12-01T09:00:00Z"
+    run = simulate(tmp_path, docs)
+    assert set(_keys(run)) == {"default/pending-0", "default/on-draining",
+                               "default/on-claim-deleting"}
+    # Rescheduled pods never go back to a deleting node.
+    for key in ("default/on-draining", "default/on-claim-deleting"):
+        entry = run.pod(key)
+        assert entry["scheduled"] and entry["target"]["name"] not in (
+            "draining", "claim-deleting"), entry
+
+
+# --- queue order ----------------------------------------------------------------------------
+
+
+def test_queue_order_with_every_tie_breaker(tmp_path):
+    early, late = "2026-12-01T08:00:00Z", "2026-12-01T09:00:00Z"
+    pods = [
+        pod("z-small-cpu", cpu="500m", memory="64Gi"),
+        pod("y-big-cpu", cpu="4", memory="1Gi"),
+        pod("x-mem-small", cpu="2", memory="1Gi", created=early),
+        pod("w-mem-big", cpu="2", memory="8Gi", created=late),
+        pod("v-late", cpu="1", memory="2Gi", created=late, uid="00000000-0000-4000-8000-000000000001"),
+        pod("u-early", cpu="1", memory="2Gi", created=early, uid="ffffffff-0000-4000-8000-000000000001"),
+        pod("t-uid-b", cpu="1", memory="1Gi", created=early, uid="bbbbbbbb-0000-4000-8000-000000000000"),
+        pod("s-uid-a", cpu="1", memory="1Gi", created=early, uid="aaaaaaaa-0000-4000-8000-000000000000"),
+        pod("same", ns="web", cpu="100m", memory="1Gi", created=early, uid="cccccccc-0000-4000-8000-000000000000"),
+        pod("same", ns="api", cpu="100m", memory="1Gi", created=early, uid="cccccccc-0000-4000-8000-000000000000"),
+    ]
+    run = simulate(tmp_path, [namespace("default"), namespace("web"), namespace("api"),
+                              node("big", cpu="64", memory="512Gi"), *pods])
+    assert _keys(run) == [
+        "default/y-big-cpu",
+        "default/w-mem-big",
+        "default/x-mem-small",
+        "default/u-early",
+        "default/v-late",
+        "default/s-uid-a",
+        "default/t-uid-b",
+        "default/z-small-cpu",
+        "api/same",
+        "web/same",
+    ]
+
+
+def test_failed_pods_report_the_reason_of_their_last_attempt(tmp_path):
+    # A fills the only node; B fails. Nothing else changes, so one pass only: its reasons
+    # name the node and the pool it tried, with the state after A.
+    run = simulate(tmp_path, [namespace("default"), node("n1", cpu="4", memory="16Gi"),
+                              pod("a", cpu="3"), pod("b", cpu="2")])
+    b = run.pod("default/b")
+    assert b["scheduled"] is False and b["target"] is None
+    assert [r["target"] for r in b["reasons"]] == ["node/n1"]
+
+
+# --- targets --------------------------------------------------------------------------------
+
+
+def test_existing_targets_initialized_first_then_by_name(tmp_path):
+    managed = {"karpenter.sh/nodepool": "general"}
+    docs = [
+        namespace("default"),
+        node("a-launching", cpu="2", memory="4Gi", labels=managed),
+        node("b-managed-ready", cpu="2", memory="4Gi",
+             labels={**managed, "karpenter.sh/initialized": "true"}),
+        node("c-unmanaged", cpu="2", memory="4Gi"),
+        nodeclaim("general-x1", "general", "m5.large"),  # no node registered yet
+        instance_type("m5.large", cpu="2", memory="8Gi"),
+        pod("too-big", cpu="3", memory="1Gi"),
+        pod("fits", cpu="1", memory="1Gi"),
+    ]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/fits")["target"] == {"kind": "Node", "name": "b-managed-ready",
+                                                 "new": False}
+    reasons = [r["target"] for r in run.pod("default/too-big")["reasons"]]
+    assert reasons == ["node/b-managed-ready", "node/c-unmanaged", "node/a-launching",
+                       "node/general-x1"], reasons
+
+
+def test_unregistered_nodeclaim_is_a_target_with_its_instance_type(tmp_path):
+    docs = [namespace("default"), nodeclaim("general-x1", "general", "m5.large"),
+            instance_type("m5.large", cpu="2", memory="8Gi"), pod("p", cpu="1")]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/p")["target"] == {"kind": "NodeClaim", "name": "general-x1",
+                                              "new": False}
+    assert run.doc["nodeClaims"] == []
+
+
+def test_in_flight_nodeclaims_fewest_pods_first_then_creation_order(tmp_path):
+    docs = [namespace("default"), nodepool("general"),
+            instance_type("m5.xlarge", cpu="4", memory="16Gi"),
+            pod("p1", cpu="3"), pod("p2", cpu="3"), pod("p3", cpu="500m"),
+            pod("p4", cpu="400m")]
+    run = simulate(tmp_path, docs)
+    targets = {p["pod"]: p["target"]["name"] for p in run.doc["pods"]}
+    assert targets == {"default/p1": "general-1", "default/p2": "general-2",
+                       "default/p3": "general-1", "default/p4": "general-2"}
+    assert all(p["target"]["new"] for p in run.doc["pods"])
+    assert [nc["name"] for nc in run.doc["nodeClaims"]] == ["general-1", "general-2"]
+    assert run.doc["nodeClaims"][0]["pods"] == ["default/p1", "default/p3"]
+
+
+def test_nodepools_by_weight_then_name_with_fall_through_and_per_pool_numbering(tmp_path):
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    docs = [
+        namespace("default"),
+        nodepool("b-pool", weight=10), nodepool("a-pool", weight=10),
+        nodepool("z-heavy", weight=50, taints=taint),
+        instance_type("m5.xlarge", cpu="4", memory="16Gi"),
+        pod("tolerant", cpu="3", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+        pod("plain", cpu="2"),
+    ]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/tolerant")["target"]["name"] == "z-heavy-1"
+    # plain cannot take z-heavy's taint: falls through to a-pool (name breaks the weight tie).
+    assert run.pod("default/plain")["target"]["name"] == "a-pool-1"
+    assert {nc["name"]: nc["nodePool"] for nc in run.doc["nodeClaims"]} == {
+        "z-heavy-1": "z-heavy", "a-pool-1": "a-pool"}
+
+
+def test_nodepool_limits_make_the_pod_fall_through(tmp_path):
+    docs = [namespace("default"), nodepool("capped", weight=100, limits={"cpu": "2"}),
+            nodepool("open", weight=1), instance_type("m5.xlarge", cpu="4", memory="16Gi"),
+            pod("p", cpu="3")]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/p")["target"]["name"] == "open-1"
+
+
+def _trace(tmp_path, docs, *flags):
+    path = write_yaml(tmp_path, docs)
+    trace = tmp_path / "trace.json"
+    run = cli("simulate", path, "--json", "--trace", trace, *flags)
+    assert run.status == 0, run.stderr
+    data = json.loads(trace.read_text())
+    return run, data["nodes"] if isinstance(data, dict) else data
+
+
+def test_instance_types_tried_by_cheapest_available_compatible_offering(tmp_path):
+    def off(price, zone="us-west-2a", available=True):
+        return {"zone": zone, "capacityType": "on-demand", "price": price,
+                "available": available}
+
+    gpu = [template_slice("gpus", gpu_devices(1, model="A10G"))]
+    its = [
+        instance_type("a-unavailable-cheap", slices=gpu, offerings=[off(0.5, available=False),
+                                                                     off(3.0)]),
+        instance_type("b-mid", slices=gpu, offerings=[off(2.0)]),
+        instance_type("c-mid", slices=gpu, offerings=[off(2.0)]),
+        instance_type("d-other-zone-cheap", slices=gpu,
+                      offerings=[off(0.1, zone="eu-west-1a"), off(5.0)]),
+        instance_type("e-cheapest", slices=gpu, offerings=[off(1.0)]),
+    ]
+    zone = [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]}]
+    h100 = claim_template("h100", requests=[request(selectors=[
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].model == "H100"'}}])])
+    docs = [namespace("default"), device_class(), nodepool("gpu", requirements=zone), *its,
+            h100, pod("p", claims=[{"name": "gpu", "resourceClaimTemplateName": "h100"}])]
+    run, nodes = _trace(tmp_path, docs)
+    assert run.pod("default/p")["scheduled"] is False
+    tried = [n["label"] for n in nodes if n["kind"] == "instanceType"]
+    assert tried == ["e-cheapest", "b-mid", "c-mid", "a-unavailable-cheap",
+                     "d-other-zone-cheap"], tried
+    assert "no instance type can satisfy the allocation" in run.pod("default/p")["error"]
+
+
+def test_in_cluster_pool_order_and_slice_order(tmp_path):
+    docs = [
+        namespace("default"), device_class(), node("n1", cpu="32", memory="128Gi"),
+        resource_slice("n1", [{"name": "gpu-b0"}], pool="pool-b", name="b-slice"),
+        {**resource_slice("n1", [{"name": "gpu-a2"}], pool="pool-a", name="slice-2"),},
+        {**resource_slice("n1", [{"name": "gpu-a1"}, {"name": "gpu-a0"}], pool="pool-a",
+                          name="slice-1")},
+        claim_template("one"),
+        pod("p", claims=[{"name": "gpu", "resourceClaimTemplateName": "one"}]),
+    ]
+    for doc in docs[3:6]:
+        doc["spec"]["pool"]["resourceSliceCount"] = 2 if doc["spec"]["pool"]["name"] == "pool-a" else 1
+    run = simulate(tmp_path, docs)
+    devices = run.pod("default/p")["claims"][0]["devices"]
+    # pool-a before pool-b; slice-1 before slice-2; devices in listed order.
+    assert [(d["pool"], d["device"]) for d in devices] == [("pool-a", "gpu-a1")]
+
+
+def test_binding_condition_pools_come_after_the_others(tmp_path):
+    bc = [{"name": "gpu-0", "bindingConditions": ["gpu.nvidia.com/attached"],
+           "bindingFailureConditions": ["gpu.nvidia.com/attach-failed"]}]
+    docs = [namespace("default"), device_class(), node("n1", cpu="32", memory="128Gi"),
+            resource_slice("n1", bc, pool="a-fabric", name="a-fabric"),
+            resource_slice("n1", [{"name": "gpu-9"}], pool="z-local", name="z-local"),
+            claim_template("one"),
+            pod("p", claims=[{"name": "gpu", "resourceClaimTemplateName": "one"}])]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/p")["claims"][0]["devices"][0]["pool"] == "z-local"
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+def _allocated_claim(name, reserved_for):
+    return claim(name, status={
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node-1",
+             "device": "gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]}]}},
+        "reservedFor": reserved_for,
+    })
+
+
+def test_reallocated_only_when_every_reserver_is_deleting(tmp_path):
+    old = pod("old", node_name="gpu-node-1", deleting=True, uid="11111111-0000-4000-8000-000000000000",
+              claims=[{"name": "gpu", "resourceClaimName": "shared"}])
+    live = pod("live", node_name="gpu-node-1", uid="22222222-0000-4000-8000-000000000000",
+               claims=[{"name": "gpu", "resourceClaimName": "mixed"}])
+    old2 = pod("old2", node_name="gpu-node-1", deleting=True,
+               uid="33333333-0000-4000-8000-000000000000",
+               claims=[{"name": "gpu", "resourceClaimName": "mixed"}])
+    ref = lambda p: {"resource": "pods", "name": p["metadata"]["name"],  # noqa: E731
+                     "uid": p["metadata"]["uid"]}
+    docs = gpu_cluster(
+        [old, live, old2,
+         pod("n-shared", claims=[{"name": "gpu", "resourceClaimName": "shared"}]),
+         pod("n-mixed", claims=[{"name": "gpu", "resourceClaimName": "mixed"}]),
+         pod("n-empty", claims=[{"name": "gpu", "resourceClaimName": "unreserved"}])],
+        extra=[_allocated_claim("shared", [ref(old)]),
+               _allocated_claim("mixed", [ref(live), ref(old2)]),
+               _allocated_claim("unreserved", [])],
+    )
+    run = simulate(tmp_path, docs)
+    states = {p["pod"]: p["claims"][0]["state"] for p in run.doc["pods"]}
+    assert states["default/n-shared"] == "reallocated"
+    assert states["default/n-mixed"] == "allocated-in-cluster"
+    assert states["default/n-empty"] == "allocated-in-cluster"
+    empty = run.pod("default/n-empty")["claims"][0]["devices"]
+    assert [(d["device"], d["source"], d["instanceType"]) for d in empty] == [
+        ("gpu-0", "in-cluster", None)]
+
+
+def test_all_mode_request_with_no_eligible_device_fails(tmp_path):
+    all_b200 = claim_template("all-b200", requests=[request(allocationMode="All", selectors=[
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].model == "B200"'}}])])
+    docs = [namespace("default"), device_class(), node("n1", cpu="32", memory="128Gi"),
+            resource_slice("n1", gpu_devices(2)), all_b200,
+            pod("p", claims=[{"name": "gpus", "resourceClaimTemplateName": "all-b200"}])]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/p")["scheduled"] is False
+
+
+def test_cel_runtime_error_makes_the_device_not_match_and_is_traced(tmp_path):
+    devices = [{"name": "gpu-0", "attributes": {"model": {"string": "H100"}}},
+               {"name": "gpu-1", "attributes": {"model": {"string": "H100"},
+                                                "memoryGiB": {"int": 80}}}]
+    tmpl = claim_template("big", requests=[request(selectors=[
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].memoryGiB >= 40'}}])])
+    docs = [namespace("default"), device_class(), node("n1", cpu="32", memory="128Gi"),
+            resource_slice("n1", devices), tmpl,
+            pod("p", claims=[{"name": "gpu", "resourceClaimTemplateName": "big"}])]
+    run, nodes = _trace(tmp_path, docs)
+    entry = run.pod("default/p")
+    assert entry["scheduled"] and entry["claims"][0]["devices"][0]["device"] == "gpu-1"
+    gpu0 = [n for n in nodes if n["kind"] == "device" and n.get("device") == "gpu-0"]
+    assert gpu0 and gpu0[0]["status"] == "failed" and gpu0[0]["reason"]
+    assert "memoryGiB" in (gpu0[0].get("message") or ""), gpu0[0]
+
+
+def test_requested_dra_drivers_cover_every_claim_sorted(tmp_path):
+    pair = claim_template("pair", requests=[request("nic", "nic.example.com"), request("gpu")])
+    its = [instance_type("p5.48xlarge", cpu="64", memory="512Gi", slices=[
+        template_slice("p5-gpus", gpu_devices(2)),
+        template_slice("p5-nics", [{"name": "nic-0"}], driver="nic.example.com")])]
+    docs = [namespace("default"), device_class(), device_class("nic.example.com"),
+            nodepool("gpu"), *its, pair,
+            pod("p", claims=[{"name": "pair", "resourceClaimTemplateName": "pair"}])]
+    run = simulate(tmp_path, docs)
+    nc = run.doc["nodeClaims"][0]
+    assert nc["annotations"]["karpenter.sh/requested-dra-drivers"] == (
+        "gpu.nvidia.com,nic.example.com")
+
+
+def test_new_nodeclaim_requirements_reflect_pool_and_instance_types(tmp_path):
+    docs = [namespace("default"),
+            nodepool("general", requirements=[{"key": "karpenter.sh/capacity-type",
+                                               "operator": "In", "values": ["on-demand"]}]),
+            instance_type("m5.xlarge", cpu="4", memory="16Gi"), pod("p", cpu="1")]
+    run = simulate(tmp_path, docs)
+    reqs = {r["key"]: r for r in run.doc["nodeClaims"][0]["requirements"]}
+    assert reqs["karpenter.sh/capacity-type"]["values"] == ["on-demand"]
+    assert reqs["karpenter.sh/nodepool"]["values"] == ["general"]
+
+
+def test_unservable_claims_fail_only_their_pods(tmp_path):
+    bad_cel = claim_template("bad-cel", requests=[request(selectors=[
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].model =='}}])])
+    no_class = claim_template("no-class", requests=[request(cls="tpu.google.com")])
+    docs = gpu_cluster(
+        [pod("a-bad-cel", claims=[{"name": "g", "resourceClaimTemplateName": "bad-cel"}]),
+         pod("b-no-class", claims=[{"name": "g", "resourceClaimTemplateName": "no-class"}]),
+         pod("c-fine", claims=[{"name": "g", "resourceClaimTemplateName": "one-gpu"}])],
+        extra=[bad_cel, no_class, claim_template("one-gpu")])
+    run = simulate(tmp_path, docs)
+    assert "failed to compile" in run.pod("default/a-bad-cel")["error"]
+    assert "not found" in run.pod("default/b-no-class")["error"]
+    assert run.pod("default/c-fine")["scheduled"] is True
+
+
+def test_node_named_by_a_nodeclaim_is_managed_even_without_the_nodepool_label(tmp_path):
+    docs = [
+        namespace("default"),
+        node("a-claimed", cpu="4", memory="16Gi"),  # no karpenter labels, but a NodeClaim
+        node("b-plain", cpu="4", memory="16Gi"),
+        nodeclaim("general-q7", "general", "m5.xlarge", node_name="a-claimed"),
+        instance_type("m5.xlarge", cpu="4", memory="16Gi"),
+        pod("p", cpu="1"),
+    ]
+    run = simulate(tmp_path, docs)
+    # a-claimed is not initialized (no karpenter.sh/initialized label): b-plain comes first.
+    assert run.pod("default/p")["target"]["name"] == "b-plain"
+
+
+def test_node_taints_keep_untolerating_pods_away(tmp_path):
+    taint = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    docs = [namespace("default"), node("a-gpu", cpu="8", memory="32Gi", taints=taint),
+            node("b-cpu", cpu="8", memory="32Gi"),
+            pod("plain", cpu="1"),
+            pod("tolerant", cpu="1", tolerations=[{"key": "nvidia.com/gpu",
+                                                   "operator": "Exists"}])]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/plain")["target"]["name"] == "b-cpu"
+    assert run.pod("default/tolerant")["target"]["name"] == "a-gpu"
+
+
+def test_unavailable_offerings_are_skipped(tmp_path):
+    gone = {"zone": "us-west-2a", "capacityType": "on-demand", "price": 0.1, "available": False}
+    docs = [namespace("default"), nodepool("general"),
+            instance_type("a-sold-out", cpu="8", memory="32Gi", offerings=[gone]),
+            instance_type("b-available", cpu="8", memory="32Gi",
+                          offerings=[{**gone, "price": 0.5, "available": True}]),
+            pod("p", cpu="2")]
+    run = simulate(tmp_path, docs)
+    assert run.doc["nodeClaims"][0]["instanceTypes"] == ["b-available"]
+
+
+@pytest.mark.parametrize(
+    "requirement, expected",
+    [
+        ({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]},
+         ["m5.xlarge"]),
+        ({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2b"]},
+         ["m5.2xlarge"]),
+        ({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+         ["m5.2xlarge"]),
+        ({"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}, ["m7g.xlarge"]),
+    ],
+)
+def test_nodepool_launches_every_compatible_instance_type(tmp_path, requirement, expected):
+    def off(zone="us-west-2a", ct="on-demand", price=1.0):
+        return {"zone": zone, "capacityType": ct, "price": price, "available": True}
+
+    arm = instance_type("m7g.xlarge", cpu="4", memory="16Gi")
+    arm["spec"]["requirements"][0]["values"] = ["arm64"]
+    docs = [namespace("default"), nodepool("general", requirements=[requirement]),
+            instance_type("m5.xlarge", cpu="4", memory="16Gi"),
+            instance_type("m5.2xlarge", cpu="8", memory="32Gi",
+                          offerings=[off(), off("us-west-2b"), off(ct="spot", price=0.4)]),
+            arm, pod("p", cpu="1")]
+    run = simulate(tmp_path, docs)
+    assert run.pod("default/p")["scheduled"], run.pod("default/p")["error"]
+    assert run.doc["nodeClaims"][0]["instanceTypes"] == expected
+
+
+def test_terminating_pods_free_their_devices(tmp_path):
+    held = claim("old-gpu", status={
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node-1",
+             "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "old", "uid": "0ld"}]})
+    docs = [namespace("default"), device_class(), node("gpu-node-1", cpu="32", memory="128Gi"),
+            resource_slice("gpu-node-1", gpu_devices(1)), held, claim_template("one"),
+            pod("old", node_name="gpu-node-1", uid="0ld", deleting=True,
+                claims=[{"name": "gpu", "resourceClaimName": "old-gpu"}]),
+            pod("new", claims=[{"name": "gpu", "resourceClaimTemplateName": "one"}])]
+    run = simulate(tmp_path, docs)
+    entry = run.pod("default/new")
+    assert entry["target"]["name"] == "gpu-node-1", entry["error"]
+    assert entry["claims"][0]["devices"][0]["device"] == "gpu-0"
+
+
+def test_claims_of_pods_on_disrupted_nodes_are_reallocated(tmp_path):
+    held = claim("train-gpu", status={
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node-1",
+             "device": "gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "train", "uid": "tr41n"}]})
+    docs = gpu_cluster([pod("train", node_name="gpu-node-1", uid="tr41n",
+                            claims=[{"name": "gpu", "resourceClaimName": "train-gpu"}])],
+                       extra=[held])
+    run = simulate(tmp_path, docs, "--disrupt", "gpu-node-1")
+    entry = run.pod("default/train")
+    assert entry["claims"][0]["state"] == "reallocated"
+    assert entry["target"]["kind"] == "NodeClaim" and entry["target"]["new"]
+    assert entry["claims"][0]["devices"][0]["source"] == "template"
+
+
+def test_retry_pass_reason_reflects_the_last_attempt(tmp_path):
+    # big is first in the queue and never fits n1 (4 cpu); small is placed in pass 1, so
+    # pass 2 retries big and its reason shows n1 after small took 1 cpu.
+    run = simulate(tmp_path, [namespace("default"), node("n1", cpu="4", memory="16Gi"),
+                              pod("big", cpu="5"), pod("small", cpu="1")])
+    assert _keys(run) == ["default/big", "default/small"]
+    (reason,) = run.pod("default/big")["reasons"]
+    assert '"cpu":"3"' in reason["reason"], reason
