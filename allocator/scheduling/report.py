@@ -10,7 +10,10 @@ Two parts, so the scheduling loop stays fast:
   contributions (NodePool template plus the pods' node selectors and affinity terms).
 * ``extend_node_claims`` runs once at the end of the run and adds to each ``nodeClaims`` entry:
   ``instanceTypesPruned``, ``requirementsBeforeDRA``, ``templateSlices``, ``devices``,
-  ``deviceTaints``, ``bindingConditions`` and ``initializationGating``.
+  ``deviceTaints``, ``bindingConditions`` and ``initializationGating``;
+  ``extend_pod_claims`` adds ``claims[].deviceTaints`` to placed pods (existing nodes too).
+
+Both are called by ``result.build_result``; docs/INTERFACES.md lists the shapes.
 """
 
 from __future__ import annotations

@@ -90,7 +90,11 @@ def simulate(tmp_path: Path, docs: list[dict], *flags: str) -> Run:
 
 
 def namespace(name: str, labels: dict | None = None) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels or {}},
+    }
 
 
 def node(
@@ -152,15 +156,23 @@ def pod(
     }
     if owner:
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner", "uid": "f" * 8,
-             "controller": True}
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner,
+                "name": f"{name}-owner",
+                "uid": "f" * 8,
+                "controller": True,
+            }
         ]
     if deleting:
         meta["deletionTimestamp"] = "2026-12-01T09:30:00Z"
     spec: dict = {
         "containers": [
-            {"name": "main", "image": "registry.example.com/app:1.0",
-             "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            {
+                "name": "main",
+                "image": "registry.example.com/app:1.0",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
         ]
     }
     if node_name:
@@ -189,8 +201,11 @@ def device_class(name: str = "gpu.nvidia.com", driver: str | None = None) -> dic
 
 def gpu_devices(count: int, model: str = "H100") -> list[dict]:
     return [
-        {"name": f"gpu-{i}", "attributes": {"model": {"string": model}, "index": {"int": i}},
-         "capacity": {"memory": {"value": "80Gi"}}}
+        {
+            "name": f"gpu-{i}",
+            "attributes": {"model": {"string": model}, "index": {"int": i}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
         for i in range(count)
     ]
 
@@ -256,8 +271,11 @@ def nodepool(
     spec: dict = {
         "template": {
             "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                 "name": "default"},
+                "nodeClassRef": {
+                    "group": "karpenter.k8s.aws",
+                    "kind": "EC2NodeClass",
+                    "name": "default",
+                },
                 "requirements": requirements or [],
                 "taints": taints or [],
             }
@@ -267,8 +285,12 @@ def nodepool(
         spec["weight"] = weight
     if limits:
         spec["limits"] = limits
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": spec}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def instance_type(
@@ -280,11 +302,14 @@ def instance_type(
     family: str | None = None,
     attribute_bindings: list | None = None,
 ) -> dict:
-    reqs = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
+    reqs = [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+    ]
     if family:
-        reqs.append({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
-                     "values": [family]})
+        reqs.append(
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [family]}
+        )
     spec: dict = {
         "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
         "requirements": reqs,
@@ -292,10 +317,16 @@ def instance_type(
         or [{"zone": "us-west-2a", "capacityType": "on-demand", "price": 1.0, "available": True}],
     }
     if slices is not None:
-        spec["dynamicResources"] = {"resourceSliceTemplates": slices,
-                                    "attributeBindings": attribute_bindings or []}
-    return {"apiVersion": "dra-web.io/v1alpha1", "kind": "InstanceType",
-            "metadata": {"name": name}, "spec": spec}
+        spec["dynamicResources"] = {
+            "resourceSliceTemplates": slices,
+            "attributeBindings": attribute_bindings or [],
+        }
+    return {
+        "apiVersion": "dra-web.io/v1alpha1",
+        "kind": "InstanceType",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def template_slice(pool: str, devices: list[dict], driver: str = "gpu.nvidia.com") -> dict:
@@ -312,15 +343,22 @@ def nodeclaim(name: str, pool: str, it: str, node_name: str | None = None, initi
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool,
-                                              "node.kubernetes.io/instance-type": it},
-                     "creationTimestamp": "2026-12-01T08:55:00Z"},
-        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                  "name": "default"},
-                 "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
-                                   "values": [it]},
-                                  {"key": "karpenter.sh/nodepool", "operator": "In",
-                                   "values": [pool]}]},
+        "metadata": {
+            "name": name,
+            "labels": {"karpenter.sh/nodepool": pool, "node.kubernetes.io/instance-type": it},
+            "creationTimestamp": "2026-12-01T08:55:00Z",
+        },
+        "spec": {
+            "nodeClassRef": {
+                "group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass",
+                "name": "default",
+            },
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [it]},
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool]},
+            ],
+        },
         "status": status,
     }
 
@@ -330,12 +368,20 @@ def gpu_cluster(pods: list[dict], gpus: int = 2, extra: list | None = None) -> l
     return [
         namespace("default"),
         device_class(),
-        node("gpu-node-1", cpu="32", memory="256Gi",
-             labels={"node.kubernetes.io/instance-type": "p5.4xlarge"}),
+        node(
+            "gpu-node-1",
+            cpu="32",
+            memory="256Gi",
+            labels={"node.kubernetes.io/instance-type": "p5.4xlarge"},
+        ),
         resource_slice("gpu-node-1", gpu_devices(gpus)),
         nodepool("gpu-pool"),
-        instance_type("p5.8xlarge", cpu="32", memory="256Gi",
-                      slices=[template_slice("p5.8xlarge-gpus", gpu_devices(4))]),
+        instance_type(
+            "p5.8xlarge",
+            cpu="32",
+            memory="256Gi",
+            slices=[template_slice("p5.8xlarge-gpus", gpu_devices(4))],
+        ),
         *(extra or []),
         *pods,
     ]

@@ -29,22 +29,28 @@ def capture(django_capture_on_commit_callbacks):
 
 def _docs():
     return gpu_cluster(
-        [pod("trainer-0", claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
-         pod("web-0")],
+        [
+            pod("trainer-0", claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+            pod("web-0"),
+        ],
         extra=[claim_template("one-gpu")],
     )
 
 
 def _upload(api, docs=None, name="cluster.yaml", **extra):
     text = yaml.safe_dump_all(docs or _docs())
-    return api.post("/api/snapshots/", {"file": SimpleUploadedFile(name, text.encode()), **extra},
-                    format="multipart")
+    return api.post(
+        "/api/snapshots/",
+        {"file": SimpleUploadedFile(name, text.encode()), **extra},
+        format="multipart",
+    )
 
 
 def _run(api, capture, snapshot_id, options=None):
     with capture(execute=True):
-        response = api.post("/api/runs/", {"snapshot": snapshot_id, "options": options or {}},
-                            format="json")
+        response = api.post(
+            "/api/runs/", {"snapshot": snapshot_id, "options": options or {}}, format="json"
+        )
     assert response.status_code == 202, response.content
     body = response.json()
     assert isinstance(body["id"], int) and body["status"] == "queued"
@@ -54,17 +60,27 @@ def _run(api, capture, snapshot_id, options=None):
 def test_multipart_upload_with_several_file_parts(api):
     docs = _docs()
     half = len(docs) // 2
-    files = [SimpleUploadedFile("infra.yaml", yaml.safe_dump_all(docs[:half]).encode()),
-             SimpleUploadedFile("pods.json", json.dumps(docs[half:]).encode())]
-    response = api.post("/api/snapshots/", {"file": files, "name": "gpu cluster"},
-                        format="multipart")
+    files = [
+        SimpleUploadedFile("infra.yaml", yaml.safe_dump_all(docs[:half]).encode()),
+        SimpleUploadedFile("pods.json", json.dumps(docs[half:]).encode()),
+    ]
+    response = api.post(
+        "/api/snapshots/", {"file": files, "name": "gpu cluster"}, format="multipart"
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     assert isinstance(body["id"], int)
     assert body["name"] == "gpu cluster"
-    assert body["objectCounts"] == {"Namespace": 1, "DeviceClass": 1, "Node": 1,
-                                    "ResourceSlice": 1, "NodePool": 1, "InstanceType": 1,
-                                    "ResourceClaimTemplate": 1, "Pod": 2}
+    assert body["objectCounts"] == {
+        "Namespace": 1,
+        "DeviceClass": 1,
+        "Node": 1,
+        "ResourceSlice": 1,
+        "NodePool": 1,
+        "InstanceType": 1,
+        "ResourceClaimTemplate": 1,
+        "Pod": 2,
+    }
     assert body["warnings"] == []
 
 
@@ -91,8 +107,13 @@ def test_same_upload_twice_is_still_201(api):
 
 
 def test_upload_with_unknown_kind_reports_warnings(api):
-    docs = _docs() + [{"apiVersion": "apps/v1", "kind": "Deployment",
-                       "metadata": {"name": "web", "namespace": "default"}}]
+    docs = _docs() + [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+        }
+    ]
     response = _upload(api, docs)
     assert response.status_code == 201
     assert any("Deployment" in w for w in response.json()["warnings"])
@@ -108,19 +129,39 @@ def test_unknown_fields_are_kept_in_the_stored_objects(api):
 
 
 def test_bad_snapshot_is_400_with_section_1_errors(api):
-    docs = [namespace("default"), node("n1"),
-            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": "gpu", "namespace": "default"},
-             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                 "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
-                 "count": 0}}]}}}]
+    docs = [
+        namespace("default"),
+        node("n1"),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "gpu", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "allocationMode": "ExactCount",
+                                "count": 0,
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    ]
     response = _upload(api, docs, name="snapshot.yaml")
     assert response.status_code == 400
     text = json.dumps(response.json())
-    assert ("snapshot.yaml doc 3 ResourceClaim default/gpu: "
-            "spec.devices.requests[0].exactly.count: must be an integer >= 1") in text
-    bad_yaml = api.post("/api/snapshots/", "kind: Pod\nmetadata: {name: [x\n",
-                        content_type="application/yaml")
+    assert (
+        "snapshot.yaml doc 3 ResourceClaim default/gpu: "
+        "spec.devices.requests[0].exactly.count: must be an integer >= 1"
+    ) in text
+    bad_yaml = api.post(
+        "/api/snapshots/", "kind: Pod\nmetadata: {name: [x\n", content_type="application/yaml"
+    )
     assert bad_yaml.status_code == 400
 
 
@@ -163,14 +204,22 @@ def test_run_lifecycle_result_and_trace(api, capture):
 
 
 def test_run_options_reach_the_result(api, capture):
-    bc = api.post("/api/snapshots/", (EXAMPLES / "features-binding-conditions.yaml").read_text(),
-                  content_type="application/yaml").json()["id"]
-    run = _run(api, capture, bc, {"bindingTimeoutSeconds": 120,
-                                  "featureGates": {"DRAAdminAccess": False}})
+    bc = api.post(
+        "/api/snapshots/",
+        (EXAMPLES / "features-binding-conditions.yaml").read_text(),
+        content_type="application/yaml",
+    ).json()["id"]
+    run = _run(
+        api, capture, bc, {"bindingTimeoutSeconds": 120, "featureGates": {"DRAAdminAccess": False}}
+    )
     assert run["status"] == "succeeded", run
     assert run["result"]["featureGates"]["DRAAdminAccess"] is False
-    timeouts = [c.get("bindingTimeoutSeconds") for p in run["result"]["pods"]
-                for c in p["claims"] if "bindingTimeoutSeconds" in c]
+    timeouts = [
+        c.get("bindingTimeoutSeconds")
+        for p in run["result"]["pods"]
+        for c in p["claims"]
+        if "bindingTimeoutSeconds" in c
+    ]
     assert timeouts == [120]
 
 
@@ -188,9 +237,11 @@ def test_trace_cap_is_recorded(api, capture):
 def test_failed_run_has_status_failed_and_error(api, capture):
     snap = _upload(api).json()["id"]
     with capture(execute=True):
-        response = api.post("/api/runs/", {"snapshot": snap,
-                                           "options": {"disrupt": ["no-such-node"]}},
-                            format="json")
+        response = api.post(
+            "/api/runs/",
+            {"snapshot": snap, "options": {"disrupt": ["no-such-node"]}},
+            format="json",
+        )
     if response.status_code == 400:  # refused up front: the message names the node
         assert "no-such-node" in json.dumps(response.json())
         return
@@ -202,15 +253,20 @@ def test_failed_run_has_status_failed_and_error(api, capture):
 def test_bad_run_request_is_400(api):
     snap = _upload(api).json()["id"]
     assert api.post("/api/runs/", {"snapshot": 987654}, format="json").status_code == 400
-    bad = api.post("/api/runs/", {"snapshot": snap, "options": {"featureGates":
-                                                                {"DRANope": True}}},
-                   format="json")
+    bad = api.post(
+        "/api/runs/",
+        {"snapshot": snap, "options": {"featureGates": {"DRANope": True}}},
+        format="json",
+    )
     assert bad.status_code == 400
 
 
 def test_diff_between_two_runs(api, capture):
-    snap = api.post("/api/snapshots/", (EXAMPLES / "features-admin-access.yaml").read_text(),
-                    content_type="application/yaml").json()["id"]
+    snap = api.post(
+        "/api/snapshots/",
+        (EXAMPLES / "features-admin-access.yaml").read_text(),
+        content_type="application/yaml",
+    ).json()["id"]
     on = _run(api, capture, snap)
     off = _run(api, capture, snap, {"featureGates": {"DRAAdminAccess": False}})
     diff = api.get(f"/api/runs/{on['id']}/diff/{off['id']}/")
@@ -246,12 +302,18 @@ def test_diff_reports_nodeclaims_and_instance_types(api, capture):
 def test_schema_is_an_openapi_document(api):
     response = api.get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
-    body = response.json() if "json" in response["Content-Type"] else yaml.safe_load(
-        response.content)
+    body = (
+        response.json() if "json" in response["Content-Type"] else yaml.safe_load(response.content)
+    )
     assert body["openapi"].startswith("3.")
-    for path in ("/api/snapshots/", "/api/snapshots/{snapshot_id}/", "/api/runs/",
-                 "/api/runs/{run_id}/", "/api/runs/{run_id}/trace/",
-                 "/api/runs/{run_id}/diff/{other_id}/"):
+    for path in (
+        "/api/snapshots/",
+        "/api/snapshots/{snapshot_id}/",
+        "/api/runs/",
+        "/api/runs/{run_id}/",
+        "/api/runs/{run_id}/trace/",
+        "/api/runs/{run_id}/diff/{other_id}/",
+    ):
         assert path in body["paths"], path
 
 
@@ -267,5 +329,6 @@ def test_token_and_session_authentication(client, user):
     assert scripted.get("/api/snapshots/").status_code == 200
     assert client.login(username="alice", password="alice-password-1")
     assert client.get("/api/snapshots/").status_code == 200
-    assert APIClient().get("/api/snapshots/",
-                           HTTP_AUTHORIZATION="Token not-a-token").status_code in (401, 403)
+    assert APIClient().get(
+        "/api/snapshots/", HTTP_AUTHORIZATION="Token not-a-token"
+    ).status_code in (401, 403)

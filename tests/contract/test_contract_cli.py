@@ -45,8 +45,18 @@ def test_validate_prints_ok_and_exits_0():
 
 @pytest.mark.parametrize(
     "case",
-    ["missing-file", "bad-yaml", "bad-json", "bad-timeout", "zero-timeout", "unknown-gate",
-     "bad-gate-value", "unknown-disrupt-node", "no-command", "malformed-object"],
+    [
+        "missing-file",
+        "bad-yaml",
+        "bad-json",
+        "bad-timeout",
+        "zero-timeout",
+        "unknown-gate",
+        "bad-gate-value",
+        "unknown-disrupt-node",
+        "no-command",
+        "malformed-object",
+    ],
 )
 def test_bad_input_exits_2_with_message_and_no_traceback(tmp_path, case):
     good = EXAMPLES / "features-taints.yaml"
@@ -54,9 +64,18 @@ def test_bad_input_exits_2_with_message_and_no_traceback(tmp_path, case):
     bad_yaml.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n")
     bad_json = tmp_path / "bad.json"
     bad_json.write_text('[{"apiVersion": "v1", "kind": "Pod",')
-    malformed = write_yaml(tmp_path, [{"apiVersion": "v1", "kind": "Node",
-                                       "metadata": {"name": "n1"},
-                                       "status": {"allocatable": {"cpu": "lots"}}}], "m.yaml")
+    malformed = write_yaml(
+        tmp_path,
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": "lots"}},
+            }
+        ],
+        "m.yaml",
+    )
     argv = {
         "missing-file": ["simulate", tmp_path / "nope.yaml"],
         "bad-yaml": ["simulate", bad_yaml],
@@ -94,20 +113,32 @@ def test_feature_gates_default_all_on_and_listed(demo):
 
 
 def test_feature_gates_flag_sets_effective_values(tmp_path):
-    run = cli("simulate", EXAMPLES / "features-admin-access.yaml", "--json",
-              "--feature-gates", "DRAAdminAccess=false,DRADeviceTaints=false")
+    run = cli(
+        "simulate",
+        EXAMPLES / "features-admin-access.yaml",
+        "--json",
+        "--feature-gates",
+        "DRAAdminAccess=false,DRADeviceTaints=false",
+    )
     assert run.status == 0, run.stderr
     gates = run.doc["featureGates"]
     assert set(gates) == set(ALL_GATES)
     assert gates["DRAAdminAccess"] is False and gates["DRADeviceTaints"] is False
-    assert all(v is True for k, v in gates.items() if k not in ("DRAAdminAccess", "DRADeviceTaints"))
+    assert all(
+        v is True for k, v in gates.items() if k not in ("DRAAdminAccess", "DRADeviceTaints")
+    )
 
 
 def test_gate_off_behaves_as_kube_scheduler(feature_results):
     on = {p["pod"]: p for p in feature_results["admin-access"]["pods"]}
     assert on["monitoring/dcgm-exporter"]["scheduled"] is True
-    off = cli("simulate", EXAMPLES / "features-admin-access.yaml", "--json",
-              "--feature-gates", "DRAAdminAccess=false")
+    off = cli(
+        "simulate",
+        EXAMPLES / "features-admin-access.yaml",
+        "--json",
+        "--feature-gates",
+        "DRAAdminAccess=false",
+    )
     pods = {p["pod"]: p for p in off.doc["pods"]}
     assert pods["monitoring/dcgm-exporter"]["scheduled"] is False
 
@@ -126,22 +157,47 @@ def _pathological_snapshot(tmp_path):
     # walk C(20,5)-ish GPU subsets per NIC before giving up.
     from tests.contract.conftest import device_class, namespace, node, request, resource_slice
 
-    gpus = [{"name": f"gpu-{i}", "attributes": {
-        "resource.kubernetes.io/pcieRoot": {"string": f"pci-{i % 2}"},
-        "numaNode": {"int": i % 2}}} for i in range(24)]
-    nics = [{"name": f"nic-{i}", "attributes": {
-        "resource.kubernetes.io/pcieRoot": {"string": f"pci-{i}"},
-        "numaNode": {"int": 1 - i}}} for i in range(2)]
-    tmpl = claim_template("pair", requests=[request("gpu", allocationMode="ExactCount", count=5),
-                                            request("nic", "nic.example.com")])
+    gpus = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "resource.kubernetes.io/pcieRoot": {"string": f"pci-{i % 2}"},
+                "numaNode": {"int": i % 2},
+            },
+        }
+        for i in range(24)
+    ]
+    nics = [
+        {
+            "name": f"nic-{i}",
+            "attributes": {
+                "resource.kubernetes.io/pcieRoot": {"string": f"pci-{i}"},
+                "numaNode": {"int": 1 - i},
+            },
+        }
+        for i in range(2)
+    ]
+    tmpl = claim_template(
+        "pair",
+        requests=[
+            request("gpu", allocationMode="ExactCount", count=5),
+            request("nic", "nic.example.com"),
+        ],
+    )
     tmpl["spec"]["spec"]["devices"]["constraints"] = [
         {"matchAttribute": "resource.kubernetes.io/pcieRoot"},
-        {"matchAttribute": "numaNode"}]
-    docs = [namespace("default"), device_class(), device_class("nic.example.com"),
-            node("n1", cpu="64", memory="512Gi"),
-            resource_slice("n1", gpus, name="n1-gpus"),
-            resource_slice("n1", nics, driver="nic.example.com", pool="n1-nics"),
-            tmpl, pod("p", claims=[{"name": "c", "resourceClaimTemplateName": "pair"}])]
+        {"matchAttribute": "numaNode"},
+    ]
+    docs = [
+        namespace("default"),
+        device_class(),
+        device_class("nic.example.com"),
+        node("n1", cpu="64", memory="512Gi"),
+        resource_slice("n1", gpus, name="n1-gpus"),
+        resource_slice("n1", nics, driver="nic.example.com", pool="n1-nics"),
+        tmpl,
+        pod("p", claims=[{"name": "c", "resourceClaimTemplateName": "pair"}]),
+    ]
     return write_yaml(tmp_path, docs)
 
 

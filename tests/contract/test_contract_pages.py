@@ -20,8 +20,9 @@ def finished(api, django_capture_on_commit_callbacks):
     runs = []
     for options in ({}, {"featureGates": {"DRAAdminAccess": False}}):
         with django_capture_on_commit_callbacks(execute=True):
-            response = api.post("/api/runs/", {"snapshot": snap["id"], "options": options},
-                                format="json")
+            response = api.post(
+                "/api/runs/", {"snapshot": snap["id"], "options": options}, format="json"
+            )
         runs.append(api.get(f"/api/runs/{response.json()['id']}/").json())
     assert all(r["status"] == "succeeded" for r in runs), runs
     return snap, runs
@@ -29,8 +30,12 @@ def finished(api, django_capture_on_commit_callbacks):
 
 def _paths(snap, runs):
     a, b = runs
-    return ["/", f"/snapshots/{snap['id']}/", f"/runs/{a['id']}/",
-            f"/runs/{a['id']}/diff/{b['id']}/"]
+    return [
+        "/",
+        f"/snapshots/{snap['id']}/",
+        f"/runs/{a['id']}/",
+        f"/runs/{a['id']}/diff/{b['id']}/",
+    ]
 
 
 def test_pages_require_login(client, finished):
@@ -49,13 +54,14 @@ def test_standard_login_form_with_username_and_password(client, finished):
     assert re.search(r'<input[^>]*name="username"', html)
     assert re.search(r'<input[^>]*name="password"', html)
     target = f"/runs/{runs[0]['id']}/"
-    done = client.post(f"/accounts/login/?next={target}",
-                       {"username": "alice", "password": "alice-password-1", "next": target})
+    done = client.post(
+        f"/accounts/login/?next={target}",
+        {"username": "alice", "password": "alice-password-1", "next": target},
+    )
     assert done.status_code == 302 and done["Location"] == target
     for path in _paths(snap, runs):
         assert client.get(path).status_code == 200, path
-    wrong = client.__class__().post("/accounts/login/",
-                                    {"username": "alice", "password": "nope"})
+    wrong = client.__class__().post("/accounts/login/", {"username": "alice", "password": "nope"})
     assert wrong.status_code == 200  # the form again, with an error
 
 
@@ -66,7 +72,7 @@ def test_each_page_shows_what_the_contract_lists(client, user, finished):
     assert snap["name"] in dashboard
     assert f"/runs/{a['id']}/" in dashboard
     assert 'type="file"' in dashboard  # upload
-    assert re.search(r'<form[^>]*>', dashboard)
+    assert re.search(r"<form[^>]*>", dashboard)
 
     snapshot_page = client.get(f"/snapshots/{snap['id']}/").content.decode()
     for kind in snap["objectCounts"]:
@@ -97,7 +103,8 @@ def test_search_tree_is_an_aria_tree(client, user, finished):
     tree_js = [s for s in scripts if "tree" in s]
     assert tree_js, scripts
     path = finders.find(tree_js[0].split("/static/", 1)[1].split("?")[0])
-    source = open(path).read()
+    with open(path) as f:
+        source = f.read()
     # The nodes it renders are treeitems with aria-expanded where they have children.
     assert re.search(r'role["\']?\s*[:=]\s*["\']treeitem', source)
     assert "aria-expanded" in source

@@ -9,6 +9,7 @@ import pytest
 from tests.contract.conftest import (
     ALL_GATES,
     claim_template,
+    device_class,
     gpu_cluster,
     gpu_devices,
     namespace,
@@ -17,7 +18,6 @@ from tests.contract.conftest import (
     request,
     resource_slice,
     simulate,
-    device_class,
 )
 
 STATES = {"unallocated", "allocated-in-cluster", "allocated-in-memory", "reallocated"}
@@ -107,8 +107,13 @@ def test_unscheduled_pods_have_null_target_error_and_reasons(demo):
 
 def test_design_error_substrings_appear_verbatim(demo):
     errors = " ".join(p["error"] for p in demo["pods"] if p["error"])
-    for text in ("no instance type can satisfy the allocation", "incompatible", "not found",
-                 "exceeding maximum", "admin access"):
+    for text in (
+        "no instance type can satisfy the allocation",
+        "incompatible",
+        "not found",
+        "exceeding maximum",
+        "admin access",
+    ):
         assert text in errors, text
 
 
@@ -133,12 +138,18 @@ def test_claim_entries(demo, feature_results):
                 assert "nodeSelector" in c
                 assert c["nodeSelector"] is None or "nodeSelectorTerms" in c["nodeSelector"]
                 has_bc = any(d.get("bindingConditions") for d in c["devices"])
-                assert ("bindingTimeoutSeconds" in c) == has_bc or not has_bc
+                assert ("bindingTimeoutSeconds" in c) == has_bc, c
                 if has_bc:
                     assert c["bindingTimeoutSeconds"] == 600
                 for d in c["devices"]:
-                    assert set(d) >= {"request", "driver", "pool", "device", "source",
-                                      "instanceType"}
+                    assert set(d) >= {
+                        "request",
+                        "driver",
+                        "pool",
+                        "device",
+                        "source",
+                        "instanceType",
+                    }
                     assert d["source"] in ("in-cluster", "template")
                     assert (d["instanceType"] is None) == (d["source"] == "in-cluster")
     # allocated-in-cluster is covered by test_allocated_in_cluster_claim_lists_its_allocation.
@@ -181,23 +192,47 @@ def test_in_cluster_devices_appear_once(demo, feature_results):
     for doc in _all_docs(demo, feature_results):
         for entry in doc["pods"]:
             for c in entry["claims"]:
-                keys = [(d["driver"], d["pool"], d["device"], d.get("shareID"))
-                        for d in c["devices"] if d["source"] == "in-cluster"]
+                keys = [
+                    (d["driver"], d["pool"], d["device"], d.get("shareID"))
+                    for d in c["devices"]
+                    if d["source"] == "in-cluster"
+                ]
                 assert len(keys) == len(set(keys)), c
 
 
 def test_allocated_in_cluster_claim_lists_its_allocation(tmp_path):
     from tests.contract.conftest import claim
 
-    allocated = claim("shared", status={
-        "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node-1",
-             "device": "gpu-1"}]}},
-        "reservedFor": [{"resource": "pods", "name": "holder", "uid": "1"}]})
-    docs = gpu_cluster([pod("holder", node_name="gpu-node-1", uid="1",
-                            claims=[{"name": "g", "resourceClaimName": "shared"}]),
-                        pod("joiner", claims=[{"name": "g", "resourceClaimName": "shared"}])],
-                       extra=[allocated])
+    allocated = claim(
+        "shared",
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "gpu.nvidia.com",
+                            "pool": "gpu-node-1",
+                            "device": "gpu-1",
+                        }
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "holder", "uid": "1"}],
+        },
+    )
+    docs = gpu_cluster(
+        [
+            pod(
+                "holder",
+                node_name="gpu-node-1",
+                uid="1",
+                claims=[{"name": "g", "resourceClaimName": "shared"}],
+            ),
+            pod("joiner", claims=[{"name": "g", "resourceClaimName": "shared"}]),
+        ],
+        extra=[allocated],
+    )
     run = simulate(tmp_path, docs)
     c = run.pod("default/joiner")["claims"][0]
     assert c["state"] == "allocated-in-cluster"
@@ -208,8 +243,14 @@ def test_allocated_in_cluster_claim_lists_its_allocation(tmp_path):
 def test_node_claims_fields_sorted(demo):
     assert demo["nodeClaims"]
     for nc in demo["nodeClaims"]:
-        assert set(nc) >= {"name", "nodePool", "instanceTypes", "requirements", "annotations",
-                           "pods"}
+        assert set(nc) >= {
+            "name",
+            "nodePool",
+            "instanceTypes",
+            "requirements",
+            "annotations",
+            "pods",
+        }
         assert re.fullmatch(re.escape(nc["nodePool"]) + r"-[1-9][0-9]*", nc["name"])
         assert nc["instanceTypes"] == sorted(nc["instanceTypes"]) and nc["instanceTypes"]
         keys = [r["key"] for r in nc["requirements"]]
@@ -239,8 +280,10 @@ def test_pods_in_queue_order(demo):
     cpu = {}
     for doc in yaml.safe_load_all(DEMO.read_text()):
         if doc and doc["kind"] == "Pod":
-            total = sum(millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-                        for c in doc["spec"]["containers"])
+            total = sum(
+                millis(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                for c in doc["spec"]["containers"]
+            )
             cpu[f"{doc['metadata'].get('namespace', 'default')}/{doc['metadata']['name']}"] = total
     order = [cpu[p["pod"]] for p in demo["pods"]]
     assert order == sorted(order, reverse=True)
@@ -306,20 +349,32 @@ def test_quantities_are_canonical(demo, feature_results):
 
 
 def test_canonical_form_of_a_quantity_given_in_another_form(tmp_path):
-    tmpl = claim_template("bw", requests=[request(cls="nic.example.com", capacity={
-        "requests": {"bandwidth": "1000M"}})])
-    nics = [{"name": "eth1", "allowMultipleAllocations": True,
-             "capacity": {"bandwidth": {"value": "10G"}}}]
-    docs = [namespace("default"), device_class("nic.example.com"),
-            node("n1", cpu="8", memory="32Gi"),
-            resource_slice("n1", nics, driver="nic.example.com", pool="n1-nics"), tmpl,
-            pod("p", claims=[{"name": "net", "resourceClaimTemplateName": "bw"}])]
+    tmpl = claim_template(
+        "bw",
+        requests=[request(cls="nic.example.com", capacity={"requests": {"bandwidth": "1000M"}})],
+    )
+    nics = [
+        {
+            "name": "eth1",
+            "allowMultipleAllocations": True,
+            "capacity": {"bandwidth": {"value": "10G"}},
+        }
+    ]
+    docs = [
+        namespace("default"),
+        device_class("nic.example.com"),
+        node("n1", cpu="8", memory="32Gi"),
+        resource_slice("n1", nics, driver="nic.example.com", pool="n1-nics"),
+        tmpl,
+        pod("p", claims=[{"name": "net", "resourceClaimTemplateName": "bw"}]),
+    ]
     run = simulate(tmp_path, docs)
     device = run.pod("default/p")["claims"][0]["devices"][0]
     assert device["consumedCapacity"] == {"bandwidth": "1G"}
     pool = run.doc["pools"][0]
     assert pool["shareableSummary"]["capacity"] == [
-        {"name": "bandwidth", "total": "10G", "consumed": "1G", "available": "9G"}]
+        {"name": "bandwidth", "total": "10G", "consumed": "1G", "available": "9G"}
+    ]
 
 
 def test_dra_node_resources_only_when_not_empty(feature_results, demo):
@@ -330,8 +385,18 @@ def test_dra_node_resources_only_when_not_empty(feature_results, demo):
             assert p.get("draNodeResources", {"x": 1}) != {}
 
 
-POOL_FIELDS = {"driver", "pool", "nodeName", "generation", "resourceSliceCount", "totalDevices",
-               "allocatedDevices", "availableDevices", "unavailableDevices", "validationError"}
+POOL_FIELDS = {
+    "driver",
+    "pool",
+    "nodeName",
+    "generation",
+    "resourceSliceCount",
+    "totalDevices",
+    "allocatedDevices",
+    "availableDevices",
+    "unavailableDevices",
+    "validationError",
+}
 
 
 def test_pools_fields(demo, feature_results):
@@ -343,11 +408,18 @@ def test_pools_fields(demo, feature_results):
                 # KEP-5677: with a validation error the device counts may be unset.
                 assert isinstance(pool["validationError"], str)
                 continue
-            for key in ("generation", "resourceSliceCount", "totalDevices", "allocatedDevices",
-                        "availableDevices", "unavailableDevices"):
+            for key in (
+                "generation",
+                "resourceSliceCount",
+                "totalDevices",
+                "allocatedDevices",
+                "availableDevices",
+                "unavailableDevices",
+            ):
                 assert isinstance(pool[key], int), key
-            assert pool["totalDevices"] == (pool["allocatedDevices"] + pool["availableDevices"]
-                                            + pool["unavailableDevices"])
+            assert pool["totalDevices"] == (
+                pool["allocatedDevices"] + pool["availableDevices"] + pool["unavailableDevices"]
+            )
     parts = feature_results["partitionable"]["pools"]
     summary = [p for p in parts if "partitionSummary" in p][0]["partitionSummary"]
     assert all(set(s) >= {"attribute", "type", "total", "allocatable"} for s in summary)
@@ -357,8 +429,7 @@ def test_pools_fields(demo, feature_results):
 
 
 def test_pool_not_node_local_has_null_node_name(tmp_path):
-    network = resource_slice(None, gpu_devices(1), pool="fabric", name="fabric-gpus",
-                             allNodes=True)
+    network = resource_slice(None, gpu_devices(1), pool="fabric", name="fabric-gpus", allNodes=True)
     docs = [namespace("default"), device_class(), node("n1"), network]
     run = simulate(tmp_path, docs)
     pool = run.doc["pools"][0]
@@ -367,8 +438,10 @@ def test_pool_not_node_local_has_null_node_name(tmp_path):
 
 
 def test_pools_counted_after_the_runs_allocations(tmp_path):
-    docs = gpu_cluster([pod("p", claims=[{"name": "g", "resourceClaimTemplateName": "one"}])],
-                       extra=[claim_template("one")])
+    docs = gpu_cluster(
+        [pod("p", claims=[{"name": "g", "resourceClaimTemplateName": "one"}])],
+        extra=[claim_template("one")],
+    )
     run = simulate(tmp_path, docs)
     assert run.pod("default/p")["target"]["name"] == "gpu-node-1"
     pool = run.doc["pools"][0]
@@ -379,18 +452,44 @@ def test_pools_counted_after_the_runs_allocations(tmp_path):
 def test_device_taint_rules_fields(tmp_path, effect):
     from tests.contract.conftest import claim
 
-    allocated = claim("held", status={
-        "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-node-1",
-             "device": "gpu-0"}]}},
-        "reservedFor": [{"resource": "pods", "name": "holder", "uid": "h1"}]})
-    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
-            "metadata": {"name": "maintenance"},
-            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "gpu-node-1"},
-                     "taint": {"key": "example.com/firmware", "value": "550", "effect": effect}}}
-    docs = gpu_cluster([pod("holder", node_name="gpu-node-1", uid="h1",
-                            claims=[{"name": "g", "resourceClaimName": "held"}])],
-                       extra=[allocated, rule])
+    allocated = claim(
+        "held",
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "gpu.nvidia.com",
+                            "pool": "gpu-node-1",
+                            "device": "gpu-0",
+                        }
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "holder", "uid": "h1"}],
+        },
+    )
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "maintenance"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "gpu-node-1"},
+            "taint": {"key": "example.com/firmware", "value": "550", "effect": effect},
+        },
+    }
+    docs = gpu_cluster(
+        [
+            pod(
+                "holder",
+                node_name="gpu-node-1",
+                uid="h1",
+                claims=[{"name": "g", "resourceClaimName": "held"}],
+            )
+        ],
+        extra=[allocated, rule],
+    )
     run = simulate(tmp_path, docs)
     (entry,) = run.doc["deviceTaintRules"]
     assert entry["name"] == "maintenance" and entry["effect"] == effect
@@ -399,3 +498,97 @@ def test_device_taint_rules_fields(tmp_path, effect):
     assert entry["namespaces"] == (0 if effect == "NoSchedule" else 1)
     for key in ("publishedDevices", "allocatedDevices", "podsToEvict", "namespaces"):
         assert isinstance(entry[key], int)
+
+
+def test_error_conditions_summary_substrings(tmp_path):
+    from tests.contract.conftest import cli, write_yaml
+
+    t_sel = claim_template("t-sel", requests=[request(selectors=[{"futureSelector": {"x": 1}}])])
+    t_con = claim_template("t-con")
+    t_con["spec"]["spec"]["devices"]["constraints"] = [
+        {"requests": ["gpu"], "futureConstraint": {"a": 1}}
+    ]
+    t_cel = claim_template(
+        "t-cel", requests=[request(selectors=[{"cel": {"expression": "device.driver =="}}])]
+    )
+    t_first = claim_template(
+        "t-first",
+        requests=[
+            {
+                "name": "gpu",
+                "firstAvailable": [{"name": "h100", "deviceClassName": "gpu.nvidia.com"}],
+            }
+        ],
+    )
+    t_all = claim_template("t-all", requests=[request(allocationMode="All")])
+    t_many = claim_template("t-many", requests=[request(allocationMode="ExactCount", count=40)])
+    incomplete = resource_slice("gpu-node-1", gpu_devices(2))
+    incomplete["spec"]["pool"]["resourceSliceCount"] = 2
+    # Two slices of one pool publishing the same device name: the pool is invalid.
+    invalid = [
+        resource_slice("gpu-node-2", gpu_devices(1), name=f"gpu-node-2-{i}") for i in range(2)
+    ]
+    for s in invalid:
+        s["spec"]["pool"]["resourceSliceCount"] = 2
+    cases = {
+        "t-sel": "unsupported selector type",
+        "t-con": "unsupported constraint type",
+        "t-cel": "failed to compile",
+        "t-first": "only Exactly requests",
+        "t-all": "incomplete",
+        "t-many": "exceeding maximum",
+    }
+    docs = [
+        namespace("default"),
+        device_class(),
+        node("gpu-node-1", cpu="32", memory="256Gi"),
+        incomplete,
+        t_sel,
+        t_con,
+        t_cel,
+        t_first,
+        t_all,
+        t_many,
+        *[
+            pod(f"p-{name}", claims=[{"name": "g", "resourceClaimTemplateName": name}])
+            for name in cases
+        ],
+    ]
+    run = cli(
+        "simulate",
+        write_yaml(tmp_path, docs),
+        "--json",
+        "--feature-gates",
+        "DRAPrioritizedList=false",
+    )
+    assert run.status == 0, run.stderr
+    for name, text in cases.items():
+        entry = run.pod(f"default/p-{name}")
+        assert entry["scheduled"] is False and text in entry["error"], (name, entry["error"])
+    docs = [
+        namespace("default"),
+        device_class(),
+        node("gpu-node-2", cpu="32", memory="256Gi"),
+        *invalid,
+        t_all,
+        pod("p-all", claims=[{"name": "g", "resourceClaimTemplateName": "t-all"}]),
+    ]
+    run = simulate(tmp_path, docs)
+    assert "invalid" in run.pod("default/p-all")["error"]
+
+
+def test_allocated_in_memory_claim_reports_the_devices_chosen_then(tmp_path):
+    from tests.contract.conftest import claim
+
+    docs = gpu_cluster(
+        [
+            pod("a", cpu="2", claims=[{"name": "g", "resourceClaimName": "shared"}]),
+            pod("b", cpu="1", claims=[{"name": "g", "resourceClaimName": "shared"}]),
+        ],
+        extra=[claim("shared")],
+    )
+    run = simulate(tmp_path, docs)
+    first, second = run.pod("default/a")["claims"][0], run.pod("default/b")["claims"][0]
+    assert (first["state"], second["state"]) == ("unallocated", "allocated-in-memory")
+    assert second["devices"] == first["devices"] and first["devices"]
+    assert run.pod("default/b")["target"] == run.pod("default/a")["target"]

@@ -8,7 +8,6 @@ from tests.contract.conftest import (
     claim_template,
     cli,
     device_class,
-    gpu_devices,
     namespace,
     node,
     pod,
@@ -73,9 +72,14 @@ def test_constraint_reason_on_a_failed_match_attribute(tmp_path):
     gpus = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i}}} for i in range(2)]
     tmpl = claim_template("two", requests=[request(allocationMode="ExactCount", count=2)])
     tmpl["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/numa"}]
-    docs = [namespace("default"), device_class(), node("n1", cpu="32", memory="128Gi"),
-            resource_slice("n1", gpus), tmpl,
-            pod("p", claims=[{"name": "g", "resourceClaimTemplateName": "two"}])]
+    docs = [
+        namespace("default"),
+        device_class(),
+        node("n1", cpu="32", memory="128Gi"),
+        resource_slice("n1", gpus),
+        tmpl,
+        pod("p", claims=[{"name": "g", "resourceClaimTemplateName": "two"}]),
+    ]
     path = write_yaml(tmp_path, docs)
     trace = tmp_path / "t.json"
     run = cli("simulate", path, "--json", "--trace", trace)

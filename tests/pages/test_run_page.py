@@ -338,3 +338,31 @@ def test_taints_section_uses_the_claims_device_taints_of_the_result(
     assert f"ml/train-0 on Node {NODE}" in section
     # The result's account replaces the trace search for this list.
     assert "untolerated taint nvidia.com/maintenance:NoSchedule" not in section
+
+
+def test_demo_run_page_shows_the_allocator_report(browser_client, maria):
+    """The demo snapshot simulated for real (no trace stored): the NodeClaims section reads
+    the prune stages, the gate and the templates from the result alone."""
+    from pathlib import Path
+
+    from allocator.simulation import SimulationOptions, simulate
+    from allocator.snapshot import load_paths
+    from dra_web.runs.models import Run
+    from dra_web.runs.services import store_output
+    from dra_web.snapshots.services import create_snapshot
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo-snapshot.yaml"
+    snap = create_snapshot(maria, [(demo.name, demo.read_bytes())], "demo")
+    result = simulate(load_paths([str(demo)]), SimulationOptions()).result
+    run = Run.objects.create(snapshot=snap, owner=maria, options={"timeout": 5})
+    store_output(run.pk, result, None)
+    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
+    section = html[html.index('id="panel-nodeclaims"') : html.index('id="taint-h"')]
+    general = section[section.index('id="nc-gpu-general-1"') :]
+    assert '<span class="tag">devices</span>' in general
+    assert "claim inference/whisper-a10g-0-gpu request gpu: 0 of 1 devices available" in general
+    assert '<span class="tag">resources</span>' in general and "g5.xlarge" in general
+    assert "DRADriverPoolsNotPublished" in general
+    assert "Before DRA (NodePool and pods)" in general
+    assert "g5.48xlarge-gpus" in general
+    assert "Other fields of the result" not in section
