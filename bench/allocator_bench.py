@@ -107,21 +107,19 @@ def main() -> int:
     def existing_eight(i):
         alloc.allocate(existing_node(hosts[(i * 2) % NODES]), [eight])
 
-    def inflight_one(i):
-        nc = in_flight(
+    def pinned_in_flight(i):
+        # A new NodeClaim still holding Karpenter's hostname placeholder.
+        return in_flight(
             f"gpu-pool-{i}",
             its,
             requirements={"kubernetes.io/hostname": [f"hostname-placeholder-{i}"]},
         )
-        alloc.allocate(nc, [one])
+
+    def inflight_one(i):
+        alloc.allocate(pinned_in_flight(i), [one])
 
     def inflight_eight(i):
-        nc = in_flight(
-            f"gpu-pool-{i}",
-            its,
-            requirements={"kubernetes.io/hostname": [f"hostname-placeholder-{i}"]},
-        )
-        alloc.allocate(nc, [eight])
+        alloc.allocate(pinned_in_flight(i), [eight])
 
     def inflight_unpinned(i):
         # No hostname requirement: every hostname-scoped slice is compatible (Karpenter's

@@ -30,15 +30,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "test-output"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "bench-password-1"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "pages" / "gpu-training.yaml"
 
@@ -47,6 +38,7 @@ def synthetic_trace(total: int) -> dict:
     """A DFS trace shaped like the allocator's: pod > target > instanceType > claim > request >
     slot > device, mostly failed device tries (already allocated, selector, constraint)."""
     from allocator.trace import Trace
+    from tests.pages.builders import gpu_try
 
     t = Trace(max_nodes=total)
     reasons = [
@@ -79,16 +71,14 @@ def synthetic_trace(total: int) -> dict:
                     break
                 reason, message = reasons[(d + pod_no) % len(reasons)]
                 last = placed and d == tries - 1
-                t.add(
+                gpu_try(
+                    t,
                     slot,
-                    "device",
-                    f"gpu.nvidia.com/p5-gpus-{pod_no % 50}/gpu-{d}",
+                    f"p5-gpus-{pod_no % 50}",
+                    f"gpu-{d}",
                     "ok" if last else "failed",
                     None if last else reason,
                     None if last else message.format(n=d),
-                    driver="gpu.nvidia.com",
-                    pool=f"p5-gpus-{pod_no % 50}",
-                    device=f"gpu-{d}",
                 )
         pod_no += 1
     return t.to_json()
@@ -127,9 +117,11 @@ def prepare(db_path: Path, nodes: int) -> tuple[int, float]:
 def measure(base: str, run_id: int) -> dict:
     from playwright.sync_api import sync_playwright
 
+    from tests.browser.chromium import launch_chromium
+
     out: dict = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(30_000)
         page.goto(f"{base}/accounts/login/")

@@ -47,25 +47,13 @@ def _timed(fn, repeat: int) -> tuple[float, float, object]:
 def synthetic_trace(target_nodes: int) -> dict:
     """A DFS trace shaped like the allocator's: pod > target > instanceType > claim >
     request > device, most devices failing a selector, some pruned, one allocated."""
-    nodes: list[dict] = []
+    from allocator.trace import Trace
+    from tests.pages.builders import gpu_try
 
-    def add(parent, kind, label, status, reason=None, **extra):
-        nodes.append(
-            {
-                "id": len(nodes),
-                "parent": parent,
-                "kind": kind,
-                "label": label,
-                "status": status,
-                "reason": reason,
-                "message": None,
-                **extra,
-            }
-        )
-        return len(nodes) - 1
-
+    trace = Trace()
+    add = trace.add
     pod_index = 0
-    while len(nodes) < target_nodes:
+    while len(trace.nodes) < target_nodes:
         pod = add(None, "pod", f"ml-training/train-{pod_index}", "failed", "selector")
         for t in range(4):
             node = f"ip-10-0-{t}-{pod_index % 250}.us-west-2.compute.internal"
@@ -75,20 +63,11 @@ def synthetic_trace(target_nodes: int) -> dict:
             request = add(claim, "request", "gpu", "failed", "selector")
             for g in range(8):
                 status, reason = ("pruned", "capacity") if g % 3 == 0 else ("failed", "selector")
-                add(
-                    request,
-                    "device",
-                    f"gpu.nvidia.com/{node}/gpu-{g}",
-                    status,
-                    reason,
-                    driver="gpu.nvidia.com",
-                    pool=node,
-                    device=f"gpu-{g}",
-                )
-            if len(nodes) >= target_nodes:
+                gpu_try(trace, request, node, f"gpu-{g}", status, reason)
+            if len(trace.nodes) >= target_nodes:
                 break
         pod_index += 1
-    return {"nodes": nodes[:target_nodes], "omitted": 0, "maxNodes": 200_000}
+    return {**trace.to_json(), "nodes": trace.nodes[:target_nodes]}
 
 
 def main() -> None:

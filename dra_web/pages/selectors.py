@@ -209,32 +209,33 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     return {"devices": devices, "slicesSeen": len(current), "access": access}
 
 
+def _find_device(slices, driver: str, pool: str, device: str):
+    """The named device in any of ``slices`` (slices or templates) of that driver and pool."""
+    for s in slices:
+        if s.driver == driver and s.pool == pool:
+            for d in s.devices:
+                if d.name == device:
+                    return d
+    return None
+
+
 def device_info(model, driver: str, pool: str, device: str) -> dict[str, Any] | None:
     """A device tried by the DFS: in-cluster first, then instance type templates."""
     if model is None:
         return None
-    for s in model.resource_slices:
-        if s.driver == driver and s.pool == pool:
-            for d in s.devices:
-                if d.name == device:
-                    return {
-                        "driver": driver,
-                        "pool": pool,
-                        "source": "in-cluster",
-                        **_device_view(d),
-                    }
+    found = _find_device(model.resource_slices, driver, pool, device)
+    if found is not None:
+        return {"driver": driver, "pool": pool, "source": "in-cluster", **_device_view(found)}
     for it in model.instance_types.values():
-        for t in it.resource_slice_templates:
-            if t.driver == driver and t.pool == pool:
-                for d in t.devices:
-                    if d.name == device:
-                        return {
-                            "driver": driver,
-                            "pool": pool,
-                            "source": "template",
-                            "instanceType": it.name,
-                            **_device_view(d),
-                        }
+        found = _find_device(it.resource_slice_templates, driver, pool, device)
+        if found is not None:
+            return {
+                "driver": driver,
+                "pool": pool,
+                "source": "template",
+                "instanceType": it.name,
+                **_device_view(found),
+            }
     return None
 
 

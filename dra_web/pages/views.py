@@ -396,6 +396,12 @@ def _int(value, default=None):
         return default
 
 
+def _query_int(request, name: str, default: int, low: int, high: int | None = None) -> int:
+    """An integer query parameter, ``default`` when absent or not a number, kept in [low, high]."""
+    value = max(low, _int(request.GET.get(name), default))
+    return value if high is None else min(high, value)
+
+
 @login_required
 @require_GET
 def tree_children(request, run_id):
@@ -403,9 +409,9 @@ def tree_children(request, run_id):
     page = page_selectors.trace_children_window(
         run,
         _int(request.GET.get("parent")),
-        offset=max(0, _int(request.GET.get("offset"), 0)),
-        limit=max(1, min(1000, _int(request.GET.get("limit"), TREE_PAGE))),
-        expand=max(0, min(2000, _int(request.GET.get("expand"), 0))),
+        offset=_query_int(request, "offset", 0, 0),
+        limit=_query_int(request, "limit", TREE_PAGE, 1, 1000),
+        expand=_query_int(request, "expand", 0, 0, 2000),
     )
     return JsonResponse(page)
 
@@ -440,7 +446,7 @@ def tree_search(request, run_id):
         reason=request.GET.get("reason") or None,
         status=request.GET.get("status") or None,
         kind=request.GET.get("kind") or None,
-        limit=max(1, min(500, _int(request.GET.get("limit"), 100))),
+        limit=_query_int(request, "limit", 100, 1, 500),
     )
     return JsonResponse(found)
 

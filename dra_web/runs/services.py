@@ -85,9 +85,24 @@ def normalise_options(options: dict | None) -> dict:
     return parsed.to_json()
 
 
+def _check_disrupt(snapshot, names: list[str]) -> None:
+    """An unknown --disrupt node is a bad argument (400), as on the command line (exit 2),
+    not a run that fails later."""
+    if not names:
+        return
+    from dra_web.snapshots.selectors import object_refs
+
+    nodes = {ref["name"] for ref in object_refs(snapshot).get("Node", [])}
+    for name in names:
+        if name not in nodes:
+            known = ", ".join(sorted(nodes)) or "none"
+            raise RunOptionsError(f"options.disrupt: node {name!r} not found (nodes: {known})")
+
+
 def start_run(owner, snapshot, options: dict | None = None) -> Run:
     """Store a queued run and hand it to Celery once the transaction commits."""
     normalised = normalise_options(options)
+    _check_disrupt(snapshot, normalised.get("disrupt") or [])
     run = Run.objects.create(
         snapshot=snapshot,
         owner=owner,

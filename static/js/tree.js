@@ -175,10 +175,7 @@ export class SearchTree {
       const li = this.makeItem(n, level);
       frag.append(li);
       if (Array.isArray(n.expanded)) {
-        li.setAttribute("aria-expanded", "true");
-        li.querySelector(":scope > .row > .twisty").textContent = "▾";
-        const group = el("ul", { role: "group" });
-        li.append(group);
+        const { group } = this.markOpen(li);
         this.renderPage(n.id, group, level + 1, { nodes: n.expanded, total: childCountOf(n), offset: 0 }, 0);
       }
     }
@@ -196,12 +193,8 @@ export class SearchTree {
 
   async expand(li, around = null) {
     if (li.getAttribute("aria-expanded") !== "false") return;
-    li.setAttribute("aria-expanded", "true");
-    li.querySelector(":scope > .row > .twisty").textContent = "▾";
-    let group = li.querySelector(":scope > ul");
-    if (!group) {
-      group = el("ul", { role: "group" });
-      li.append(group);
+    const { group, fresh } = this.markOpen(li);
+    if (fresh) {
       const offset = around === null ? 0 : Math.max(0, around - Math.floor(PAGE / 2));
       try {
         await this.loadChildren(li._node.id, group, li._level + 1, offset);
@@ -394,15 +387,22 @@ export class SearchTree {
     if (results.length) await this.reveal(results[0].id);
   }
 
-  openShell(li) {
-    // Mark a node open with an empty group that the caller fills from a page it already has.
+  markOpen(li) {
+    // Open a node's twisty and give it a child group; fresh when the group had to be made.
     li.setAttribute("aria-expanded", "true");
     li.querySelector(":scope > .row > .twisty").textContent = "▾";
     let group = li.querySelector(":scope > ul");
-    if (!group) {
+    const fresh = !group;
+    if (fresh) {
       group = el("ul", { role: "group" });
       li.append(group);
     }
+    return { group, fresh };
+  }
+
+  openShell(li) {
+    // Mark a node open with an empty group that the caller fills from a page it already has.
+    const { group } = this.markOpen(li);
     group.hidden = false;
     return group;
   }

@@ -231,6 +231,11 @@ def instance_type(
     )
 
 
+# The two GPU instance types most tests launch: eight H100 80Gi vs eight A100 40Gi.
+P5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
+P4D = instance_type("p4d.24xlarge", [template("p4d-gpus", gpus(8, model="A100", memory="40Gi"))])
+
+
 def it_requirements(it: InstanceType) -> Requirements:
     reqs = Requirements.from_node_selector_requirements(it.requirements)
     reqs.add(

@@ -10,6 +10,8 @@ from allocator.model import DeviceID
 from tests.allocator.builders import (
     GPU,
     NIC,
+    P4D,
+    P5,
     ZONE,
     allocate_in_cluster,
     claim,
@@ -27,8 +29,6 @@ from tests.allocator.builders import (
     zone_selector,
 )
 
-P5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
-P4D = instance_type("p4d.24xlarge", [template("p4d-gpus", gpus(8, model="A100", memory="40Gi"))])
 RACK_GPU = DeviceID(GPU, "rack", "gpu-0")
 BARE = instance_type("p5.48xlarge")  # no template devices
 

@@ -21,6 +21,8 @@ from tests.allocator.builders import (
     HOSTNAME,
     NIC,
     NIC_CLASS,
+    P4D,
+    P5,
     PCIE_ROOT,
     ZONE,
     allocate_in_cluster,
@@ -41,11 +43,19 @@ from tests.allocator.builders import (
     zone_selector,
 )
 
-P5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
-P4D = instance_type("p4d.24xlarge", [template("p4d-gpus", gpus(8, model="A100", memory="40Gi"))])
 BARE = instance_type("m7i.48xlarge")  # no template devices
 TWO_ZONES = {ZONE: ["us-west-2a", "us-west-2b"]}
 RACK_LABEL = "example.com/rack"
+
+
+def _dataset_nic_held_in_zone_a():
+    """The pod's first claim, already allocated in-cluster to an EFA NIC reachable in zone a."""
+    return allocate_in_cluster(
+        claim("dataset", exact("nic", NIC_CLASS.name)),
+        [("nic", DeviceID(NIC, "efa-a", "efa-0"))],
+        node_selector=zone_selector("us-west-2a"),
+        reserved_for_pods=["train-0"],
+    )
 
 
 def rack_selector(zone: str, rack: str) -> dict:
@@ -94,12 +104,7 @@ class TestResourceClaimStateHandling:
     def test_allocated_claims_topology_filters_pools_before_the_dfs(self):
         # The pod's first claim is allocated in zone a. Zone b's rack is half published
         # (incomplete): it must be gone before validation, or "all GPUs" could not be served.
-        held = allocate_in_cluster(
-            claim("dataset", exact("nic", NIC_CLASS.name)),
-            [("nic", DeviceID(NIC, "efa-a", "efa-0"))],
-            node_selector=zone_selector("us-west-2a"),
-            reserved_for_pods=["train-0"],
-        )
+        held = _dataset_nic_held_in_zone_a()
         slices = [
             resource_slice("rack-a", gpus(2), node_selector=zone_selector("us-west-2a")),
             resource_slice("rack-b", gpus(1), count=2, node_selector=zone_selector("us-west-2b")),
@@ -579,12 +584,7 @@ class TestTimeout:
 
 class TestResults:
     def test_requirements_merge_allocated_claims_and_picked_devices(self):
-        held = allocate_in_cluster(
-            claim("dataset", exact("nic", NIC_CLASS.name)),
-            [("nic", DeviceID(NIC, "efa-a", "efa-0"))],
-            node_selector=zone_selector("us-west-2a"),
-            reserved_for_pods=["train-0"],
-        )
+        held = _dataset_nic_held_in_zone_a()
         slices = [
             resource_slice("rack-r1", gpus(1), node_selector=rack_selector("us-west-2a", "r1"))
         ]

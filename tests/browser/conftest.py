@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.chromium import CHROMIUM, launch_chromium
+
 # Playwright's sync API keeps an event loop in this thread; Django's ORM calls from the test
 # itself are still synchronous and safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "maria-password-1"
 
 
@@ -42,7 +34,7 @@ def chromium():
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
         pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch_chromium(p)
         yield browser
         browser.close()
 

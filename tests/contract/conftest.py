@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ class Run:
     stdout: str
     stderr: str
 
-    @property
+    @cached_property
     def doc(self) -> dict:
         return json.loads(self.stdout)
 

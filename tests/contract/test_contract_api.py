@@ -234,20 +234,26 @@ def test_trace_cap_is_recorded(api, capture):
     assert len(whole["nodes"]) <= 50 and whole["omitted"] == page["omitted"]
 
 
-def test_failed_run_has_status_failed_and_error(api, capture):
+def test_unknown_disrupt_node_is_400(api):
     snap = _upload(api).json()["id"]
+    response = api.post(
+        "/api/runs/", {"snapshot": snap, "options": {"disrupt": ["no-such-node"]}}, format="json"
+    )
+    assert response.status_code == 400
+    assert "no-such-node" in json.dumps(response.json())
+
+
+def test_failed_run_has_status_failed_and_error(api, capture, settings):
+    # A run whose simulation dies (here: the run's own time limit) ends failed with an error.
+    settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS = 0.001
+    snap = api.post("/api/snapshots/", DEMO.read_text(), content_type="application/yaml")
     with capture(execute=True):
-        response = api.post(
-            "/api/runs/",
-            {"snapshot": snap, "options": {"disrupt": ["no-such-node"]}},
-            format="json",
-        )
-    if response.status_code == 400:  # refused up front: the message names the node
-        assert "no-such-node" in json.dumps(response.json())
-        return
+        response = api.post("/api/runs/", {"snapshot": snap.json()["id"]}, format="json")
     assert response.status_code == 202
     run = api.get(f"/api/runs/{response.json()['id']}/").json()
-    assert run["status"] == "failed" and "no-such-node" in run["error"]
+    assert run["status"] == "failed", run["status"]
+    assert isinstance(run["error"], str) and run["error"]
+    assert run["result"] is None
 
 
 def test_bad_run_request_is_400(api):
@@ -332,3 +338,70 @@ def test_token_and_session_authentication(client, user):
     assert APIClient().get(
         "/api/snapshots/", HTTP_AUTHORIZATION="Token not-a-token"
     ).status_code in (401, 403)
+
+
+def test_api_result_and_trace_match_the_command_line(api, capture, tmp_path):
+    from tests.contract.conftest import cli
+
+    path = EXAMPLES / "features-taints.yaml"
+    trace_file = tmp_path / "trace.json"
+    local = cli("simulate", path, "--json", "--trace", trace_file)
+    snap = api.post("/api/snapshots/", path.read_text(), content_type="application/yaml")
+    run = _run(api, capture, snap.json()["id"])
+    remote, local_doc = run["result"], local.doc
+    for doc in (remote, local_doc):
+        doc["stats"].pop("seconds")
+    assert remote == local_doc
+    whole = api.get(f"/api/runs/{run['id']}/trace/?download=1").json()
+    assert whole["nodes"] == json.loads(trace_file.read_text())["nodes"]
+    page = api.get(f"/api/runs/{run['id']}/trace/?page_size=1000").json()["results"]
+    for item in page:
+        assert set(item) >= {"id", "parent", "kind", "label", "status", "reason"}
+        if item["kind"] == "device":
+            assert item["driver"] and item["pool"] and item["device"]
+
+
+def test_upload_with_kwok_instance_types_json(api):
+    kwok = [
+        {
+            "name": "c-4x-amd64-linux",
+            "offerings": [
+                {
+                    "Price": 0.17,
+                    "Available": True,
+                    "Requirements": [
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        },
+                        {
+                            "key": "topology.kubernetes.io/zone",
+                            "operator": "In",
+                            "values": ["us-west-2a"],
+                        },
+                    ],
+                }
+            ],
+            "architecture": "amd64",
+            "operatingSystems": ["linux"],
+            "resources": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        }
+    ]
+    from tests.contract.conftest import nodepool
+
+    cluster = [namespace("default"), nodepool("default"), pod("web-0", cpu="2")]
+    files = [
+        SimpleUploadedFile("cluster.yaml", yaml.safe_dump_all(cluster).encode()),
+        SimpleUploadedFile("instance_types.json", json.dumps(kwok).encode()),
+    ]
+    response = api.post("/api/snapshots/", {"file": files}, format="multipart")
+    assert response.status_code == 201, response.content
+    assert response.json()["objectCounts"]["InstanceType"] == 1
+
+
+def test_raw_json_list_body(api):
+    body = {"apiVersion": "v1", "kind": "List", "items": _docs(), "metadata": {}}
+    response = api.post("/api/snapshots/", json.dumps(body), content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert response.json()["objectCounts"]["Pod"] == 2

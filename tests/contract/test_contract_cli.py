@@ -222,3 +222,90 @@ def test_disrupt_flag_reschedules_the_nodes_pods(tmp_path):
     assert set(pods) == {"default/bound-0", "default/pending-0"}
     # The disrupted node is no target: both go to a new NodeClaim.
     assert all(p["target"]["kind"] == "NodeClaim" for p in pods.values()), pods
+
+
+def _without_clock(doc: dict) -> dict:
+    doc = json.loads(json.dumps(doc))
+    doc["stats"].pop("seconds")
+    return doc
+
+
+def test_trace_flag_does_not_change_the_result(demo_paths):
+    # "--trace FILE *also* writes the DFS trace": the result document stays the same.
+    with_trace = demo_paths[0].doc
+    without = cli("simulate", DEMO, "--json")
+    assert without.status == 0
+    assert _without_clock(without.doc) == _without_clock(with_trace)
+
+
+def test_two_runs_give_the_same_result():
+    first = cli("simulate", EXAMPLES / "features-taints.yaml", "--json")
+    second = cli("simulate", EXAMPLES / "features-taints.yaml", "--json")
+    assert _without_clock(first.doc) == _without_clock(second.doc)
+
+
+def test_disrupt_is_repeatable(tmp_path):
+    from tests.contract.conftest import instance_type, namespace, node, nodepool
+
+    docs = [
+        namespace("default"),
+        node("n1"),
+        node("n2"),
+        node("n3"),
+        nodepool("general"),
+        instance_type("m5.4xlarge", cpu="16", memory="64Gi"),
+        pod("a", node_name="n1", owner="ReplicaSet"),
+        pod("b", node_name="n2", owner="ReplicaSet"),
+    ]
+    run = simulate(tmp_path, docs, "--disrupt", "n1", "--disrupt", "n2")
+    assert {p["pod"] for p in run.doc["pods"]} == {"default/a", "default/b"}
+    assert {p["target"]["name"] for p in run.doc["pods"]} == {"n3"}
+
+
+def test_allocator_needs_neither_django_nor_a_database(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.contract.conftest import ROOT
+
+    code = (
+        "import runpy, sys\n"
+        "for name in ('django', 'rest_framework', 'celery', 'psycopg', 'redis'):\n"
+        "    sys.modules[name] = None  # any import of them fails\n"
+        "sys.argv = ['allocator', 'simulate', sys.argv[1], '--json']\n"
+        "runpy.run_module('allocator', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(EXAMPLES / "features-prioritized-list.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["schemaVersion"] == "v1"
+
+
+@pytest.mark.parametrize(
+    "example, gate, text",
+    [
+        ("prioritized-list", "DRAPrioritizedList", "DRAPrioritizedList"),
+        ("consumable-capacity", "DRAConsumableCapacity", "DRAConsumableCapacity"),
+        ("partitionable", "DRAPartitionableDevices", "DRAPartitionableDevices"),
+    ],
+)
+def test_a_gate_switched_off_fails_the_pods_that_need_it(feature_results, example, gate, text):
+    on = feature_results[example]
+    off = cli(
+        "simulate",
+        EXAMPLES / f"features-{example}.yaml",
+        "--json",
+        "--feature-gates",
+        f"{gate}=false",
+    )
+    assert off.status == 0, off.stderr
+    assert off.doc["featureGates"][gate] is False
+    failed = [p for p in off.doc["pods"] if not p["scheduled"]]
+    assert failed and all(text in p["error"] for p in failed)
+    assert len(failed) >= sum(not p["scheduled"] for p in on["pods"])

@@ -88,6 +88,9 @@ def test_each_page_shows_what_the_contract_lists(client, user, finished):
     for nc in a["result"]["nodeClaims"]:
         assert nc["name"] in run_page
     assert a["result"]["pools"][0]["pool"] in run_page
+    # summary, placements, NodeClaims, search tree, pools, review
+    for section in ("Summary", "Placements", "NodeClaims", "Search tree", "Pools", "Review"):
+        assert re.search(r"<(h2|button|a)[^>]*>\s*" + section, run_page), section
 
     diff_page = client.get(f"/runs/{a['id']}/diff/{b['id']}/").content.decode()
     assert "dcgm" in diff_page or "gpu-debug" in diff_page or "admin" in diff_page.lower()

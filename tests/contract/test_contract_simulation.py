@@ -570,6 +570,16 @@ def test_new_nodeclaim_requirements_reflect_pool_and_instance_types(tmp_path):
     assert reqs["karpenter.sh/nodepool"]["values"] == ["general"]
 
 
+def test_new_nodeclaim_requirements_name_its_instance_types(demo):
+    # As Karpenter's NodeClaimTemplate.ToNodeClaim: node.kubernetes.io/instance-type In the
+    # NodeClaim's remaining instance types.
+    for nc in demo["nodeClaims"]:
+        reqs = {r["key"]: r for r in nc["requirements"]}
+        it = reqs.get("node.kubernetes.io/instance-type")
+        assert it is not None, (nc["name"], sorted(reqs))
+        assert it["operator"] == "In" and it["values"] == nc["instanceTypes"]
+
+
 def test_unservable_claims_fail_only_their_pods(tmp_path):
     bad_cel = claim_template(
         "bad-cel",
@@ -901,3 +911,193 @@ def test_claims_are_searched_in_spec_order(tmp_path):
     assert [c["devices"][0]["device"] for c in entry["claims"]] == ["gpu-0", "gpu-1"]
     claim_labels = [n["label"] for n in nodes if n["kind"] == "claim"]
     assert claim_labels.index("default/p-zeta") < claim_labels.index("default/p-alpha")
+
+
+def _zone_fabric() -> dict:
+    fabric = resource_slice(
+        None,
+        [{"name": "fabric-0", "attributes": {"model": {"string": "H100"}}}],
+        driver="fabric.example.com",
+        pool="fabric-b",
+        name="fabric-b",
+    )
+    fabric["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {
+                        "key": "topology.kubernetes.io/zone",
+                        "operator": "In",
+                        "values": ["us-west-2b"],
+                    }
+                ]
+            }
+        ]
+    }
+    return fabric
+
+
+def _two_zone_pool_docs(extra: list, pods: list) -> list:
+    both = [
+        {"zone": z, "capacityType": "on-demand", "price": 1.0, "available": True}
+        for z in ("us-west-2a", "us-west-2b")
+    ]
+    return [
+        namespace("default"),
+        device_class("fabric.example.com"),
+        nodepool("general"),
+        instance_type("m5.2xlarge", cpu="8", memory="32Gi", offerings=both),
+        *extra,
+        *pods,
+    ]
+
+
+def test_new_nodeclaim_requirements_follow_the_topology_of_devices_picked(tmp_path):
+    tmpl = claim_template("fabric", requests=[request(cls="fabric.example.com")])
+    docs = _two_zone_pool_docs(
+        [_zone_fabric(), tmpl],
+        [pod("p", claims=[{"name": "f", "resourceClaimTemplateName": "fabric"}])],
+    )
+    run = simulate(tmp_path, docs)
+    entry = run.pod("default/p")
+    assert entry["target"]["new"], entry["error"]
+    reqs = {r["key"]: r for r in run.doc["nodeClaims"][0]["requirements"]}
+    assert reqs["topology.kubernetes.io/zone"]["values"] == ["us-west-2b"]
+    drivers = run.doc["nodeClaims"][0]["annotations"]["karpenter.sh/requested-dra-drivers"]
+    assert drivers == "fabric.example.com"
+
+
+def test_requirements_and_drivers_follow_already_allocated_claims(tmp_path):
+    allocated = claim(
+        "fabric-held",
+        requests=[request(cls="fabric.example.com")],
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "fabric.example.com",
+                            "pool": "fabric-b",
+                            "device": "fabric-0",
+                        }
+                    ]
+                },
+                "nodeSelector": _zone_fabric()["spec"]["nodeSelector"],
+            },
+            # Reserved by a running pod of another cluster tenant (not in the snapshot).
+            "reservedFor": [{"resource": "pods", "name": "elsewhere", "uid": "e1"}],
+        },
+    )
+    docs = _two_zone_pool_docs(
+        [_zone_fabric(), allocated],
+        [
+            pod("p", claims=[{"name": "f", "resourceClaimName": "fabric-held"}]),
+        ],
+    )
+    run = simulate(tmp_path, docs)
+    entry = run.pod("default/p")
+    assert entry["claims"][0]["state"] == "allocated-in-cluster"
+    assert entry["target"]["new"], entry["error"]
+    nc = run.doc["nodeClaims"][0]
+    reqs = {r["key"]: r for r in nc["requirements"]}
+    assert reqs["topology.kubernetes.io/zone"]["values"] == ["us-west-2b"]
+    assert nc["annotations"]["karpenter.sh/requested-dra-drivers"] == "fabric.example.com"
+
+
+def test_not_initialized_node_uses_its_instance_types_template_devices(tmp_path):
+    managed = {
+        "karpenter.sh/nodepool": "gpu-pool",
+        "node.kubernetes.io/instance-type": "p5.8xlarge",
+    }
+    published = resource_slice("gpu-node-9", gpu_devices(4), name="gpu-node-9-gpus")
+    published["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-9", "uid": "9f0e"}
+    ]
+    docs = [
+        namespace("default"),
+        device_class(),
+        node("gpu-node-9", cpu="32", memory="256Gi", labels=managed),
+        published,
+        nodepool("gpu-pool"),
+        instance_type(
+            "p5.8xlarge",
+            cpu="32",
+            memory="256Gi",
+            slices=[template_slice("p5.8xlarge-gpus", gpu_devices(4))],
+        ),
+        nodeclaim("gpu-pool-x9", "gpu-pool", "p5.8xlarge", node_name="gpu-node-9"),
+        claim_template("one"),
+        pod("p", claims=[{"name": "g", "resourceClaimTemplateName": "one"}]),
+    ]
+    run = simulate(tmp_path, docs)
+    entry = run.pod("default/p")
+    assert entry["target"] == {"kind": "Node", "name": "gpu-node-9", "new": False}
+    (device,) = entry["claims"][0]["devices"]
+    assert (device["source"], device["instanceType"], device["pool"]) == (
+        "template",
+        "p5.8xlarge",
+        "p5.8xlarge-gpus",
+    )
+
+
+def test_bound_pods_consume_node_resources(tmp_path):
+    docs = [
+        namespace("default"),
+        node("a-busy", cpu="4", memory="16Gi"),
+        node("b-idle", cpu="4", memory="16Gi"),
+        pod("running", cpu="3", node_name="a-busy"),
+        pod("p", cpu="2"),
+    ]
+    run = simulate(tmp_path, docs)
+    assert [p["pod"] for p in run.doc["pods"]] == ["default/p"]
+    assert run.pod("default/p")["target"]["name"] == "b-idle"
+
+
+def test_nodepool_limits_count_the_pools_existing_nodes(tmp_path):
+    managed = {"karpenter.sh/nodepool": "capped", "karpenter.sh/initialized": "true"}
+    docs = [
+        namespace("default"),
+        nodepool("capped", weight=100, limits={"cpu": "20"}),
+        nodepool("open", weight=1),
+        node("capped-node", cpu="16", memory="64Gi", labels=managed),
+        instance_type("m5.2xlarge", cpu="8", memory="32Gi"),
+        pod("filler", cpu="15", node_name="capped-node"),
+        pod("p", cpu="3"),
+    ]
+    run = simulate(tmp_path, docs)
+    # 16 + 8 cpu would exceed capped's limit of 20: the pod falls through to open.
+    assert run.pod("default/p")["target"]["name"] == "open-1"
+
+
+def test_template_devices_follow_the_instance_types_left_at_the_end(tmp_path):
+    large_offer = [
+        {"zone": "us-west-2a", "capacityType": "on-demand", "price": 2.0, "available": True}
+    ]
+    docs = [
+        namespace("default"),
+        device_class(),
+        nodepool("gpu"),
+        instance_type(
+            "g-small",
+            cpu="8",
+            memory="64Gi",
+            slices=[template_slice("g-small-gpus", gpu_devices(2))],
+        ),
+        instance_type(
+            "g-large",
+            cpu="16",
+            memory="64Gi",
+            offerings=large_offer,
+            slices=[template_slice("g-large-gpus", gpu_devices(2))],
+        ),
+        claim_template("one"),
+        pod("p1", cpu="6", claims=[{"name": "g", "resourceClaimTemplateName": "one"}]),
+        pod("p2", cpu="5"),
+    ]
+    run = simulate(tmp_path, docs)
+    # p2 joins p1's NodeClaim and leaves only g-large: p1's devices list only g-large.
+    assert run.pod("default/p2")["target"] == run.pod("default/p1")["target"]
+    assert run.doc["nodeClaims"][0]["instanceTypes"] == ["g-large"]
+    devices = run.pod("default/p1")["claims"][0]["devices"]
+    assert [(d["pool"], d["instanceType"]) for d in devices] == [("g-large-gpus", "g-large")]

@@ -611,3 +611,21 @@ def test_device_taint_rules_are_computed_on_the_snapshot_as_uploaded(tmp_path):
     assert run.pod("default/p")["target"]["name"] == "gpu-node-1"  # effect None: no effect
     (entry,) = run.doc["deviceTaintRules"]
     assert (entry["publishedDevices"], entry["allocatedDevices"], entry["podsToEvict"]) == (2, 0, 0)
+
+
+def test_generated_claims_exist_for_every_pod_before_scheduling(tmp_path):
+    # The resourceclaim controller creates b's claim "b-gpu" when b is created, whatever the
+    # scheduling order: a pod naming it directly shares it.
+    docs = gpu_cluster(
+        [
+            pod("a", cpu="4", claims=[{"name": "g", "resourceClaimName": "b-gpu"}]),
+            pod("b", cpu="1", claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+        ],
+        extra=[claim_template("one-gpu")],
+    )
+    run = simulate(tmp_path, docs)
+    a, b = run.pod("default/a"), run.pod("default/b")
+    assert a["scheduled"], a["error"]
+    assert [c["claim"] for c in a["claims"]] == ["default/b-gpu"]
+    assert b["claims"][0]["state"] == "allocated-in-memory"
+    assert a["target"] == b["target"]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
+
 from tests.contract.conftest import (
+    EXAMPLES,
     claim_template,
     cli,
     device_class,
@@ -84,8 +88,20 @@ def test_constraint_reason_on_a_failed_match_attribute(tmp_path):
     trace = tmp_path / "t.json"
     run = cli("simulate", path, "--json", "--trace", trace)
     assert run.status == 0
-    import json
-
     nodes = _nodes(json.loads(trace.read_text()))
     assert run.pod("default/p")["scheduled"] is False
     assert any(n["reason"] == "constraint" for n in nodes), {n["reason"] for n in nodes}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("features-*.yaml")))
+def test_every_failed_or_pruned_node_has_a_reason_code_and_message(tmp_path, example):
+    trace = tmp_path / "trace.json"
+    run = cli("simulate", EXAMPLES / example, "--trace", trace)
+    assert run.status == 0, run.stderr
+    nodes = _nodes(json.loads(trace.read_text()))
+    for n in nodes:
+        assert n["kind"] in KINDS and n["status"] in STATUSES, n
+        if n["kind"] == "device":
+            assert n["driver"] and n["pool"] and n["device"], n
+    bad = [n for n in nodes if n["status"] != "ok" and not (n["reason"] and n.get("message"))]
+    assert not bad, bad[:3]

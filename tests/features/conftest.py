@@ -32,6 +32,31 @@ def devices_of(snapshot: Snapshot) -> dict[DeviceID, object]:
     }
 
 
+def consumable_capacity_allocator(snapshot: Snapshot):
+    """An Allocator over features-consumable-capacity.yaml with web-old's pod being deleted (its
+    bandwidth share is freed), and worker-1, the node whose NICs it shares, as the target."""
+    from allocator.allocator import Allocator
+    from allocator.bindings import AttributeBindings
+    from allocator.nodeclaim import SimpleNodeClaim
+    from allocator.requirements import Requirements
+
+    allocator = Allocator(
+        snapshot.resource_slices,
+        [],
+        AttributeBindings.build({}),
+        snapshot.device_classes,
+        deleting_pods={"default/web-old"},
+        resource_claims=snapshot.resource_claims,
+    )
+    node = SimpleNodeClaim(
+        "node/worker-1",
+        Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
+        ["c6in.8xlarge"],
+        node_name="worker-1",
+    )
+    return allocator, node
+
+
 @pytest.fixture
 def engine() -> SelectorEngine:
     return SelectorEngine()

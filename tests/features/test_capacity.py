@@ -18,7 +18,12 @@ from allocator.features.capacity import (
 )
 from allocator.model import CapacityRequirements, DeviceID
 from allocator.quantity import Quantity
-from tests.features.conftest import devices_of, gates_with, load_example
+from tests.features.conftest import (
+    consumable_capacity_allocator,
+    devices_of,
+    gates_with,
+    load_example,
+)
 
 ETH1 = DeviceID("dra.example.com", "pool", "eth1")
 ETH2 = DeviceID("dra.example.com", "pool", "eth2")
@@ -150,27 +155,11 @@ def test_step_rounding_lands_on_the_grid_and_never_below(requested: int) -> None
 
 
 def test_shares_across_claims_fill_eth1_then_eth2() -> None:
-    from allocator.allocator import AllocationError, Allocator
-    from allocator.bindings import AttributeBindings
+    from allocator.allocator import AllocationError
     from allocator.model import ResourceClaim
-    from allocator.nodeclaim import SimpleNodeClaim
-    from allocator.requirements import Requirements
 
     snapshot, _ = example()
-    allocator = Allocator(
-        snapshot.resource_slices,
-        [],
-        AttributeBindings.build({}),
-        snapshot.device_classes,
-        deleting_pods={"default/web-old"},
-        resource_claims=snapshot.resource_claims,
-    )
-    node = SimpleNodeClaim(
-        "node/worker-1",
-        Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
-        ["c6in.8xlarge"],
-        node_name="worker-1",
-    )
+    allocator, node = consumable_capacity_allocator(snapshot)
     spec = snapshot.resource_claim_templates["default/bandwidth-claim-template"].spec
     spec.requests[0].exactly.capacity.requests["bandwidth"] = Q("4G")
     chosen = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from allocator.simulation import SimulationOptions, simulate
-from tests.features.conftest import load_example
+from tests.features.conftest import consumable_capacity_allocator, load_example
 
 
 def run(example: str, trace: bool = False, **gates: bool) -> tuple[dict, dict | None]:
@@ -336,31 +336,14 @@ def test_feature_examples_match_the_result_schema() -> None:
 
 
 def test_run_pool_status_counts_the_run_shares() -> None:
-    from allocator.allocator import Allocator
-    from allocator.bindings import AttributeBindings
     from allocator.features.gates import ALL_ON
     from allocator.features.plugin import run_pool_status
     from allocator.model import ResourceClaim
-    from allocator.nodeclaim import SimpleNodeClaim
-    from allocator.requirements import Requirements
 
     snapshot = load_example("features-consumable-capacity.yaml")
-    allocator = Allocator(
-        snapshot.resource_slices,
-        [],
-        AttributeBindings.build({}),
-        snapshot.device_classes,
-        deleting_pods={"default/web-old"},
-        resource_claims=snapshot.resource_claims,
-    )
+    allocator, node = consumable_capacity_allocator(snapshot)
     spec = snapshot.resource_claim_templates["default/bandwidth-claim-template"].spec
     claim = ResourceClaim("default", "web-new-0-net", spec)
-    node = SimpleNodeClaim(
-        "node/worker-1",
-        Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
-        ["c6in.8xlarge"],
-        node_name="worker-1",
-    )
     result = allocator.allocate(node, [claim])
     result.allocation.commit()
     (pool,) = run_pool_status(snapshot.resource_slices, allocator, ALL_ON)

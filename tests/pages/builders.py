@@ -11,6 +11,7 @@ from pathlib import Path
 
 from allocator.trace import Trace
 
+GPU = "gpu.nvidia.com"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pages" / "gpu-training.yaml"
 NODE = "ip-10-0-1-7.us-west-2.compute.internal"
 NO_INSTANCE_TYPE = (
@@ -24,6 +25,29 @@ COMPILE_ERROR = (
 )
 
 
+def gpu_try(
+    trace: Trace,
+    parent: int,
+    pool: str,
+    device: str,
+    status: str = "ok",
+    reason: str | None = None,
+    message: str | None = None,
+) -> int:
+    """A GPU the DFS tried: labelled driver/pool/device, the three also as fields (CONTRACT 5)."""
+    return trace.add(
+        parent,
+        "device",
+        f"{GPU}/{pool}/{device}",
+        status,
+        reason,
+        message,
+        driver=GPU,
+        pool=pool,
+        device=device,
+    )
+
+
 def gpu_training_trace(*, second_train_placed: bool = True) -> dict:
     """The DFS trace of the four pending pods (as allocator.trace.Trace records it)."""
     t = Trace()
@@ -33,42 +57,16 @@ def gpu_training_trace(*, second_train_placed: bool = True) -> dict:
     claim = t.add(node, "claim", "ml/train-0-gpu", claim="ml/train-0-gpu")
     req = t.add(claim, "request", "gpu", request="gpu")
     slot = t.add(req, "slot", "gpu[0]")
-    t.add(
-        slot,
-        "device",
-        "gpu.nvidia.com/ip-10-0-1-7/gpu-0",
-        "failed",
-        "allocated",
-        "already allocated to ml/eval-0-gpu",
-        driver="gpu.nvidia.com",
-        pool="ip-10-0-1-7",
-        device="gpu-0",
+    gpu_try(
+        t, slot, "ip-10-0-1-7", "gpu-0", "failed", "allocated", "already allocated to ml/eval-0-gpu"
     )
-    t.add(
-        slot,
-        "device",
-        "gpu.nvidia.com/ip-10-0-1-7/gpu-1",
-        "ok",
-        driver="gpu.nvidia.com",
-        pool="ip-10-0-1-7",
-        device="gpu-1",
-    )
+    gpu_try(t, slot, "ip-10-0-1-7", "gpu-1", "ok")
     # train-1: the node is full, a new p5.48xlarge NodeClaim takes it.
     pod = t.add(None, "pod", "ml/train-1", "ok" if second_train_placed else "failed")
     node = t.add(pod, "target", f"node/{NODE}", "failed", "allocated", "no free device", node=NODE)
     claim = t.add(node, "claim", "ml/train-1-gpu", "failed", claim="ml/train-1-gpu")
     for dev in ("gpu-0", "gpu-1"):
-        t.add(
-            claim,
-            "device",
-            f"gpu.nvidia.com/ip-10-0-1-7/{dev}",
-            "failed",
-            "allocated",
-            "already allocated",
-            driver="gpu.nvidia.com",
-            pool="ip-10-0-1-7",
-            device=dev,
-        )
+        gpu_try(t, claim, "ip-10-0-1-7", dev, "failed", "allocated", "already allocated")
     nc = t.add(
         pod,
         "target",
@@ -85,46 +83,40 @@ def gpu_training_trace(*, second_train_placed: bool = True) -> dict:
         "no device of class gpu.nvidia.com matches",
         instanceType="g6e.xlarge",
     )
-    t.add(
+    gpu_try(
+        t,
         it,
-        "device",
-        "gpu.nvidia.com/g6e-gpus/gpu-0",
+        "g6e-gpus",
+        "gpu-0",
         "failed",
         "selector",
         'device.attributes["gpu.nvidia.com"].model == "H100" is false (model L40S)',
-        driver="gpu.nvidia.com",
-        pool="g6e-gpus",
-        device="gpu-0",
     )
     it = t.add(nc, "instanceType", "p5.48xlarge", "ok", instanceType="p5.48xlarge")
     claim = t.add(it, "claim", "ml/train-1-gpu", claim="ml/train-1-gpu")
     req = t.add(claim, "request", "gpu", request="gpu")
     slot = t.add(req, "slot", "gpu[0]")
-    t.add(
+    gpu_try(
+        t,
         slot,
-        "device",
-        "gpu.nvidia.com/p5-gpus/gpu-0",
+        "p5-gpus",
+        "gpu-0",
         "ok" if second_train_placed else "failed",
         None if second_train_placed else "taint",
         None if second_train_placed else "untolerated taint nvidia.com/maintenance:NoSchedule",
-        driver="gpu.nvidia.com",
-        pool="p5-gpus",
-        device="gpu-0",
     )
     # infer-a100: nothing anywhere is an A100.
     pod = t.add(None, "pod", "ml/infer-a100", "failed", "selector", "no A100")
     node = t.add(pod, "target", f"node/{NODE}", "failed", "selector", node=NODE)
     for dev in ("gpu-0", "gpu-1"):
-        t.add(
+        gpu_try(
+            t,
             node,
-            "device",
-            f"gpu.nvidia.com/ip-10-0-1-7/{dev}",
+            "ip-10-0-1-7",
+            dev,
             "failed",
             "selector",
             'device.attributes["gpu.nvidia.com"].model == "A100" is false (model H100)',
-            driver="gpu.nvidia.com",
-            pool="ip-10-0-1-7",
-            device=dev,
         )
     nc = t.add(pod, "target", "nodepool/gpu-pool", "failed", "selector")
     for name in ("g6e.xlarge", "p5.48xlarge"):

@@ -14,6 +14,15 @@ def _html(response) -> str:
     return response.content.decode()
 
 
+def _run_html(client, run) -> str:
+    return _html(client.get(reverse("pages:run", args=[run.pk])))
+
+
+def _between(html: str, start: str, end: str | None = None) -> str:
+    """The part of the page from ``start`` up to ``end`` (both must be present)."""
+    return html[html.index(start) : html.index(end)] if end else html[html.index(start) :]
+
+
 def test_run_page_requires_login(client, run):
     response = client.get(reverse("pages:run", args=[run.pk]))
     assert response.status_code == 302
@@ -21,8 +30,8 @@ def test_run_page_requires_login(client, run):
 
 
 def test_summary_lists_failed_pods_first_with_aggregated_reasons(browser_client, run):
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    summary = html[html.index('id="panel-summary"') : html.index('id="panel-placements"')]
+    html = _run_html(browser_client, run)
+    summary = _between(html, 'id="panel-summary"', 'id="panel-placements"')
     # Failed pods come before anything else, each with the kube-scheduler style count.
     assert summary.index("ml/infer-a100") < summary.index("NodeClaims to launch")
     assert (
@@ -36,8 +45,8 @@ def test_summary_lists_failed_pods_first_with_aggregated_reasons(browser_client,
 
 
 def test_placements_show_intent_beside_decision(browser_client, run):
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    placements = html[html.index('id="panel-placements"') : html.index('id="panel-nodeclaims"')]
+    html = _run_html(browser_client, run)
+    placements = _between(html, 'id="panel-placements"', 'id="panel-nodeclaims"')
     # train-1's claim came from the one-h100 template: its CEL selector is the intent ...
     block = placements[placements.index('id="pod-ml-train-1"') :]
     block = block[: block.index("</details>")]
@@ -53,8 +62,8 @@ def test_placements_show_intent_beside_decision(browser_client, run):
 def test_nodeclaims_show_instance_types_pruned_requirements_templates_and_gating(
     browser_client, run
 ):
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="panel-nodeclaims"') : html.index('id="panel-tree"')]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="panel-nodeclaims"', 'id="panel-tree"')
     assert "g6e.xlarge" in section and "no device of class gpu.nvidia.com matches" in section
     assert "topology.kubernetes.io/zone In us-west-2a, us-west-2b" in section
     assert "karpenter.sh/requested-dra-drivers" in section
@@ -65,8 +74,8 @@ def test_nodeclaims_show_instance_types_pruned_requirements_templates_and_gating
 
 
 def test_tree_section_is_an_aria_tree_with_reason_filter(browser_client, run):
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    tree = html[html.index('id="panel-tree"') : html.index('id="panel-pools"')]
+    html = _run_html(browser_client, run)
+    tree = _between(html, 'id="panel-tree"', 'id="panel-pools"')
     assert 'role="tree"' in tree
     assert f'data-children-url="/runs/{run.pk}/tree/children/"' in tree
     assert f'data-api-url="/api/runs/{run.pk}/trace/"' in tree
@@ -75,8 +84,8 @@ def test_tree_section_is_an_aria_tree_with_reason_filter(browser_client, run):
 
 
 def test_pools_section_has_one_row_per_pool_and_its_devices(browser_client, run):
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    pools = html[html.index('id="panel-pools"') : html.index('id="panel-review"')]
+    html = _run_html(browser_client, run)
+    pools = _between(html, 'id="panel-pools"', 'id="panel-review"')
     assert f"node {NODE}" in pools
     assert "1/1" in pools  # slices seen / declared
     assert "model=H100" in pools and "memory=80Gi" in pools
@@ -89,7 +98,7 @@ def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
     running = Run.objects.create(
         snapshot=snapshot, owner=maria, status="running", progress_done=1, progress_total=4
     )
-    html = _html(browser_client.get(reverse("pages:run", args=[running.pk])))
+    html = _run_html(browser_client, running)
     assert f'hx-get="/runs/{running.pk}/status/"' in html
     assert 'style="width: 25%"' in html
     status = browser_client.get(reverse("pages:run-status", args=[running.pk]))
@@ -130,8 +139,8 @@ def test_pruned_instance_types_and_requirements_before_dra_without_result_fields
     result = run.result
     del result["nodeClaims"][0]["instanceTypesPruned"]
     Run.objects.filter(pk=run.pk).update(result=result)
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="panel-nodeclaims"') : html.index('id="panel-tree"')]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="panel-nodeclaims"', 'id="panel-tree"')
     # Read from the trace: the candidate the DFS dropped while placing train-1.
     assert "g6e.xlarge" in section
     assert "no device of class gpu.nvidia.com matches" in section
@@ -154,14 +163,14 @@ def test_long_lists_are_paginated(browser_client, snapshot, maria):
     Run.objects.filter(pk=run.pk).update(result=result)
     url = reverse("pages:run", args=[run.pk])
     html = _html(browser_client.get(url))
-    placements = html[html.index('id="panel-placements"') : html.index('id="panel-nodeclaims"')]
+    placements = _between(html, 'id="panel-placements"', 'id="panel-nodeclaims"')
     assert "ml/infer-a100-24" in placements and "ml/infer-a100-25" not in placements
     assert "Page 1 of 3 (60 in all)" in placements
     assert 'href="?ppage=2#placements"' in placements
     page2 = _html(browser_client.get(url, {"ppage": 2}))
-    placements = page2[page2.index('id="panel-placements"') : page2.index('id="panel-nodeclaims"')]
+    placements = _between(page2, 'id="panel-placements"', 'id="panel-nodeclaims"')
     assert "ml/infer-a100-25" in placements and "ml/infer-a100-24" not in placements
-    review = html[html.index('id="panel-review"') :]
+    review = _between(html, 'id="panel-review"')
     assert "ml/infer-a100-49" in review and "ml/infer-a100-50" not in review
     assert "Page 1 of 2 (60 in all)" in review
 
@@ -178,8 +187,8 @@ def test_device_taints_and_binding_conditions_across_placements(browser_client, 
     device["bindsToNode"] = True
     result["pods"][0]["claims"][0]["bindingTimeoutSeconds"] = 600
     Run.objects.filter(pk=run.pk).update(result=result)
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="taint-h"') : html.index('id="panel-tree"')]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="taint-h"', 'id="panel-tree"')
     # Excluded: train-1's try of the p5 template device (reason "taint" in the trace).
     assert "gpu.nvidia.com/p5-gpus/gpu-0" in section and "ml/train-1" in section
     assert "untolerated taint nvidia.com/maintenance:NoSchedule" in section
@@ -199,7 +208,7 @@ def test_failed_run_shows_its_error_and_no_sections(browser_client, snapshot, ma
         status="failed",
         error="worker lost: no heartbeat for 95 s (last at 2026-12-02 09:14:03 UTC)",
     )
-    html = _html(browser_client.get(reverse("pages:run", args=[failed.pk])))
+    html = _run_html(browser_client, failed)
     assert "The simulation did not complete." in html
     assert "worker lost: no heartbeat for 95 s" in html
     assert 'role="tablist"' not in html and "hx-trigger" not in html
@@ -290,8 +299,8 @@ def test_nodeclaims_show_the_report_fields_of_the_result(browser_client, snapsho
         "missingDrivers": ["gpu.nvidia.com"],
     }
     Run.objects.filter(pk=run.pk).update(result=result)
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="panel-nodeclaims"') : html.index('id="taint-h"')]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="panel-nodeclaims"', 'id="taint-h"')
     assert '<span class="tag">offerings</span>' in section and "p5e.48xlarge" in section
     assert "us-west-2b/on-demand (incompatible)" in section
     assert "(placing" not in section  # nothing guessed from the trace
@@ -331,8 +340,8 @@ def test_taints_section_uses_the_claims_device_taints_of_the_result(
         "tolerated": [],
     }
     Run.objects.filter(pk=run.pk).update(result=result)
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="taint-h"') : html.index("<h3>Taints tolerated</h3>")]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="taint-h"', "<h3>Taints tolerated</h3>")
     assert f"gpu.nvidia.com/{NODE}/gpu-3" in section
     assert "dra.example.com/ecc-errors=high:NoSchedule" in section
     assert f"ml/train-0 on Node {NODE}" in section
@@ -356,8 +365,8 @@ def test_demo_run_page_shows_the_allocator_report(browser_client, maria):
     result = simulate(load_paths([str(demo)]), SimulationOptions()).result
     run = Run.objects.create(snapshot=snap, owner=maria, options={"timeout": 5})
     store_output(run.pk, result, None)
-    html = _html(browser_client.get(reverse("pages:run", args=[run.pk])))
-    section = html[html.index('id="panel-nodeclaims"') : html.index('id="taint-h"')]
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="panel-nodeclaims"', 'id="taint-h"')
     general = section[section.index('id="nc-gpu-general-1"') :]
     assert '<span class="tag">devices</span>' in general
     assert "claim inference/whisper-a10g-0-gpu request gpu: 0 of 1 devices available" in general

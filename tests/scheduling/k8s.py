@@ -328,6 +328,11 @@ def offering(zone: str, price: float, capacity_type: str = "on-demand", availabl
     return {"zone": zone, "capacityType": capacity_type, "price": price, "available": available}
 
 
+def families(*names: str) -> list[dict]:
+    """NodePool requirements limiting it to AWS instance families (``p5``, ``g6e``, ...)."""
+    return [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(names)}]
+
+
 def instance_type(
     name: str,
     *,

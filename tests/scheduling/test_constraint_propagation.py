@@ -9,6 +9,7 @@ from allocator.trace import NULL_TRACE
 from tests.scheduling.k8s import (
     ZONE,
     device_class,
+    families,
     instance_type,
     node,
     node_claim_result,
@@ -24,7 +25,7 @@ from tests.scheduling.k8s import (
     zone_selector,
 )
 
-FAMILIES = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6", "g6e"]}]
+FAMILIES = families("g6", "g6e")
 
 
 def _zone_pinned_accelerator(labels: dict | None = None) -> list[dict]:

@@ -9,6 +9,7 @@ from tests.scheduling.k8s import (
     GPU,
     claim,
     device_class,
+    families,
     gpu,
     instance_type,
     node,
@@ -21,7 +22,7 @@ from tests.scheduling.k8s import (
     run,
 )
 
-P5 = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+P5 = families("p5")
 
 
 def _cluster() -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from allocator.scheduling.explain import summarize
 from tests.scheduling.k8s import (
     device_class,
+    families,
     gpu,
     instance_type,
     node,
@@ -17,7 +18,7 @@ from tests.scheduling.k8s import (
     template,
 )
 
-P5 = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+P5 = families("p5")
 
 
 def _cluster(*extra: dict) -> list[dict]:

@@ -8,6 +8,7 @@ from tests.scheduling.k8s import (
     NIC,
     claim,
     device_class,
+    families,
     gpu,
     instance_type,
     nic,
@@ -23,7 +24,7 @@ from tests.scheduling.k8s import (
     template,
 )
 
-P5 = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+P5 = families("p5")
 ANNOTATION = "karpenter.sh/requested-dra-drivers"
 
 
@@ -54,9 +55,7 @@ def test_annotation_lists_drivers_of_every_claim_whatever_its_state():
         pod("sidecar", cpu="1", node_selector={"karpenter.sh/nodepool": "cpu"}),
         node_pool(
             "cpu",
-            requirements=[
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}
-            ],
+            requirements=families("m7i"),
         ),
         instance_type("m7i.xlarge", cpu="4", memory="16Gi"),
     ]
@@ -65,6 +64,13 @@ def test_annotation_lists_drivers_of_every_claim_whatever_its_state():
     assert gpu_claim["annotations"] == {ANNOTATION: f"fabric.example.com,{GPU},{NIC}"}
     cpu_claim = node_claim_result(result, "cpu-1")
     assert cpu_claim["annotations"] == {}  # no DRA: the gate is skipped, no annotation
+
+
+def _first_of_two_gpu_slices() -> dict:
+    """Slice 1 of gpu-node-a's pool, which declares two slices at generation 2."""
+    return resource_slice(
+        "a-gpus-1", node="gpu-node-a", pool="gpu-node-a", devices=[gpu(0)], count=2, generation=2
+    )
 
 
 def _gating_docs(gpu_slices: list[dict]) -> list[dict]:
@@ -94,14 +100,7 @@ def _gating_docs(gpu_slices: list[dict]) -> list[dict]:
 def test_gating_unknown_until_each_driver_has_a_complete_node_local_pool():
     # Two slices declared, one published at the newest generation (an older one is ignored).
     partial = [
-        resource_slice(
-            "a-gpus-1",
-            node="gpu-node-a",
-            pool="gpu-node-a",
-            devices=[gpu(0)],
-            count=2,
-            generation=2,
-        ),
+        _first_of_two_gpu_slices(),
         resource_slice(
             "a-gpus-old",
             node="gpu-node-a",
@@ -132,14 +131,7 @@ def test_gating_unknown_until_each_driver_has_a_complete_node_local_pool():
 
 def test_gating_initialized_once_pools_complete_via_owner_reference_or_node_name():
     complete = [
-        resource_slice(
-            "a-gpus-1",
-            node="gpu-node-a",
-            pool="gpu-node-a",
-            devices=[gpu(0)],
-            count=2,
-            generation=2,
-        ),
+        _first_of_two_gpu_slices(),
         # Owned by the node through its owner reference only (a per-device selector slice).
         resource_slice(
             "a-gpus-2",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.scheduling.k8s import (
     ZONE,
+    families,
     instance_type,
     node,
     node_pool,
@@ -79,9 +80,7 @@ def test_failed_pod_is_retried_after_a_pass_that_placed_pods():
     docs = [
         node_pool(
             "general",
-            requirements=[
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}
-            ],
+            requirements=families("m7i"),
             limits={"cpu": "18"},
         ),
         instance_type(

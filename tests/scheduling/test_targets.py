@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.scheduling.k8s import (
     device_class,
+    families,
     gpu,
     instance_type,
     node,
@@ -20,7 +21,7 @@ from tests.scheduling.k8s import (
     template,
 )
 
-H100 = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}]
+H100 = families("p5")
 
 
 def _base() -> list[dict]:
@@ -214,16 +215,12 @@ def test_nodepools_are_tried_by_weight_then_name_falling_through():
         node_pool(
             "b-cheap",
             weight=10,
-            requirements=[
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7i"]}
-            ],
+            requirements=families("m7i"),
         ),
         node_pool(
             "a-gpu",
             weight=10,
-            requirements=[
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g6"]}
-            ],
+            requirements=families("g6"),
         ),
         node_pool(
             "heavy",
@@ -251,13 +248,7 @@ def test_instance_types_are_tried_cheapest_available_offering_first():
         template("one-gpu", [request("gpu")]),
         node_pool(
             "gpu",
-            requirements=[
-                {
-                    "key": "karpenter.k8s.aws/instance-family",
-                    "operator": "In",
-                    "values": ["g6", "g6e"],
-                }
-            ],
+            requirements=families("g6", "g6e"),
         ),
         instance_type(
             "g6e.xlarge",

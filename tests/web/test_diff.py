@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from allocator.trace import Trace
 from dra_web.runs.diff import diff_results, diff_traces
 
 
@@ -116,31 +117,21 @@ def test_changed_target_between_two_scheduled_runs():
     ]
 
 
-def _n(i, parent, kind, label, status="ok", reason=None):
-    return {
-        "id": i,
-        "parent": parent,
-        "kind": kind,
-        "label": label,
-        "status": status,
-        "reason": reason,
-        "message": None,
-    }
+def _base() -> Trace:
+    t = Trace()
+    pod = t.add(None, "pod", "ml-training/train-0")
+    target = t.add(pod, "target", "node/ip-10-0-0-1")
+    claim = t.add(target, "claim", "ml-training/train-0-gpu")
+    request = t.add(claim, "request", "gpu")
+    t.add(request, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-0", "failed", "taint")
+    t.add(request, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-1", "ok", "allocated")
+    pod = t.add(None, "pod", "ml-training/train-1")
+    t.add(pod, "target", "nodepool/gpu")
+    return t
 
 
 def _base_trace():
-    return {
-        "nodes": [
-            _n(0, None, "pod", "ml-training/train-0"),
-            _n(1, 0, "target", "node/ip-10-0-0-1"),
-            _n(2, 1, "claim", "ml-training/train-0-gpu"),
-            _n(3, 2, "request", "gpu"),
-            _n(4, 3, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-0", "failed", "taint"),
-            _n(5, 3, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-1", "ok", "allocated"),
-            _n(6, None, "pod", "ml-training/train-1"),
-            _n(7, 6, "target", "nodepool/gpu"),
-        ]
-    }
+    return _base().to_json()
 
 
 def test_identical_traces_do_not_diverge():
@@ -170,17 +161,15 @@ def test_changed_leaf_is_the_divergence_not_its_ancestors():
 
 
 def test_subtrees_present_in_one_trace_only_sorted_largest_first():
-    a = _base_trace()
-    b = _base_trace()
-    # B tried an extra NodePool for train-1 with two instance types under it.
-    b["nodes"] += [
-        _n(8, 6, "target", "nodepool/gpu-spot", "failed", "capacity"),
-        _n(9, 8, "instanceType", "p5.48xlarge", "failed", "capacity"),
-        _n(10, 8, "instanceType", "p4d.24xlarge", "failed", "capacity"),
-    ]
-    # And A tried gpu-2 on node 1 where B did not.
-    a["nodes"].append(_n(8, 3, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-2", "pruned"))
-    d = diff_traces(a, b)
+    a = _base()
+    b = _base()
+    # B tried an extra NodePool for train-1 (node 6) with two instance types under it.
+    spot = b.add(6, "target", "nodepool/gpu-spot", "failed", "capacity")
+    b.add(spot, "instanceType", "p5.48xlarge", "failed", "capacity")
+    b.add(spot, "instanceType", "p4d.24xlarge", "failed", "capacity")
+    # And A tried gpu-2 on node 1 (under request node 3) where B did not.
+    a.add(3, "device", "gpu.nvidia.com/ip-10-0-0-1/gpu-2", "pruned")
+    d = diff_traces(a.to_json(), b.to_json())
     kinds = [(p["type"], p["subtree"]) for p in d["divergences"]]
     assert kinds == [("onlyInB", 3), ("onlyInA", 1)]
     # The first in A's search order is the device under train-0, before train-1's NodePool.
@@ -188,7 +177,11 @@ def test_subtrees_present_in_one_trace_only_sorted_largest_first():
 
 
 def test_same_label_siblings_align_by_occurrence():
-    a = {"nodes": [_n(0, None, "pod", "p"), _n(1, 0, "slot", "gpu[0]"), _n(2, 0, "slot", "gpu[0]")]}
+    t = Trace()
+    pod = t.add(None, "pod", "p")
+    t.add(pod, "slot", "gpu[0]")
+    t.add(pod, "slot", "gpu[0]")
+    a = t.to_json()
     b = copy.deepcopy(a)
     b["nodes"][2]["status"] = "failed"
     d = diff_traces(a, b)

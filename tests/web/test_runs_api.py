@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from allocator.trace import Trace
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
+from tests.pages.builders import gpu_try
 
 pytestmark = pytest.mark.django_db
 
@@ -106,41 +108,16 @@ def _gpu_tree(run_id: int) -> None:
     """Store a realistic trace through the same service the worker uses."""
     from dra_web.runs.services import store_output
 
-    nodes = []
-
-    def add(parent, kind, label, status="ok", reason=None, **extra):
-        nodes.append(
-            {
-                "id": len(nodes),
-                "parent": parent,
-                "kind": kind,
-                "label": label,
-                "status": status,
-                "reason": reason,
-                "message": None,
-                **extra,
-            }
-        )
-        return len(nodes) - 1
-
-    pod = add(None, "pod", "ml-training/train-0", "failed", "selector")
-    target = add(pod, "target", "nodepool/gpu", "failed", "selector")
-    it = add(target, "instanceType", "p5.48xlarge", "failed", "selector")
-    claim = add(it, "claim", "ml-training/train-0-gpu", "failed", "selector")
-    request = add(claim, "request", "gpu", "failed", "selector")
+    t = Trace()
+    pod = t.add(None, "pod", "ml-training/train-0", "failed", "selector")
+    target = t.add(pod, "target", "nodepool/gpu", "failed", "selector")
+    it = t.add(target, "instanceType", "p5.48xlarge", "failed", "selector")
+    claim = t.add(it, "claim", "ml-training/train-0-gpu", "failed", "selector")
+    request = t.add(claim, "request", "gpu", "failed", "selector")
     for g in range(8):
-        add(
-            request,
-            "device",
-            f"gpu.nvidia.com/p5.48xlarge-gpus/gpu-{g}",
-            "failed",
-            "selector",
-            driver="gpu.nvidia.com",
-            pool="p5.48xlarge-gpus",
-            device=f"gpu-{g}",
-        )
-    other = add(None, "pod", "ml-training/train-1", "ok", "scheduled")
-    add(other, "target", "node/ip-10-0-0-1", "ok", "allocated")
+        gpu_try(t, request, "p5.48xlarge-gpus", f"gpu-{g}", "failed", "selector")
+    other = t.add(None, "pod", "ml-training/train-1", "ok", "scheduled")
+    t.add(other, "target", "node/ip-10-0-0-1", "ok", "allocated")
     store_output(
         run_id,
         {
@@ -149,7 +126,7 @@ def _gpu_tree(run_id: int) -> None:
             "nodeClaims": [],
             "stats": {"pods": 2, "scheduled": 1, "failed": 1},
         },
-        {"nodes": nodes, "omitted": 0, "maxNodes": 200000},
+        t.to_json(),
     )
 
 
