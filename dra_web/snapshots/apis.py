@@ -113,7 +113,6 @@ class SnapshotListCreateApi(APIView):
         parameters=[OpenApiParameter("name", str, description="snapshot name (raw body)")],
         responses={
             201: SnapshotUploadResultSerializer,
-            200: SnapshotUploadResultSerializer,
             400: ProblemsSerializer,
             413: ProblemsSerializer,
         },
@@ -130,8 +129,10 @@ class SnapshotListCreateApi(APIView):
             return problems_response(exc)
         except RequestDataTooBig:
             return _too_large()
-        code = status.HTTP_200_OK if snapshot.existing else status.HTTP_201_CREATED
-        return Response(SnapshotUploadResultSerializer(snapshot).data, status=code)
+        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        return Response(
+            SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
+        )
 
 
 class SnapshotDetailApi(APIView):
@@ -232,5 +233,7 @@ class ClusterImportApi(APIView):
             )
         except services.SnapshotUploadError as exc:
             return problems_response(exc)
-        code = status.HTTP_200_OK if snapshot.existing else status.HTTP_201_CREATED
-        return Response(SnapshotUploadResultSerializer(snapshot).data, status=code)
+        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        return Response(
+            SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
+        )

@@ -52,7 +52,7 @@ def test_raw_json_body_list_and_same_content_is_recognised(api, cluster_yaml, cl
     first = upload(api, "cluster.yaml", cluster_yaml)
     assert first.status_code == 201
     again = api.post(URL + "?name=again", cluster_json, content_type="application/json")
-    assert again.status_code == 200, again.content
+    assert again.status_code == 201, again.content
     assert again.json()["existing"] is True
     assert again.json()["id"] == first.json()["id"]
     assert Snapshot.objects.count() == 1
