@@ -339,7 +339,7 @@ class Scheduler:
         dra: Resources = {}
         result = None
         if claims:
-            node = self._target_trace(pod_node, target.reason_target)
+            node = self._target_trace(pod_node, target.trace_label)
             try:
                 result = self.allocator.allocate(
                     target,
@@ -364,7 +364,7 @@ class Scheduler:
             self.trace.set(node, "ok", "allocated")
             self._commit(result, claims)
         elif self.trace.enabled:
-            self.trace.add(pod_node, "target", target.reason_target, "ok", "fits")
+            self.trace.add(pod_node, "target", target.trace_label, "ok", "fits")
         for name, value in merged(requests, dra).items():
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
@@ -373,7 +373,7 @@ class Scheduler:
     def _refused(self, pod_node: int, target, code: str, reason: str) -> str:
         """A target refused before any device search: one failed trace node says why."""
         if self.trace.enabled:
-            self.trace.add(pod_node, "target", target.reason_target, "failed", code, reason)
+            self.trace.add(pod_node, "target", target.trace_label, "failed", code, reason)
         return reason
 
     def _refused_pool(self, pod_node: int, label: str, code: str, reason: str) -> str:
@@ -417,7 +417,7 @@ class Scheduler:
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
             return self._refused(pod_node, nc, "taint", reason)
-        node = self._target_trace(pod_node, nc.reason_target)
+        node = self._target_trace(pod_node, nc.trace_label)
         try:
             plan = self._plan(
                 nc.id,

@@ -44,11 +44,13 @@ class ExistingTarget:
     strict_labels: bool = True  # a node's labels are final; a NodeClaim's may still be added
     pods: list[Pod] = field(default_factory=list)
     reason_target: str = ""  # "node/NAME", as reasons[].target names it
+    trace_label: str = ""  # the trace's target label
     # No cordon and no taint that could refuse a pod: the loop's fast path may skip checks.
     open_to_all: bool = False
 
     def __post_init__(self) -> None:
         self.reason_target = f"node/{self.name}"
+        self.trace_label = self.reason_target
         self.open_to_all = not self.unschedulable and not any(
             t.effect in ("NoSchedule", "NoExecute") and t.key not in self.ignored_taint_keys
             for t in self.taints
@@ -89,6 +91,11 @@ class InFlightNodeClaim:
 
     @property
     def reason_target(self) -> str:
+        # CONTRACT section 4 knows two target forms; a NodeClaim of this run is a node to be.
+        return f"node/{self.name}"
+
+    @property
+    def trace_label(self) -> str:
         return f"nodeclaim/{self.name}"
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict
+from collections.abc import Collection
 from typing import Any
 
 # Short phrases for the reasons a target refuses a pod, in the order they are tested. The
@@ -63,17 +64,18 @@ def reason_phrase(reason: str | None) -> str:
     return (first[:60] or "unknown reason").rstrip(".")
 
 
-def target_group(target: str | None) -> str:
-    """``node/NAME`` -> nodes, ``nodepool/NAME`` -> NodePools, NodeClaims otherwise."""
-    prefix = (target or "").split("/", 1)[0].lower()
-    if prefix == "node":
-        return "nodes"
-    if prefix == "nodepool":
+def target_group(target: str | None, node_claims: Collection[str] = ()) -> str:
+    """``nodepool/NAME`` -> NodePools; ``node/NAME`` -> NodeClaims when NAME is one this run
+    creates (the result names them ``node/`` too), nodes otherwise."""
+    prefix, _, name = (target or "").partition("/")
+    if prefix.lower() == "nodepool":
         return "NodePools"
+    if prefix.lower() == "node" and name not in node_claims:
+        return "nodes"
     return "NodeClaims"
 
 
-def aggregate_reasons(reasons: list[dict[str, Any]]) -> str:
+def aggregate_reasons(reasons: list[dict[str, Any]], node_claims: Collection[str] = ()) -> str:
     """``0/12 nodes: 8 no free device, 4 incompatible requirements; 0/2 NodePools: ...``.
 
     Groups are nodes, then in-flight NodeClaims, then NodePools last (as Karpenter logs).
@@ -82,7 +84,8 @@ def aggregate_reasons(reasons: list[dict[str, Any]]) -> str:
         (name, Counter()) for name in ("nodes", "NodeClaims", "NodePools")
     )
     for entry in reasons or []:
-        groups[target_group(entry.get("target"))][reason_phrase(entry.get("reason"))] += 1
+        group = target_group(entry.get("target"), node_claims)
+        groups[group][reason_phrase(entry.get("reason"))] += 1
     parts = []
     for name, counts in groups.items():
         total = sum(counts.values())
@@ -93,6 +96,10 @@ def aggregate_reasons(reasons: list[dict[str, Any]]) -> str:
         )
         parts.append(f"0/{total} {name}: {detail}")
     return "; ".join(parts)
+
+
+def node_claim_names(result: dict[str, Any] | None) -> set[str]:
+    return {nc.get("name") for nc in (result or {}).get("nodeClaims") or []}
 
 
 def failure_overview(pods: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -121,9 +128,10 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
     pods = list(result.get("pods") or [])
     failed = [p for p in pods if not p.get("scheduled")]
     scheduled = [p for p in pods if p.get("scheduled")]
-    for pod in failed:
-        pod["aggregate"] = aggregate_reasons(pod.get("reasons") or [])
     node_claims = list(result.get("nodeClaims") or [])
+    names = node_claim_names(result)
+    for pod in failed:
+        pod["aggregate"] = aggregate_reasons(pod.get("reasons") or [], names)
     for nc in node_claims:
         nc["cost"] = node_claim_cost(nc)
     stats = dict(result.get("stats") or {})

@@ -346,7 +346,8 @@ def pod_review(request, run_id, namespace, name):
     pod = next((p for p in (run.result or {}).get("pods") or [] if p.get("pod") == key), None)
     if pod is None:
         raise Http404(f"pod {key} is not in run #{run.pk}")
-    pod = {**pod, "aggregate": presenters.aggregate_reasons(pod.get("reasons") or [])}
+    names = presenters.node_claim_names(run.result)
+    pod = {**pod, "aggregate": presenters.aggregate_reasons(pod.get("reasons") or [], names)}
     specs = page_selectors.claim_specs(run.snapshot.documents())
     pod["claims_view"] = [
         {**c, "intent": page_selectors.claim_intent(specs, key, c.get("claim") or "")}

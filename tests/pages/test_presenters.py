@@ -49,6 +49,18 @@ def test_reason_phrases_keep_the_designs_error_substrings():
     assert presenters.reason_phrase("") == "unknown reason"
 
 
+def test_nodeclaims_of_the_run_are_told_apart_from_nodes():
+    reasons = [
+        {"target": "node/cpu-node-1", "reason": "exceeds node resources"},
+        {"target": "node/gpu-h100-1", "reason": "did not tolerate taint nvidia.com/gpu"},
+        {"target": "nodepool/gpu-h100", "reason": "exceeding maximum"},
+    ]
+    assert presenters.aggregate_reasons(reasons, {"gpu-h100-1"}) == (
+        "0/1 nodes: 1 insufficient resources; 0/1 NodeClaims: 1 untolerated taint; "
+        "0/1 NodePools: 1 too many devices (exceeding maximum)"
+    )
+
+
 @given(
     st.lists(
         st.tuples(st.sampled_from(["node", "nodepool", "nodeclaim"]), st.text(max_size=40)),
@@ -56,8 +68,12 @@ def test_reason_phrases_keep_the_designs_error_substrings():
     )
 )
 def test_aggregate_counts_every_target_once(entries):
-    reasons = [{"target": f"{kind}/n{i}", "reason": text} for i, (kind, text) in enumerate(entries)]
-    line = presenters.aggregate_reasons(reasons)
+    reasons = [
+        {"target": f"{'node' if kind == 'nodeclaim' else kind}/n{i}", "reason": text}
+        for i, (kind, text) in enumerate(entries)
+    ]
+    claims = {f"n{i}" for i, (kind, _) in enumerate(entries) if kind == "nodeclaim"}
+    line = presenters.aggregate_reasons(reasons, claims)
     totals = [int(part.split("/")[1].split(" ")[0]) for part in line.split("; ") if part]
     assert sum(totals) == len(entries)
     if any(k == "nodepool" for k, _ in entries):
