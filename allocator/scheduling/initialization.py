@@ -16,6 +16,7 @@ from allocator.model import (
     InstanceType,
     Node,
     Pod,
+    PodResourceClaim,
     ResourceClaim,
     ResourceSlice,
     Snapshot,
@@ -167,30 +168,59 @@ def resolve_pod_claims(
         key = f"{pod.namespace}/{pod.name}-{entry.name}"
         claim = snapshot.resource_claims.get(key) or generated.get(key)
         if claim is None:
-            template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
-            template = snapshot.resource_claim_templates.get(template_key)
-            if template is None:
+            claim = _claim_from_template(pod, entry, snapshot)
+            if claim is None:
+                template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
                 out.error = f'resourceclaimtemplate "{template_key}" not found'
                 return out
-            claim = ResourceClaim(
-                namespace=pod.namespace,
-                name=f"{pod.name}-{entry.name}",
-                spec=copy.deepcopy(template.spec),
-                generated_from_template=template.name,
-                raw={
-                    "apiVersion": "resource.k8s.io/v1",
-                    "kind": "ResourceClaim",
-                    "metadata": {
-                        "namespace": pod.namespace,
-                        "name": f"{pod.name}-{entry.name}",
-                        "annotations": {"resource.kubernetes.io/pod-claim-name": entry.name},
-                    },
-                    "spec": copy.deepcopy((template.raw.get("spec") or {}).get("spec") or {}),
-                },
-            )
             generated[key] = claim
         out.claims.append(claim)
     return out
+
+
+def generate_template_claims(pods: list[Pod], snapshot: Snapshot) -> dict[str, ResourceClaim]:
+    """The claims the resourceclaim controller creates from templates, for every pod at once
+    before scheduling starts, so a pod may name a claim generated for another pod."""
+    generated: dict[str, ResourceClaim] = {}
+    for pod in pods:
+        for entry in pod.resource_claims:
+            if not entry.resource_claim_template_name or entry.resource_claim_name:
+                continue
+            if entry.name in pod.resource_claim_statuses:
+                continue
+            key = f"{pod.namespace}/{pod.name}-{entry.name}"
+            if key in snapshot.resource_claims or key in generated:
+                continue
+            claim = _claim_from_template(pod, entry, snapshot)
+            if claim is not None:
+                generated[key] = claim
+    return generated
+
+
+def _claim_from_template(
+    pod: Pod, entry: PodResourceClaim, snapshot: Snapshot
+) -> ResourceClaim | None:
+    template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
+    template = snapshot.resource_claim_templates.get(template_key)
+    if template is None:
+        return None
+    name = f"{pod.name}-{entry.name}"
+    return ResourceClaim(
+        namespace=pod.namespace,
+        name=name,
+        spec=copy.deepcopy(template.spec),
+        generated_from_template=template.name,
+        raw={
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "namespace": pod.namespace,
+                "name": name,
+                "annotations": {"resource.kubernetes.io/pod-claim-name": entry.name},
+            },
+            "spec": copy.deepcopy((template.raw.get("spec") or {}).get("spec") or {}),
+        },
+    )
 
 
 def claim_state_before_dfs(claim: ResourceClaim, deleting_pods: set[str], in_memory: bool) -> str:

@@ -22,6 +22,7 @@ from allocator.scheduling.initialization import (
     PodClaims,
     allocated_device_seed,
     binding_instance_types,
+    generate_template_claims,
     is_initialized,
     managed_nodes,
     node_pool_instance_types,
@@ -69,7 +70,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         **_allocator_kwargs(snapshot, options, pods.deleting),
     )
 
-    generated: dict[str, ResourceClaim] = {}
+    generated = generate_template_claims(pods.pending, snapshot)
     pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
