@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
-from allocator.scheduling.finalization import node_claim_annotations
+from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaims import InFlightNodeClaim
@@ -158,14 +158,18 @@ def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> di
         for claim in pod_entries[pod.key]["claims"]
         for device in claim["devices"]
     ]
-    prices = [cheapest_offering(info, nc.requirements) for info in nc.candidates]
-    prices = [p for p in prices if p is not None]
+    priced = [(cheapest_offering(info, nc.requirements), info.name) for info in nc.candidates]
+    prices = [p for p, _ in priced if p is not None]
+    by_price = [
+        name for _, name in sorted(priced, key=lambda pn: (pn[0] is None, pn[0] or 0, pn[1]))
+    ]
+    requirements = finalized_requirements(nc.requirements, by_price)
     return {
         "name": nc.name,
         "nodePool": nc.node_pool,
         "instanceTypes": sorted(nc.instance_types),
         "requirements": [
-            r for r in nc.requirements.to_node_selector_requirements() if r["key"] != HOSTNAME
+            r for r in requirements.to_node_selector_requirements() if r["key"] != HOSTNAME
         ],
         "annotations": node_claim_annotations(drivers),
         "pods": [pod.key for pod in nc.pods],

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from allocator.requirements import LABEL_INSTANCE_TYPE, Requirement, Requirements
+
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
+# Karpenter writes at most this many instance types into a NodeClaim, cheapest first.
+MAX_INSTANCE_TYPES = 100
 
 
 def requested_dra_drivers(drivers: Iterable[str]) -> str | None:
@@ -20,3 +24,13 @@ def requested_dra_drivers(drivers: Iterable[str]) -> str | None:
 def node_claim_annotations(drivers: Iterable[str]) -> dict[str, str]:
     value = requested_dra_drivers(drivers)
     return {REQUESTED_DRA_DRIVERS: value} if value else {}
+
+
+def finalized_requirements(requirements: Requirements, by_price: list[str]) -> Requirements:
+    """The NodeClaim's requirements as Karpenter writes them: narrowed to the instance types it
+    may still launch (``node.kubernetes.io/instance-type In [...]``, the cheapest 100)."""
+    out = requirements.copy()
+    if by_price:
+        names = by_price[:MAX_INSTANCE_TYPES]
+        out.add(Requirement.new(LABEL_INSTANCE_TYPE, "In", names))
+    return out

@@ -90,8 +90,14 @@ def test_demo_requirements_templates_devices_and_gating(demo):
     _, result = demo
     nc = node_claim_result(result, "gpu-h100-1")
     assert nc["instanceTypesPruned"] == []  # p5.48xlarge is the NodePool's only type
-    # Template devices add no topology: before and after DRA are the same.
-    assert nc["requirementsBeforeDRA"] == nc["requirements"]
+    # Template devices add no topology: after DRA only the instance types are written in.
+    instance_type = {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["p5.48xlarge"],
+    }
+    assert instance_type in nc["requirements"]
+    assert [r for r in nc["requirements"] if r != instance_type] == nc["requirementsBeforeDRA"]
     assert {"key": "workload", "operator": "In", "values": ["training"]} in nc[
         "requirementsBeforeDRA"
     ]
