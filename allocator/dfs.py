@@ -34,6 +34,9 @@ Rejection = tuple[str, str]  # (reason code, message)
 TIMEOUT_CHECK_EVERY = 256  # DFS nodes between clock reads
 
 
+_BACKTRACK = "taken, but the slots after it could not be filled"
+
+
 class TimedOut(Exception):
     pass
 
@@ -745,7 +748,10 @@ class DFSContext:
         node = trace.add(parent, "claim", claim.key) if trace.enabled else parent
         ok = self._request(ci, 0, node)
         if trace.enabled:
-            trace.set(node, "ok" if ok else "failed")
+            if ok:
+                trace.set(node, "ok")
+            else:
+                trace.set(node, "failed", "unsatisfied", f"claim {claim.key}: requests not met")
         return ok
 
     def _request(self, ci: int, ri: int, parent: int) -> bool:
@@ -761,7 +767,11 @@ class DFSContext:
             else:
                 ok = self._slot(ci, ri, alt, 0, 0, node)
             if trace.enabled:
-                trace.set(node, "ok" if ok else "failed")
+                if ok:
+                    trace.set(node, "ok")
+                else:
+                    msg = f"request {alt.name}: no devices for it, or for what follows it"
+                    trace.set(node, "failed", "unsatisfied", msg)
             if ok:
                 return True
         return False
@@ -777,6 +787,7 @@ class DFSContext:
         lazy = self.eligible[key]
         cands = self.candidates[key] if traced else lazy.items
         suffix = self.suffix[key] if traced else None
+        eligible_ids = self.eligible_ids.get(key, set()) if traced else None
         node = trace.add(parent, "slot", f"{req.name}[{slot}]") if traced else parent
         step = Step(claim, ri, req, slot, 0)
         rejected: dict[str, int] = {}
@@ -802,7 +813,10 @@ class DFSContext:
                 first_msg.setdefault("count", msg)
                 break
             cand = cands[pos]
-            self.tick()
+            # Count only devices past the prefilter, as an untraced run sees them, so that
+            # --trace never changes dfsNodes or when the timeout fires.
+            if eligible_ids is None or id(cand) in eligible_ids:
+                self.tick()
             step.position = pos
             rejection = self._apply(step, cand)
             if rejection is not None:
@@ -826,8 +840,10 @@ class DFSContext:
             self.path.pop()
             self._undo(step, cand)
             if traced:
-                trace.set(dnode, "failed", "backtrack")
+                trace.set(dnode, "failed", "backtrack", _BACKTRACK)
         summary = ", ".join(f"{k}: {v} ({first_msg[k]})" for k, v in sorted(rejected.items()))
+        if traced and node >= 0 and trace.nodes[node]["reason"] is None:
+            trace.set(node, "failed", "exhausted", summary or "no candidate devices")
         self._fail(
             (ci, ri, slot),
             f"claim {claim.key} request {req.name}: cannot fill slot {slot + 1} of "
@@ -852,7 +868,7 @@ class DFSContext:
         if rejection is not None:
             if traced:
                 self._trace_device(node, cand, "failed", rejection[0], rejection[1])
-                trace.set(node, "failed", rejection[0])
+                trace.set(node, "failed", rejection[0], rejection[1])
             self._fail(
                 (ci, ri, slot),
                 f"claim {claim.key} request {req.name} (allocation mode All): "
@@ -866,8 +882,8 @@ class DFSContext:
         self.path.pop()
         self._undo(step, cand)
         if traced:
-            trace.set(dnode, "failed", "backtrack")
-            trace.set(node, "failed")
+            trace.set(dnode, "failed", "backtrack", _BACKTRACK)
+            trace.set(node, "failed", "backtrack", _BACKTRACK)
         return False
 
     def _apply(self, step: Step, cand: DeviceWithID) -> Rejection | None:

@@ -1,8 +1,7 @@
 """Conformance of the allocator core to the design (seeds/dra-scheduling.md), section by section.
 
 Each class is named for the design section whose rules it pins down; the other test modules
-cover the rest (see the review report). Tests marked ``xfail(strict=True)`` document a defect
-that is known and reported: they start passing (and then fail as XPASS) once it is fixed.
+cover the rest.
 """
 
 from __future__ import annotations
