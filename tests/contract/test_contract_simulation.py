@@ -734,33 +734,7 @@ def test_terminating_pods_free_their_devices(tmp_path):
 
 
 def test_claims_of_pods_on_disrupted_nodes_are_reallocated(tmp_path):
-    held = claim(
-        "train-gpu",
-        status={
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {
-                            "request": "gpu",
-                            "driver": "gpu.nvidia.com",
-                            "pool": "gpu-node-1",
-                            "device": "gpu-0",
-                        }
-                    ]
-                },
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}
-                            ]
-                        }
-                    ]
-                },
-            },
-            "reservedFor": [{"resource": "pods", "name": "train", "uid": "tr41n"}],
-        },
-    )
+    held = _allocated_claim("train-gpu", [{"resource": "pods", "name": "train", "uid": "tr41n"}])
     docs = gpu_cluster(
         [
             pod(
