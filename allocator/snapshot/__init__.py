@@ -3,9 +3,30 @@
 ``load_files`` / ``load_paths`` read every accepted encoding and kind into
 ``allocator.model.Snapshot``; ``SnapshotError.problems`` lists every problem of a load, each as
 ``FILE doc N Kind namespace/name: field.path: message`` (N counts the objects of the file from
-1, Lists flattened).
+1, Lists flattened). Decoded documents are held to the bounds of ``allocator.snapshot.bounds``
+(``BoundError``, a ``SnapshotError`` naming the bound); ``check_document`` applies them to a
+document decoded elsewhere (the web API's JSON bodies).
 """
 
-from allocator.snapshot.loader import KINDS, SnapshotError, load_files, load_paths
+from allocator.snapshot.bounds import (
+    MAX_ALIAS_NODES,
+    MAX_DEPTH,
+    MAX_NUMBER_DIGITS,
+    MAX_STRING_CHARS,
+    check_document,
+)
+from allocator.snapshot.errors import BoundError, SnapshotError
+from allocator.snapshot.loader import KINDS, load_files, load_paths
 
-__all__ = ["KINDS", "SnapshotError", "load_files", "load_paths"]
+__all__ = [
+    "KINDS",
+    "MAX_ALIAS_NODES",
+    "MAX_DEPTH",
+    "MAX_NUMBER_DIGITS",
+    "MAX_STRING_CHARS",
+    "BoundError",
+    "SnapshotError",
+    "check_document",
+    "load_files",
+    "load_paths",
+]

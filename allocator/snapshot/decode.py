@@ -4,32 +4,139 @@ Accepted encodings: multi-document YAML, a JSON object, a JSON array, and ``kind
 ``kind: *List`` wrappers with ``items`` in either. Objects are numbered per file from 1 in the
 order they appear after flattening Lists, skipping empty YAML documents: "doc 7" is the
 seventh object of the file (CONTRACT section 1).
+
+Speed without changing what a file means:
+
+- JSON is read by orjson; when orjson refuses a file, the standard library reads it again,
+  only to word the message (line and column) as before.
+- YAML keeps PyYAML's (libyaml's) YAML 1.1 meaning, which is what Kubernetes' go-yaml v2
+  reads: ``yes``/``no``/``on``/``off`` are booleans, ``0755`` is octal, ``1_000`` an integer,
+  merge keys ``<<`` work, timestamps stay strings, a duplicate key keeps its last value. The
+  Rust parser yaml-rs (YAML 1.2) reads a file only when a scan finds nothing that YAML 1.1 and
+  1.2 read differently (those scalars, tags, anchors and aliases, merge keys, directives,
+  complex keys, characters libyaml refuses) and no deep indentation (yaml-rs recurses without
+  a bound on block nesting); any other file, and any file yaml-rs refuses, goes to PyYAML,
+  which also words every syntax error (file, line, column).
+- Every decoded document is checked against ``allocator.snapshot.bounds`` before anything
+  else reads it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import yaml
+import yaml_rs
+
+from allocator.snapshot import bounds
+from allocator.snapshot.errors import BoundError
 
 _BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
 
 
 class _Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
-    """Safe loader that keeps timestamps as strings, as Kubernetes' JSON does.
+    """Safe loader that keeps timestamps as strings, as Kubernetes' JSON does, and refuses
+    integers longer than the bounds before Python converts them (a 5,000-digit integer would
+    otherwise raise a bare ValueError).
 
     An unquoted ``creationTimestamp: 2026-12-01T10:00:00Z`` must stay a string: the queue
     orders by it and raw documents must stay JSON-serialisable.
     """
 
+    def construct_yaml_int(self, node):  # type: ignore[no-untyped-def]
+        digits = sum(c.isdigit() for c in node.value)
+        if digits > bounds.MAX_NUMBER_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"integer of {digits:,} digits, more than {bounds.MAX_NUMBER_DIGITS} "
+                "(bound MAX_NUMBER_DIGITS)",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
 
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in _BASE_LOADER.yaml_implicit_resolvers.items()
 }
 _YAML_LOADER: Any = _Loader
+
+# The fast YAML path. yaml-rs reads YAML 1.2, PyYAML 1.1; a file goes the fast way only when
+# neither the text scan below nor the check of yaml-rs' strings (``_diverges``) finds a scalar
+# the two read differently (measured on both libraries). False alarms only cost speed: such a
+# file is read by PyYAML.
+# Plain scalars yaml-rs reads as numbers and PyYAML does not, or differently: leading zeros
+# (``0755``, ``010`` are octal in 1.1, ``08`` a string), ``0o``/``0X`` forms, ``_1``,
+# exponents (``1e3``, ``1.0e3`` are strings in PyYAML), signed fractions (``-.5``); tags,
+# anchors and aliases (only PyYAML's path bounds alias expansion).
+_NUMBER_1_2 = (
+    r"(?:[-+]?0[0-9oOX_]|_[0-9]|[!&*][^\s=]|!\s"
+    r"|[-+]?(?:[0-9][0-9_.]*|\.[0-9])[eE][-+]?[0-9]|[-+]\.[0-9])"
+)
+_TEXT_GUARDS = (
+    re.compile(r"[\s\[{,]" + _NUMBER_1_2),
+    re.compile(r"""["']:""" + _NUMBER_1_2),  # JSON-style flow mappings: {"a":0755}
+    re.compile(r"\n%"),  # directives (%YAML 1.1, %TAG)
+    # Deep block nesting: yaml-rs recurses without a bound (a segfault at some 30,000 levels).
+    re.compile(r"\n[ \t?-]{100}"),
+    # Characters libyaml refuses (it names them with their position).
+    re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"),
+)
+# Plain scalars PyYAML reads as booleans, numbers or special keys and yaml-rs as strings.
+_YAML11_WORDS = frozenset(
+    ["yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF", "=", "<<"]
+)
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+_WORD_STARTS = frozenset("yYnNoO=<+-0123456789")
+
+
+def _needs_pyyaml(text: str) -> bool:
+    head = "\n" + text[:256]  # the guards look for a boundary before each token
+    return any(rx.search(text) or rx.search(head) for rx in _TEXT_GUARDS)
+
+
+def _yaml11_reads_differently(s: str) -> bool:
+    """Whether this string from yaml-rs, had it been a plain scalar, means something else
+    to PyYAML (``yes``, ``on``, ``1:30``, ``<<``): a quoted one means the same to both, but
+    the value cannot tell."""
+    return s in _YAML11_WORDS or _SEXAGESIMAL.match(s) is not None
+
+
+def _diverges(docs: list[Any]) -> bool:
+    """Whether yaml-rs' values hold a string PyYAML could read as something else, or a
+    mapping key that is not a string (complex keys): PyYAML must then read the file."""
+    stack = list(docs)
+    starts = _WORD_STARTS
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            for k, x in v.items():
+                if type(k) is not str or (k[:1] in starts and _yaml11_reads_differently(k)):
+                    return True
+                tx = type(x)
+                if tx is str:
+                    if x[:1] in starts and _yaml11_reads_differently(x):
+                        return True
+                elif tx is dict or tx is list:
+                    stack.append(x)
+        elif t is list:
+            for x in v:
+                tx = type(x)
+                if tx is str:
+                    if x[:1] in starts and _yaml11_reads_differently(x):
+                        return True
+                elif tx is dict or tx is list:
+                    stack.append(x)
+        elif t is str and v[:1] in starts and _yaml11_reads_differently(v):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -46,55 +153,169 @@ def _looks_like_list_wrapper(obj: Any) -> bool:
     return isinstance(kind, str) and kind.endswith("List") and isinstance(obj.get("items"), list)
 
 
-def _flatten(docs: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for doc in docs:
+def _flatten(docs: list[Any]) -> list[tuple[Any, int]]:
+    """Objects in file order with their nesting level (Lists and List wrappers unwrapped)."""
+    out: list[tuple[Any, int]] = []
+    stack: list[tuple[Any, int]] = [(doc, 1) for doc in reversed(docs)]
+    while stack:
+        doc, depth = stack.pop()
         if doc is None:
             continue
+        if depth > bounds.MAX_DEPTH:
+            raise BoundError(
+                f"lists {bounds._depth_problem()[1]}", "MAX_DEPTH"
+            )  # reported with the file name by the caller
         if isinstance(doc, list):
-            out.extend(_flatten(doc))
+            stack.extend((d, depth + 1) for d in reversed(doc))
         elif _looks_like_list_wrapper(doc):
-            out.extend(_flatten(doc["items"]))
+            stack.extend((d, depth + 2) for d in reversed(doc["items"]))
         else:
-            out.append(doc)
+            out.append((doc, depth))
     return out
 
 
-def _yaml_docs(name: str, text: str, problems: list[str]) -> list[Any]:
+def _pyyaml_docs(name: str, text: str, problems: list[str]) -> list[Any] | None:
     try:
-        return list(yaml.load_all(text, Loader=_YAML_LOADER))
+        docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problems.append(f"{name}{line}: malformed YAML: {err.problem or err}")
+        return None
     except yaml.YAMLError as err:
         problems.append(f"{name}: malformed YAML: {err}")
-    return []
+        return None
+    except RecursionError:
+        problems.append(f"{name}: YAML {bounds._depth_problem()[1]}")
+        return None
+    except (ValueError, TypeError, OverflowError) as err:
+        # A constructor refusing a scalar (e.g. a float key that is not hashable).
+        problems.append(f"{name}: malformed YAML: {err}")
+        return None
+    try:
+        bounds.check_expansion(docs, name)
+    except BoundError as err:
+        problems.extend(err.problems)
+        return None
+    return docs
+
+
+def _fast_yaml_docs(text: str) -> list[Any] | None:
+    """yaml-rs' reading, or None when PyYAML must read the file."""
+    if _needs_pyyaml(text):
+        return None
+    try:
+        result = yaml_rs.loads(
+            text,
+            parse_datetime=False,
+            duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins,
+        )
+    except Exception:  # refused by yaml-rs: PyYAML decides, and words the message
+        return None
+    # yaml-rs returns a multi-document stream as a list and one document as itself; both
+    # flatten to the same objects (a top-level list is a list of objects either way).
+    docs = result if isinstance(result, list) else [result]
+    return None if _diverges(docs) else docs
+
+
+def _json_docs(name: str, text: str, data: bytes | None, problems: list[str]) -> list[Any] | None:
+    try:
+        return [orjson.loads(data if data is not None else text)]
+    except orjson.JSONDecodeError:
+        pass
+    # Word the message as the standard library does (and accept what it accepts but orjson
+    # refuses, such as integers past 64 bits; NaN is refused by the bounds).
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as err:
+        if name.endswith(".json"):
+            problems.append(
+                f"{name} line {err.lineno} column {err.colno}: malformed JSON: {err.msg}"
+            )
+            return None
+        return []  # YAML flow style also starts with { or [: the caller reads it as YAML
+    except RecursionError:
+        problems.append(f"{name}: JSON {bounds._depth_problem()[1]}")
+        return None
+    except ValueError as err:  # e.g. an integer past Python's conversion limit
+        problems.append(f"{name}: malformed JSON: {err}")
+        return None
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+
+
+def _needs_exact_json(docs: list[Any]) -> bool:
+    """orjson turns integers past 64 bits into floats; the standard library keeps them exact."""
+    stack = list(docs)
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            stack.extend(v.values())
+        elif t is list:
+            stack.extend(v)
+        elif t is float and abs(v) >= 2**63 and v.is_integer():
+            return True
+    return False
 
 
 def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[RawObject]:
     """Decode one file; malformed content adds a problem naming the file and line."""
+    data: bytes | None = None
     if isinstance(content, bytes):
         try:
             text = content.decode("utf-8-sig")
         except UnicodeDecodeError as err:
             problems.append(f"{name}: not UTF-8 text (byte {err.start})")
             return []
+        data = content if not content.startswith(b"\xef\xbb\xbf") else None
     else:
         text = content
     stripped = text.lstrip()
-    docs: list[Any]
+    docs: list[Any] | None
+    exact_text = True  # whether strings may hold lone surrogates (json, PyYAML)
     if stripped[:1] in ("{", "["):
-        try:
+        docs = _json_docs(name, text, data, problems)
+        if docs == []:
+            docs = _pyyaml_docs(name, text, problems)
+        elif docs is not None and _LONG_NUMBER.search(text) and _needs_exact_json(docs):
             docs = [json.loads(text)]
-        except json.JSONDecodeError as err:
-            if name.endswith(".json"):
-                problems.append(
-                    f"{name} line {err.lineno} column {err.colno}: malformed JSON: {err.msg}"
-                )
-                return []
-            # YAML flow style also starts with { or [.
-            docs = _yaml_docs(name, text, problems)
+        else:
+            exact_text = False
     else:
-        docs = _yaml_docs(name, text, problems)
-    return [RawObject(name, i, obj) for i, obj in enumerate(_flatten(docs), start=1)]
+        docs = _fast_yaml_docs(text)
+        if docs is None:
+            docs = _pyyaml_docs(name, text, problems)
+        else:
+            exact_text = False
+    if docs is None:
+        return []
+    try:
+        flat = _flatten(docs)
+    except BoundError as err:
+        problems.append(f"{name}: {err.problems[0]}")
+        return []
+    out = []
+    for i, (obj, depth) in enumerate(flat, start=1):
+        try:
+            obj = bounds.check_document(
+                obj, _where(name, i, obj), depth=depth, check_text=exact_text
+            )
+        except BoundError as err:
+            problems.extend(err.problems)
+            return []  # one refusal is enough: nothing of an over-bound file is read
+        out.append(RawObject(name, i, obj))
+    return out
+
+
+def _where(name: str, index: int, obj: Any) -> str:
+    where = f"{name} doc {index}"
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str):
+        md = obj.get("metadata")
+        label = ""
+        if isinstance(md, dict) and isinstance(md.get("name"), str):
+            ns = md.get("namespace")
+            label = f" {ns}/{md['name']}" if isinstance(ns, str) else f" {md['name']}"
+        where += f" {obj['kind'][:100]}{label[:300]}"
+    return where

@@ -16,19 +16,10 @@ from typing import Any
 from allocator.model import Snapshot
 from allocator.snapshot import core, karpenter, resource
 from allocator.snapshot.decode import RawObject, decode_file
+from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context
 
 SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
-
-
-class SnapshotError(ValueError):
-    """An unusable snapshot; ``problems`` lists every problem found."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        count = len(self.problems)
-        head = f"snapshot has {count} problem{'s' if count != 1 else ''}"
-        super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
 @dataclass(frozen=True, slots=True)
