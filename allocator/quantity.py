@@ -7,6 +7,13 @@ values are rounded up (away from zero) to nano precision and BinarySI values are
 2^63-1, as Kubernetes does. Printing follows ``CanonicalizeBytes``: BinarySI stays binary only
 when the value is an integer of magnitude >= 1024, otherwise the decimal form is used with the
 largest suffix that keeps the mantissa an integer (``1500m``, ``1536Mi``, ``1k``).
+
+Sizes are bounded before any arithmetic, so ``1e99999999`` is refused at once instead of
+building a hundred-million-digit number: at most ``MAX_QUANTITY_CHARS`` characters,
+``MAX_QUANTITY_DIGITS`` digits and a decimal exponent within ``±MAX_QUANTITY_EXPONENT``.
+Kubernetes bounds the same parts (its exponent must parse as an integer and is kept in an
+int32 scale, and values past int64 leave its fast path); these bounds are tighter because
+exact Python fractions, unlike inf.Dec's lazy scale, grow with the exponent.
 """
 
 from __future__ import annotations
@@ -21,9 +28,14 @@ BINARY_SI = "BinarySI"
 DECIMAL_EXPONENT = "DecimalExponent"
 FORMATS = (DECIMAL_SI, BINARY_SI, DECIMAL_EXPONENT)
 
+MAX_QUANTITY_CHARS = 100
+MAX_QUANTITY_DIGITS = 64
+MAX_QUANTITY_EXPONENT = 64
+
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 _NANO = Fraction(1, 10**9)
+_INT_DIGITS_LIMIT = 10**MAX_QUANTITY_DIGITS
 
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
 _DECIMAL_SUFFIXES.update({"P": 15, "E": 18})
@@ -92,7 +104,13 @@ def _interpret_suffix(text: str, suffix: str) -> tuple[int, int, str]:
         digits = suffix[1:]
         body = digits[1:] if digits[0] in "+-" else digits
         if body and all(c in _DIGITS for c in body):
-            return 10, int(digits), DECIMAL_EXPONENT
+            exponent = int(digits) if len(body) <= 6 else MAX_QUANTITY_EXPONENT + 1
+            if abs(exponent) > MAX_QUANTITY_EXPONENT:
+                raise QuantityError(
+                    f"quantity {text!r}: exponent {digits} out of range "
+                    f"(at most {MAX_QUANTITY_EXPONENT} either way)"
+                )
+            return 10, exponent, DECIMAL_EXPONENT
     raise QuantityError(
         f"quantity {text!r}: unknown suffix {suffix!r}; use one of n u m k M G T P E, "
         "Ki Mi Gi Ti Pi Ei, or an exponent like e3"
@@ -115,6 +133,8 @@ class Quantity:
         if isinstance(s, bool):
             raise QuantityError(f"quantity {s!r}: a boolean is not a quantity")
         if isinstance(s, int):
+            if not -_INT_DIGITS_LIMIT < s < _INT_DIGITS_LIMIT:
+                raise QuantityError(f"quantity: more than {MAX_QUANTITY_DIGITS} digits")
             return cls(Fraction(s), DECIMAL_SI)
         if isinstance(s, float):
             if not math.isfinite(s):
@@ -313,10 +333,16 @@ def _parse_text(s: str) -> Quantity:
     text = s.strip()
     if not text:
         raise QuantityError("quantity '': empty string")
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(
+            f"quantity {text[:20]!r}...: longer than {MAX_QUANTITY_CHARS} characters"
+        )
     if text == "0":
         return Quantity(Fraction(0), DECIMAL_SI)
     positive, whole, frac, suffix = _split(text)
     base, exponent, fmt = _interpret_suffix(text, suffix)
+    if len(whole.lstrip("0")) + len(frac) > MAX_QUANTITY_DIGITS:
+        raise QuantityError(f"quantity {text!r}: more than {MAX_QUANTITY_DIGITS} digits")
     mantissa = int(whole + frac)
     if not positive:
         mantissa = -mantissa

@@ -84,6 +84,11 @@ def build_node(ctx: Context, obj: dict) -> Node:
 
 def _container_requests(ctx: Context, c: dict, path: str) -> dict[str, Quantity]:
     resources = ctx.map(c, "resources", f"{path}.resources")
+    # resources.claims names the pod's claims a container uses (DRANodeAllocatableResources
+    # counts per-container overhead from it).
+    for p, claim in ctx.items(resources, "claims", f"{path}.resources.claims"):
+        ctx.str(claim, "name", f"{p}.name", required=True)
+        ctx.str(claim, "request", f"{p}.request")
     requests = ctx.quantity_map(resources, "requests", f"{path}.resources.requests")
     limits = ctx.quantity_map(resources, "limits", f"{path}.resources.limits")
     # API defaulting: a limit without a request is the request.
@@ -160,9 +165,10 @@ def build_pod(ctx: Context, obj: dict) -> Pod:
         if name is not None:
             # A null resourceClaimName means no claim is needed for this entry.
             statuses[name] = ctx.str(s, "resourceClaimName", f"{p}.resourceClaimName")
+    refs = md.get("ownerReferences")  # its shape is checked with the metadata
     owners = tuple(
         ref["kind"]
-        for ref in md.get("ownerReferences") or ()
+        for ref in (refs if isinstance(refs, list) else ())
         if isinstance(ref, dict) and isinstance(ref.get("kind"), str)
     )
     return Pod(

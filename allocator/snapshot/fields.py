@@ -229,3 +229,28 @@ def _type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+# Metadata maps the kind's own reader already checks (checking them twice would report twice).
+_READ_BY_BUILDER = {
+    "Namespace": ("labels",),
+    "Node": ("labels", "annotations"),
+    "NodeClaim": ("labels", "annotations"),
+}
+
+
+def check_metadata(ctx: Context, md: dict) -> None:
+    """Shapes of the metadata fields any kind may carry (code reads them from ``raw``)."""
+    own = _READ_BY_BUILDER.get(ctx.kind, ())
+    for key in ("labels", "annotations"):
+        if key not in own:
+            ctx.string_map(md, key, f"metadata.{key}")
+    for key in ("uid", "generateName", "creationTimestamp", "deletionTimestamp"):
+        ctx.str(md, key, f"metadata.{key}")
+    for p, ref in ctx.items(md, "ownerReferences", "metadata.ownerReferences"):
+        ctx.str(ref, "kind", f"{p}.kind", required=True)
+        ctx.str(ref, "name", f"{p}.name", required=True)
+        ctx.str(ref, "apiVersion", f"{p}.apiVersion")
+        ctx.str(ref, "uid", f"{p}.uid")
+        ctx.bool(ref, "controller", f"{p}.controller")
+        ctx.bool(ref, "blockOwnerDeletion", f"{p}.blockOwnerDeletion")

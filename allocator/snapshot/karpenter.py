@@ -136,15 +136,39 @@ def _check_binding_targets(ctx: Context, templates, bindings) -> None:
 
 
 # --- KWOK instance_types.json ----------------------------------------------------------------
+#
+# Karpenter's KWOK provider reads this file with Go's encoding/json into InstanceTypeOptions
+# (name, offerings, architecture, operatingSystems, resources) whose offerings embed
+# cloudprovider.Offering (Requirements, Price, Available, ...). encoding/json matches object
+# keys to fields "preferring an exact match but also accepting a case-insensitive match", and
+# a later key overwrites an earlier one, so ``price``, ``Price`` and ``PRICE`` are one field.
+# Its example catalog (kwok/examples/instance_types.json) still writes the older
+# ``zone``/``capacityType`` keys, which today's provider ignores; they are read here as the
+# requirements they meant, with a warning.
+
+
+def _fold(d: dict) -> dict[str, tuple[str, object]]:
+    """Keys folded as Go's encoding/json matches them: casefolded -> (key as written, value),
+    the last of the keys that fold alike winning."""
+    return {k.casefold(): (k, v) for k, v in d.items() if isinstance(k, str)}
+
+
+def _key(folded: dict[str, tuple[str, object]], field: str) -> str:
+    """The key as written in the user's file for a field (the field's name when absent)."""
+    found = folded.get(field.casefold())
+    return found[0] if found else field
+
+
+def kwok_name_key(obj: dict) -> str:
+    return _key(_fold(obj), "name")
 
 
 def is_kwok_instance_type(obj: object) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    folded = _fold(obj)
     return (
-        isinstance(obj, dict)
-        and "kind" not in obj
-        and "apiVersion" not in obj
-        and "name" in obj
-        and "offerings" in obj
+        "kind" not in obj and "apiVersion" not in obj and "name" in folded and "offerings" in folded
     )
 
 
@@ -157,40 +181,90 @@ def _in_value(reqs: list, key: str) -> str | None:
     return None
 
 
-def convert_kwok_instance_type(ctx: Context, obj: dict) -> dict:
-    """A KWOK instance type as the equivalent InstanceType document."""
+def _legacy_key(
+    ctx: Context,
+    o: dict,
+    folded: dict,
+    field: str,
+    label: str,
+    path: str,
+    from_requirements: str | None,
+    warnings: list[str],
+) -> str | None:
+    if field.casefold() not in folded:
+        return from_requirements
+    key = _key(folded, field)
+    value = ctx.str(o, key, f"{path}.{key}")
+    if value is None:
+        return from_requirements
+    if from_requirements is not None and from_requirements != value:
+        ctx.problem(
+            f"{path}.{key}",
+            f"{value!r} contradicts the offering's {label} requirement {from_requirements!r}",
+        )
+        return from_requirements
+    warnings.append(
+        f"{ctx.where()}: {path}.{key}: legacy key read as the requirement {label} In "
+        f"[{value}] (Karpenter's KWOK provider reads zone and capacity type only from "
+        "an offering's Requirements and ignores this key)"
+    )
+    return value
+
+
+def convert_kwok_instance_type(ctx: Context, obj: dict, warnings: list[str]) -> dict:
+    """A KWOK instance type as the equivalent InstanceType document; every problem is
+    reported here, with the paths of the user's file."""
+    top = _fold(obj)
     offerings = []
-    for p, o in ctx.items(obj, "offerings", "offerings", required=True):
-        reqs = ctx.node_selector_requirements(o, "Requirements", f"{p}.Requirements")
-        zone = _in_value(reqs, LABEL_ZONE) or ctx.str(o, "Zone", f"{p}.Zone")
-        capacity_type = _in_value(reqs, LABEL_CAPACITY_TYPE) or ctx.str(
-            o, "CapacityType", f"{p}.CapacityType"
+    offerings_key = _key(top, "offerings")
+    for p, o in ctx.items(obj, offerings_key, offerings_key, required=True):
+        f = _fold(o)
+        req_key = _key(f, "Requirements")
+        reqs = ctx.node_selector_requirements(o, req_key, f"{p}.{req_key}")
+        zone = _legacy_key(ctx, o, f, "Zone", LABEL_ZONE, p, _in_value(reqs, LABEL_ZONE), warnings)
+        capacity_type = _legacy_key(
+            ctx,
+            o,
+            f,
+            "CapacityType",
+            LABEL_CAPACITY_TYPE,
+            p,
+            _in_value(reqs, LABEL_CAPACITY_TYPE),
+            warnings,
         )
         if not zone:
-            ctx.problem(p, f"no zone ({LABEL_ZONE} requirement or Zone)")
+            ctx.problem(p, f"no zone ({LABEL_ZONE} requirement or zone)")
         if not capacity_type:
-            ctx.problem(p, f"no capacity type ({LABEL_CAPACITY_TYPE} requirement or CapacityType)")
+            ctx.problem(p, f"no capacity type ({LABEL_CAPACITY_TYPE} requirement or capacityType)")
         extra = [r for r in reqs if r.get("key") not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]
+        price_key, available_key = _key(f, "Price"), _key(f, "Available")
         offering = {
             "zone": zone or "",
             "capacityType": capacity_type or "",
-            "price": ctx.number(o, "Price", f"{p}.Price"),
-            "available": ctx.bool(o, "Available", f"{p}.Available", default=True),
+            "price": ctx.number(o, price_key, f"{p}.{price_key}"),
+            "available": ctx.bool(o, available_key, f"{p}.{available_key}", default=True),
         }
         if extra:
             offering["requirements"] = extra
         offerings.append(offering)
     requirements = []
-    arch = ctx.str(obj, "architecture", "architecture")
+    arch_key = _key(top, "architecture")
+    arch = ctx.str(obj, arch_key, arch_key)
     if arch:
         requirements.append({"key": LABEL_ARCH, "operator": "In", "values": [arch]})
-    systems = ctx.strings(obj, "operatingSystems", "operatingSystems")
+    os_key = _key(top, "operatingSystems")
+    systems = ctx.strings(obj, os_key, os_key)
     if systems:
         requirements.append({"key": LABEL_OS, "operator": "In", "values": list(systems)})
-    resources = ctx.map(obj, "resources", "resources")
+    resources_key = _key(top, "resources")
+    capacity = ctx.quantity_map(obj, resources_key, resources_key)
     return {
         "apiVersion": INSTANCE_TYPE_API_VERSION,
         "kind": "InstanceType",
-        "metadata": {"name": obj.get("name")},
-        "spec": {"capacity": dict(resources), "requirements": requirements, "offerings": offerings},
+        "metadata": {"name": ctx.name},
+        "spec": {
+            "capacity": {k: obj[resources_key][k] for k in capacity},
+            "requirements": requirements,
+            "offerings": offerings,
+        },
     }

@@ -17,7 +17,8 @@ from allocator.model import Snapshot
 from allocator.snapshot import core, karpenter, resource
 from allocator.snapshot.decode import RawObject, decode_file
 from allocator.snapshot.errors import SnapshotError
-from allocator.snapshot.fields import Context
+from allocator.snapshot.fields import Context, check_metadata
+from allocator.snapshot.names import DNS_LABEL, DNS_SUBDOMAIN, NAME_RULES, name_problem
 
 SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -119,13 +120,21 @@ def _load_object(
     if not isinstance(obj, dict):
         problems.append(f"{where}: must be an object, not {type(obj).__name__}")
         return
-    if karpenter.is_kwok_instance_type(obj):
-        name = obj.get("name") if isinstance(obj.get("name"), str) else None
+    converted = karpenter.is_kwok_instance_type(obj)
+    if converted:
+        name_key = karpenter.kwok_name_key(obj)
+        name = obj.get(name_key) if isinstance(obj.get(name_key), str) else None
         ctx = Context(raw.file, raw.index, "InstanceType", None, name, problems)
+        before = len(problems)
         if not name:
-            ctx.problem("name", "required")
+            ctx.problem(name_key, "required")
             return
-        obj = karpenter.convert_kwok_instance_type(ctx, obj)
+        bad = name_problem(name, NAME_RULES["InstanceType"], "InstanceType name")
+        if bad:
+            ctx.problem(name_key, bad)
+        obj = karpenter.convert_kwok_instance_type(ctx, obj, snapshot.warnings)
+        if len(problems) != before:
+            return  # reported once, with the paths of the user's file
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
     if not isinstance(kind, str) or not kind:
@@ -159,8 +168,17 @@ def _load_object(
         raw_name = md.get("name")
         missing = raw_name is None or raw_name == ""
         ctx.problem("metadata.name", "required" if missing else "must be a string")
+    elif not converted:
+        bad = name_problem(name, NAME_RULES.get(kind, DNS_SUBDOMAIN), f"{kind} name")
+        if bad:
+            ctx.problem("metadata.name", bad)
     if md.get("namespace") is not None and not isinstance(md.get("namespace"), str):
         ctx.problem("metadata.namespace", "must be a string")
+    elif spec.namespaced and md.get("namespace"):
+        bad = name_problem(md["namespace"], DNS_LABEL, "namespace")
+        if bad:
+            ctx.problem("metadata.namespace", bad)
+    check_metadata(ctx, md)
     built = spec.build(ctx, obj)
     if len(problems) != before:
         return

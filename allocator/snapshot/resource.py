@@ -181,6 +181,7 @@ def read_device(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
             "set apiVersion to resource.k8s.io/v1beta1 or move the fields up",
         )
     name = ctx.str(raw, "name", f"{path}.name", required=True) or ""
+    check_node_allocatable(ctx, body, body_path)
     consumes = []
     for p, c in ctx.items(body, "consumesCounters", f"{body_path}.consumesCounters"):
         consumes.append(
@@ -215,6 +216,47 @@ def read_device(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
     )
 
 
+def check_node_allocatable(ctx: Context, body: dict, path: str) -> None:
+    """Shapes of DRANodeAllocatableResources' device fields, read later from ``Device.raw``
+    (both the docs' ``nodeAllocatableResources`` and 1.36's
+    ``nodeAllocatableResourceMappings``): checked here so a run never meets a bad one."""
+    if body.get("nodeAllocatableResources") is not None:
+        p = f"{path}.nodeAllocatableResources"
+        nar = ctx.map(body, "nodeAllocatableResources", p)
+        for resource, spec in ctx.map(nar, "mapping", f"{p}.mapping").items():
+            mp = f"{p}.mapping.{resource}"
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                ctx.problem(
+                    mp, "must be an object with capacityKey/capacityMultiplier or deviceMultiplier"
+                )
+                continue
+            ctx.str(spec, "capacityKey", f"{mp}.capacityKey")
+            ctx.quantity(spec, "capacityMultiplier", f"{mp}.capacityMultiplier")
+            ctx.quantity(spec, "deviceMultiplier", f"{mp}.deviceMultiplier")
+        for resource, spec in ctx.map(nar, "overhead", f"{p}.overhead").items():
+            op = f"{p}.overhead.{resource}"
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                ctx.problem(op, "must be an object with perPod and/or perContainer")
+                continue
+            ctx.quantity(spec, "perPod", f"{op}.perPod")
+            ctx.quantity(spec, "perContainer", f"{op}.perContainer")
+    if body.get("nodeAllocatableResourceMappings") is not None:
+        p = f"{path}.nodeAllocatableResourceMappings"
+        for resource, spec in ctx.map(body, "nodeAllocatableResourceMappings", p).items():
+            mp = f"{p}.{resource}"
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                ctx.problem(mp, "must be an object with capacityKey and/or allocationMultiplier")
+                continue
+            ctx.str(spec, "capacityKey", f"{mp}.capacityKey")
+            ctx.quantity(spec, "allocationMultiplier", f"{mp}.allocationMultiplier")
+
+
 def read_devices(ctx: Context, spec: dict, path: str, legacy: bool) -> list[Device]:
     devices = [read_device(ctx, d, p, legacy) for p, d in ctx.items(spec, "devices", path)]
     seen: set[str] = set()
@@ -240,7 +282,8 @@ def build_resource_slice(ctx: Context, obj: dict) -> ResourceSlice:
     spec = ctx.map(obj, "spec", "spec", required=True)
     pool = ctx.map(spec, "pool", "spec.pool", required=True)
     owner_node = None
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+    refs = (obj.get("metadata") or {}).get("ownerReferences")  # shape checked with metadata
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("kind") == "Node" and isinstance(ref.get("name"), str):
             owner_node = ref["name"]
     node_name = ctx.str(spec, "nodeName", "spec.nodeName")

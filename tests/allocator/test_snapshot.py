@@ -594,7 +594,10 @@ def test_kwok_problems():
     problems = problems_of([("it.json", json.dumps(bad))])
     assert "it.json doc 1 InstanceType c-1x: offerings[0]: no zone" in problems[0]
     assert any("offerings[0].Price: must be a number" in p for p in problems)
-    assert any("spec.capacity.cpu: invalid quantity" in p for p in problems)
+    # Paths as written in the user's file, each problem once (not again as spec.capacity.cpu).
+    assert any("it.json doc 1 InstanceType c-1x: resources.cpu: invalid quantity" in p for p in problems)
+    assert not any("spec." in p for p in problems)
+    assert len(problems) == len(set(problems)) == 4
 
 
 def test_instance_type_binding_must_name_template_device():
@@ -651,7 +654,7 @@ spec:
 
 def test_unknown_device_fields_are_kept_raw():
     doc = copy.deepcopy(known_docs()[2])
-    mappings = [{"resourceName": "cpu", "capacityKey": "cores", "allocationMultiplier": "1"}]
+    mappings = {"cpu": {"capacityKey": "cores", "allocationMultiplier": "1"}}
     doc["spec"]["devices"][0]["nodeAllocatableResourceMappings"] = mappings
     doc["spec"]["devices"][0]["futureField"] = {"enabled": True}
     (rs,) = load_files([("slice.json", json.dumps(doc))]).resource_slices

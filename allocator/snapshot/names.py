@@ -1,0 +1,48 @@
+"""Object names as the Kubernetes API server validates them (apimachinery's validation).
+
+Most kinds take a DNS subdomain (``NameIsDNSSubdomain``: Pods, Nodes, every resource.k8s.io
+kind, and custom resources such as NodePool and NodeClaim); Namespaces, and the namespace of
+every namespaced object, a DNS label. An InstanceType's name becomes the value of the
+``node.kubernetes.io/instance-type`` label, so it follows label values (cloud names such as
+``Standard_NC24ads_A100_v4`` are valid there).
+"""
+
+from __future__ import annotations
+
+import re
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+
+DNS_LABEL = "dns-label"
+DNS_SUBDOMAIN = "dns-subdomain"
+LABEL_VALUE = "label-value"
+
+NAME_RULES = {"Namespace": DNS_LABEL, "InstanceType": LABEL_VALUE}
+"""Kinds whose name is not a DNS subdomain."""
+
+
+def name_problem(name: str, rule: str, what: str) -> str | None:
+    """Why ``name`` is not a valid name under ``rule``; None when it is."""
+    if rule == DNS_LABEL:
+        if len(name) <= 63 and _DNS_LABEL.match(name):
+            return None
+        return (
+            f"invalid {what} {name!r}: must be a lowercase RFC 1123 label (lower case letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+        )
+    if rule == LABEL_VALUE:
+        if name and len(name) <= 63 and _LABEL_VALUE.match(name):
+            return None
+        return (
+            f"invalid {what} {name!r}: must be a valid label value (letters, digits, '-', '_' "
+            "and '.', starting and ending with a letter or digit, at most 63 characters)"
+        )
+    if len(name) <= 253 and _DNS_SUBDOMAIN.match(name):
+        return None
+    return (
+        f"invalid {what} {name!r}: must be a lowercase RFC 1123 subdomain (lower case letters, "
+        "digits, '-' and '.', starting and ending with a letter or digit, at most 253 "
+        "characters)"
+    )
