@@ -154,23 +154,23 @@ def _looks_like_list_wrapper(obj: Any) -> bool:
 
 
 def _flatten(docs: list[Any]) -> list[tuple[Any, int]]:
-    """Objects in file order with their nesting level (Lists and List wrappers unwrapped)."""
+    """Objects in file order (Lists and List wrappers unwrapped), each with its nesting level:
+    1, as wrappers only hold objects (a file means the same however its objects are wrapped).
+    Iterative, and wrapper nesting is bounded too."""
     out: list[tuple[Any, int]] = []
     stack: list[tuple[Any, int]] = [(doc, 1) for doc in reversed(docs)]
     while stack:
-        doc, depth = stack.pop()
+        doc, nesting = stack.pop()
         if doc is None:
             continue
-        if depth > bounds.MAX_DEPTH:
-            raise BoundError(
-                f"lists {bounds._depth_problem()[1]}", "MAX_DEPTH"
-            )  # reported with the file name by the caller
+        if nesting > bounds.MAX_DEPTH:
+            raise BoundError(f"lists {bounds._depth_problem()[1]}", "MAX_DEPTH")
         if isinstance(doc, list):
-            stack.extend((d, depth + 1) for d in reversed(doc))
+            stack.extend((d, nesting + 1) for d in reversed(doc))
         elif _looks_like_list_wrapper(doc):
-            stack.extend((d, depth + 2) for d in reversed(doc["items"]))
+            stack.extend((d, nesting + 1) for d in reversed(doc["items"]))
         else:
-            out.append((doc, depth))
+            out.append((doc, 1))
     return out
 
 
@@ -218,28 +218,32 @@ def _fast_yaml_docs(text: str) -> list[Any] | None:
     return None if _diverges(docs) else docs
 
 
-def _json_docs(name: str, text: str, data: bytes | None, problems: list[str]) -> list[Any] | None:
+def _json_docs(
+    name: str, text: str, data: bytes | None, problems: list[str]
+) -> tuple[list[Any] | None, bool]:
+    """(documents or None, whether orjson read them); ``[]``: not JSON, read it as YAML."""
     try:
-        return [orjson.loads(data if data is not None else text)]
+        return [orjson.loads(data if data is not None else text)], True
     except orjson.JSONDecodeError:
         pass
     # Word the message as the standard library does (and accept what it accepts but orjson
-    # refuses, such as integers past 64 bits; NaN is refused by the bounds).
+    # refuses, such as integers past 64 bits; NaN and lone surrogates are refused by the
+    # bounds).
     try:
-        return [json.loads(text)]
+        return [json.loads(text)], False
     except json.JSONDecodeError as err:
         if name.endswith(".json"):
             problems.append(
                 f"{name} line {err.lineno} column {err.colno}: malformed JSON: {err.msg}"
             )
-            return None
-        return []  # YAML flow style also starts with { or [: the caller reads it as YAML
+            return None, False
+        return [], False  # YAML flow style also starts with { or [
     except RecursionError:
         problems.append(f"{name}: JSON {bounds._depth_problem()[1]}")
-        return None
+        return None, False
     except ValueError as err:  # e.g. an integer past Python's conversion limit
         problems.append(f"{name}: malformed JSON: {err}")
-        return None
+        return None, False
 
 
 _LONG_NUMBER = re.compile(r"[0-9]{19}")
@@ -276,12 +280,12 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
     docs: list[Any] | None
     exact_text = True  # whether strings may hold lone surrogates (json, PyYAML)
     if stripped[:1] in ("{", "["):
-        docs = _json_docs(name, text, data, problems)
+        docs, by_orjson = _json_docs(name, text, data, problems)
         if docs == []:
             docs = _pyyaml_docs(name, text, problems)
-        elif docs is not None and _LONG_NUMBER.search(text) and _needs_exact_json(docs):
+        elif by_orjson and _LONG_NUMBER.search(text) and _needs_exact_json(docs):
             docs = [json.loads(text)]
-        else:
+        elif by_orjson:
             exact_text = False
     else:
         docs = _fast_yaml_docs(text)

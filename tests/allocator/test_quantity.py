@@ -1,3 +1,4 @@
+import time
 from fractions import Fraction
 
 import pytest
@@ -178,3 +179,49 @@ def test_ordering_matches_fraction(a, b):
     assert (qa == qb) == (a == b)
     assert (qa + qb).value == a + b
     assert (qa - qb).value == a - b
+
+
+# --- bounds (issue 13 item 2) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("1e99999999", "exponent 99999999 out of range"),
+        ("1e-99999999", "exponent -99999999 out of range"),
+        ("1E65", "exponent 65 out of range"),
+        ("1e9999999999999999999999", "out of range"),
+        ("9" * 65, "more than 64 digits"),
+        ("0." + "1" * 65, "more than 64 digits"),
+        ("1" * 101, "longer than 100 characters"),
+        (10**64, "more than 64 digits"),
+        (1e300, "out of range"),
+    ],
+)
+def test_quantities_past_the_bounds_are_refused_at_once(text, why):
+    """Kubernetes keeps a quantity's exponent in an int32 scale; exact fractions grow with
+    it, so 1e99999999 hung the parser. Bounded exponent and digits are refused instead."""
+    started = time.monotonic()
+    with pytest.raises(QuantityError, match=why):
+        Quantity.parse(text)
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [("1e64", "10e63"), ("1e-64", "1e-9"), ("9" * 64, "9" * 64), ("7Ei", "7Ei"), ("1E", "1E")],
+)
+def test_quantities_within_the_bounds_still_parse(text, canonical):
+    assert Quantity.parse(text).canonical() == canonical
+
+
+def test_a_snapshot_with_a_huge_exponent_says_invalid_quantity():
+    from allocator.snapshot import SnapshotError, load_files
+
+    doc = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: 1e99999999}}\n"
+    with pytest.raises(SnapshotError) as err:
+        load_files([("n.yaml", doc)])
+    assert err.value.problems == [
+        "n.yaml doc 1 Node n1: status.allocatable.cpu: invalid quantity: quantity '1e99999999': "
+        "exponent 99999999 out of range (at most 64 either way)"
+    ]

@@ -595,7 +595,9 @@ def test_kwok_problems():
     assert "it.json doc 1 InstanceType c-1x: offerings[0]: no zone" in problems[0]
     assert any("offerings[0].Price: must be a number" in p for p in problems)
     # Paths as written in the user's file, each problem once (not again as spec.capacity.cpu).
-    assert any("it.json doc 1 InstanceType c-1x: resources.cpu: invalid quantity" in p for p in problems)
+    assert any(
+        "it.json doc 1 InstanceType c-1x: resources.cpu: invalid quantity" in p for p in problems
+    )
     assert not any("spec." in p for p in problems)
     assert len(problems) == len(set(problems)) == 4
 
