@@ -9,7 +9,7 @@ SYSTEM_PACKAGES := redis-server postgresql chromium chromium-driver
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench lint format system-deps venv demo clean
+.PHONY: run test bench fuzz fuzz-cli lint format system-deps venv demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ test: system-deps $(STAMP)
 	$(PY) -m ruff check allocator dra_web tests bench
 	$(PY) -m ruff format --check allocator dra_web tests bench
 	bash scripts/run-tests.sh
+
+# Long fuzzing runs (FUZZ_EXAMPLES cases each, default 5000); `make test` runs a few hundred.
+fuzz: fuzz-cli
+
+fuzz-cli: $(STAMP)
+	bash scripts/fuzz-cli.sh
 
 bench: $(STAMP)
 	$(PY) bench/cel_bench.py

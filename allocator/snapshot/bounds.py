@@ -238,7 +238,7 @@ def check_expansion(docs: list[Any], where: str) -> None:
                 in_progress.discard(key)
                 if height + 1 > MAX_DEPTH:
                     message, bound = _depth_problem()[1], "MAX_DEPTH"
-                    raise BoundError(f"{where}: {message} once YAML aliases are expanded", bound)
+                    raise BoundError(f"{where}: {message}", bound)
                 continue
             if key in memo:
                 continue
