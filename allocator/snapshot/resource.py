@@ -287,6 +287,7 @@ def build_resource_slice(ctx: Context, obj: dict) -> ResourceSlice:
         if isinstance(ref, dict) and ref.get("kind") == "Node" and isinstance(ref.get("name"), str):
             owner_node = ref["name"]
     node_name = ctx.str(spec, "nodeName", "spec.nodeName")
+    ctx.str(spec, "partitionTypeAttribute", "spec.partitionTypeAttribute")  # read from raw
     all_nodes = ctx.bool(spec, "allNodes", "spec.allNodes")
     node_selector = ctx.node_selector(spec, "nodeSelector", "spec.nodeSelector")
     per_device = ctx.bool(spec, "perDeviceNodeSelection", "spec.perDeviceNodeSelection")
@@ -494,6 +495,26 @@ def read_allocation(ctx: Context, status: dict) -> AllocationResult | None:
     )
 
 
+def _conditions(ctx: Context, d: dict, path: str) -> None:
+    """metav1.Condition lists (binding conditions read them from ``raw``)."""
+    for p, c in ctx.items(d, "conditions", path):
+        ctx.str(c, "type", f"{p}.type", required=True)
+        ctx.str(c, "status", f"{p}.status")
+        ctx.str(c, "reason", f"{p}.reason")
+        ctx.str(c, "message", f"{p}.message")
+
+
+def _device_statuses(ctx: Context, status: dict) -> list[dict]:
+    _conditions(ctx, status, "status.conditions")
+    out = []
+    for p, d in ctx.items(status, "devices", "status.devices"):
+        for key in ("driver", "pool", "device", "shareID"):
+            ctx.str(d, key, f"{p}.{key}")
+        _conditions(ctx, d, f"{p}.conditions")
+        out.append(d)
+    return out
+
+
 def build_resource_claim(ctx: Context, obj: dict) -> ResourceClaim:
     legacy = version_of(obj.get("apiVersion")) in LEGACY_VERSIONS
     spec = ctx.map(obj, "spec", "spec", required=True)
@@ -513,7 +534,7 @@ def build_resource_claim(ctx: Context, obj: dict) -> ResourceClaim:
         spec=read_claim_spec(ctx, spec, "spec", legacy),
         allocation=read_allocation(ctx, status),
         reserved_for=reserved,
-        device_statuses=[d for _, d in ctx.items(status, "devices", "status.devices")],
+        device_statuses=_device_statuses(ctx, status),
         raw=obj,
     )
 
@@ -533,6 +554,7 @@ def build_resource_claim_template(ctx: Context, obj: dict) -> ResourceClaimTempl
 def build_device_taint_rule(ctx: Context, obj: dict) -> DeviceTaintRule:
     spec = ctx.map(obj, "spec", "spec", required=True)
     sel = ctx.map(spec, "deviceSelector", "spec.deviceSelector")
+    read_selectors(ctx, sel, "spec.deviceSelector.selectors")  # CEL selectors, read from raw
     taint = ctx.map(spec, "taint", "spec.taint", required=True)
     return DeviceTaintRule(
         name=ctx.name or "",

@@ -414,3 +414,17 @@ def test_a_pods_namespace_must_be_a_dns_label():
         "metadata.namespace: invalid namespace 'ML/Training': must be a lowercase RFC 1123 label"
         in problem
     )
+
+
+def test_claim_conditions_binding_conditions_read_are_checked_at_load(tmp_path):
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "train-0-gpu", "namespace": "ml-training"},
+        "spec": {"devices": {"requests": []}},
+        "status": {"conditions": 5, "devices": [{"driver": "gpu.nvidia.com", "conditions": "x"}]},
+    }
+    code, err = validate(tmp_path, [claim])
+    assert code == cli.EXIT_USAGE
+    assert "status.conditions: must be a list, not a number" in err
+    assert "status.devices[0].conditions: must be a list, not a string" in err
