@@ -15,8 +15,6 @@ or ``dyn``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from allocator.cel.parser import (
     Bind,
@@ -42,10 +40,20 @@ class CheckError(ValueError):
 # --- types -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class T:
-    kind: str
-    params: tuple[T, ...] = ()
+    """A CEL type: a kind (``int``, ``list``, ``kubernetes.Quantity``...) and parameters."""
+
+    __slots__ = ("kind", "params", "_hash")
+
+    def __init__(self, kind: str, params: tuple[T, ...] = ()) -> None:
+        self.kind, self.params = kind, params
+        self._hash = hash((kind, params))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, T) and self.kind == other.kind and self.params == other.params
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __str__(self) -> str:
         if self.kind == "?":
@@ -383,10 +391,18 @@ def _compile_table(table: dict[str, list[str]]) -> dict[str, list[tuple[tuple[T,
     return out
 
 
-GLOBALS = _compile_table(GLOBAL)
-MEMBERS = _compile_table(MEMBER)
 # Namespaces whose dotted functions are called as ``ns.fn(...)``.
-NAMESPACES = frozenset(n.split(".")[0] for n in GLOBALS if "." in n)
+NAMESPACES = frozenset(n.split(".")[0] for n in GLOBAL if "." in n)
+_TABLES: list[dict] = []
+
+
+def _tables() -> tuple[dict, dict]:
+    """The parsed overload tables, built on the first check (a CLI run without selectors
+    never pays for them)."""
+    if not _TABLES:
+        _TABLES.extend((_compile_table(GLOBAL), _compile_table(MEMBER)))
+    return _TABLES[0], _TABLES[1]
+
 
 # --- assignability -----------------------------------------------------------------------
 
@@ -425,12 +441,9 @@ def _assignable(param: T, arg: T, s: dict[str, T]) -> bool:
         if bound is None:
             s[param.kind] = arg
             return True
-        if _assignable(bound, arg, s):
-            if bound in (FREE,) or (bound.params and FREE in bound.params):
-                s[param.kind] = arg
-            return True
-        if _assignable(arg, bound, s):
-            s[param.kind] = arg if arg == DYN else bound
+        # Another constraint on a bound parameter: unify, keeping the most general type.
+        if _assignable(bound, arg, s) or _assignable(arg, bound, s):
+            s[param.kind] = _most_general(bound, arg)
             return True
         return False
     if param.kind in ("dyn", "?") or arg.kind in ("dyn", "?"):
@@ -446,6 +459,18 @@ def _assignable(param: T, arg: T, s: dict[str, T]) -> bool:
     return all(_assignable(p, a, s) for p, a in zip(param.params, arg.params, strict=True))
 
 
+def _most_general(a: T, b: T) -> T:
+    if a.kind == "dyn" or b.kind == "?":
+        return a if a.kind == "dyn" else (b if b.kind == "dyn" else a)
+    if b.kind == "dyn" or a.kind == "?":
+        return b
+    if a.kind == b.kind and len(a.params) == len(b.params) and a.params:
+        return T(
+            a.kind, tuple(_most_general(x, y) for x, y in zip(a.params, b.params, strict=True))
+        )
+    return a
+
+
 def equivalent(a: T, b: T) -> bool:
     if a.kind == "?" or b.kind == "?":
         return True
@@ -454,9 +479,7 @@ def equivalent(a: T, b: T) -> bool:
     return all(equivalent(x, y) for x, y in zip(a.params, b.params, strict=True))
 
 
-def resolve(
-    overloads: list[tuple[tuple[T, ...], T]], args: list[T]
-) -> T | None:
+def resolve(overloads: list[tuple[tuple[T, ...], T]], args: list[T]) -> T | None:
     """The result type of a call, or None when no overload matches."""
     result: T | None = None
     for params, out in overloads:
@@ -488,12 +511,14 @@ def regex_error(pattern: str) -> str | None:
 # --- the checker -------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class Checked:
-    """Per node the resolved meaning: qualified function names and identifiers."""
+    """Per node its type, and the resolved qualified names (``sets.contains``, ``string``)."""
 
-    types: dict[int, T]
-    qualified: dict[int, str]  # id(Call/Select node) -> resolved global name
+    __slots__ = ("types", "qualified")
+
+    def __init__(self, types: dict[int, T], qualified: dict[int, str]) -> None:
+        self.types = types
+        self.qualified = qualified  # id(Call/Select/Ident node) -> resolved global name
 
 
 class Checker:
@@ -681,6 +706,7 @@ class Checker:
         return body if body.kind == "map" else MAP(DYN, DYN)
 
     def _call(self, n: Call, scope: dict[str, T]) -> T:
+        GLOBALS, MEMBERS = _tables()  # noqa: N806
         name = n.name
         overloads = None
         args_nodes = n.args

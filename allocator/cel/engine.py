@@ -144,7 +144,10 @@ class _View:
                 "driver": self.driver,
                 "allowMultipleAllocations": bool(self.device.allow_multiple_allocations),
                 "attributes": rt.Domains(
-                    {d: {k: to_cel(v) for k, v in ids.items()} for d, ids in self.attributes.items()}
+                    {
+                        d: {k: to_cel(v) for k, v in ids.items()}
+                        for d, ids in self.attributes.items()
+                    }
                 ),
                 "capacity": rt.Domains(
                     {

@@ -229,7 +229,9 @@ class Builder:
                 return list(enumerate(r)) if v2 else [(x, None) for x in r]
             if isinstance(r, dict):
                 return list(r.items()) if v2 else [(k, None) for k in r]
-            raise CelError(f"expression of type '{rt.type_name(r)}' cannot be range of a comprehension")
+            raise CelError(
+                f"expression of type '{rt.type_name(r)}' cannot be range of a comprehension"
+            )
 
         def scope(a: dict, x: Any, y: Any) -> dict:
             inner = dict(a)

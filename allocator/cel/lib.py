@@ -30,7 +30,7 @@ from allocator.cel.runtime import (
     eq,
     no_overload,
 )
-from allocator.quantity import Quantity, QuantityError
+from allocator.quantity import Quantity
 
 
 def _str(name: str, *xs: Any) -> None:
@@ -147,7 +147,7 @@ def _q_or_int(name: str, a: Any, b: Any) -> Quantity:
 
 
 def q_add(a: Any, b: Any) -> QuantityValue:
-    return QuantityValue(a.q + _q_or_int("add", a, b)) if True else None
+    return QuantityValue(a.q + _q_or_int("add", a, b))
 
 
 def q_sub(a: Any, b: Any) -> QuantityValue:
@@ -367,7 +367,9 @@ def _format_one(spec: str, prec: str | None, v: Any) -> str:
         if isinstance(v, list | tuple):
             return "[" + ", ".join(_format_one("s", None, x) for x in v) + "]"
         if isinstance(v, dict):
-            items = sorted((_format_one("s", None, k), _format_one("s", None, w)) for k, w in v.items())
+            items = sorted(
+                (_format_one("s", None, k), _format_one("s", None, w)) for k, w in v.items()
+            )
             return "{" + ", ".join(f"{k}: {w}" for k, w in items) + "}"
         if v is None:
             return "null"
@@ -386,7 +388,9 @@ def _format_one(spec: str, prec: str | None, v: Any) -> str:
         return str(int(v))
     if spec in "fe":
         if type(v) not in (int, UInt, float):
-            raise CelError("error during formatting: fixed-point clause can only be used on doubles")
+            raise CelError(
+                "error during formatting: fixed-point clause can only be used on doubles"
+            )
         return f"{float(v):.{6 if prec is None else int(prec)}{spec}}"
     if type(v) is str and spec in "xX":
         h = v.encode().hex()
@@ -604,9 +608,9 @@ def _ip(name: str, x: Any) -> Any:
 
 
 def _global_unicast(a: Any) -> bool:
-    if a.version == 4:
-        if a == rt.ipaddress.IPv4Address("255.255.255.255"):
-            return False
+    # Go's netip: private addresses count as global unicast; the v4 broadcast does not.
+    if a.version == 4 and a == rt.ipaddress.IPv4Address("255.255.255.255"):
+        return False
     return not (a.is_unspecified or a.is_loopback or a.is_multicast or a.is_link_local)
 
 
@@ -916,5 +920,3 @@ MEMBER_FUNCS: dict[str, Callable[..., Any]] = {
     "orValue": opt_or_value,
     "validate": format_validate,
 }
-
-_ = (QuantityError,)

@@ -11,14 +11,30 @@ run pays nothing for it. Operators become ``Call`` nodes named as in cel-go (``_
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 MAX_DEPTH = 250  # cel-go's default maximum recursion depth of the parser
 
 RESERVED = frozenset(
-    "as break const continue else for function if import let loop package namespace "
-    "return var void while".split()
+    [
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ]
 )
 
 
@@ -31,64 +47,92 @@ class ParseError(ValueError):
 # --- AST ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, eq=False)
 class Node:
-    pos: int = field(default=0, kw_only=True)
+    """An AST node; ``pos`` is its offset in the text (for error messages)."""
+
+    __slots__ = ("pos",)
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, pos: int = 0) -> None:
+        # Plain classes, not dataclasses: building a dataclass costs about a millisecond of
+        # start-up each, paid by every CLI run.
+        self.pos = pos
+        for name, value in zip(self._fields, args, strict=True):
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
 
 
-@dataclass(slots=True, eq=False)
 class Lit(Node):
+    __slots__ = ("kind", "value")
+    _fields = ("kind", "value")
     kind: str  # bool int uint double string bytes null
     value: Any
 
 
-@dataclass(slots=True, eq=False)
 class Ident(Node):
+    __slots__ = ("name",)
+    _fields = ("name",)
     name: str
 
 
-@dataclass(slots=True, eq=False)
 class Select(Node):
+    __slots__ = ("operand", "field", "optional")
+    _fields = ("operand", "field", "optional")
     operand: Node
     field: str
-    optional: bool = False  # x.?f
+    optional: bool  # x.?f
+
+    def __init__(self, operand: Node, field: str, optional: bool = False, *, pos: int = 0):
+        self.pos, self.operand, self.field, self.optional = pos, operand, field, optional
 
 
-@dataclass(slots=True, eq=False)
 class Call(Node):
+    __slots__ = ("name", "args", "target")
+    _fields = ("name", "args", "target")
     name: str
     args: list[Node]
-    target: Node | None = None  # receiver of a member call
+    target: Node | None  # receiver of a member call
+
+    def __init__(self, name: str, args: list[Node], target: Node | None = None, *, pos: int = 0):
+        self.pos, self.name, self.args, self.target = pos, name, args, target
 
 
-@dataclass(slots=True, eq=False)
 class ListLit(Node):
+    __slots__ = ("elems", "optional")
+    _fields = ("elems", "optional")
     elems: list[Node]
-    optional: frozenset[int] = frozenset()  # indexes of [?x] elements
+    optional: frozenset[int]  # indexes of [?x] elements
 
 
-@dataclass(slots=True, eq=False)
 class MapLit(Node):
+    __slots__ = ("entries",)
+    _fields = ("entries",)
     entries: list[tuple[Node, Node, bool]]  # key, value, optional ({?k: v})
 
 
-@dataclass(slots=True, eq=False)
 class MessageLit(Node):
+    __slots__ = ("type_name", "fields")
+    _fields = ("type_name", "fields")
     type_name: str
     fields: list[tuple[str, Node]]
 
 
-@dataclass(slots=True, eq=False)
 class Has(Node):
+    __slots__ = ("operand", "field")
+    _fields = ("operand", "field")
     operand: Node
     field: str
 
 
-@dataclass(slots=True, eq=False)
 class Comp(Node):
     """A macro comprehension. kind: all exists exists_one map filter all2 exists2
     existsOne2 transformList transformMap transformMapEntry optMap optFlatMap."""
 
+    __slots__ = ("kind", "range", "var", "var2", "pred", "expr")
+    _fields = ("kind", "range", "var", "var2", "pred", "expr")
     kind: str
     range: Node
     var: str
@@ -97,8 +141,9 @@ class Comp(Node):
     expr: Node | None
 
 
-@dataclass(slots=True, eq=False)
 class Bind(Node):
+    __slots__ = ("var", "init", "body")
+    _fields = ("var", "init", "body")
     var: str
     init: Node
     body: Node
@@ -135,12 +180,12 @@ _ESCAPES = {
 }
 
 
-@dataclass(slots=True)
 class Tok:
-    kind: str  # int uint double string bytes ident op eof
-    value: Any
-    pos: int
-    text: str = ""
+    __slots__ = ("kind", "value", "pos", "text")
+
+    def __init__(self, kind: str, value: Any, pos: int, text: str = "") -> None:
+        self.kind = kind  # int uint double string bytes ident op eof
+        self.value, self.pos, self.text = value, pos, text
 
 
 def _string_token(text: str, i: int, prefix: str, quote: str) -> tuple[Tok, int]:

@@ -11,11 +11,10 @@ error), except that int, uint and double compare numerically.
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import math
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -266,9 +265,9 @@ class Timestamp:
     def __hash__(self) -> int:
         return hash(self.ns)
 
-    def datetime(self, tz: Any = timezone.utc) -> datetime:
+    def datetime(self, tz: Any = UTC) -> datetime:
         secs, ns = divmod(self.ns, 10**9)
-        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
         return (epoch + timedelta(seconds=secs, microseconds=ns // 1000)).astimezone(tz)
 
     def __str__(self) -> str:
@@ -795,7 +794,7 @@ def parse_timestamp(s: str) -> Timestamp:
         raise CelError(f'parsing time "{s}" as RFC3339: cannot parse')
     y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
     try:
-        base = datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc)
+        base = datetime(y, mo, d, h, mi, sec, tzinfo=UTC)
     except ValueError as e:
         raise CelError(f'parsing time "{s}": {e}') from None
     frac = m.group(7)
@@ -805,7 +804,7 @@ def parse_timestamp(s: str) -> Timestamp:
     if off not in ("Z", "z"):
         sign = -1 if off[0] == "-" else 1
         offset = sign * (int(off[1:3]) * 3600 + int(off[4:6]) * 60)
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     secs = int((base - epoch).total_seconds()) - offset
     return Timestamp(secs * 10**9 + ns)
 
@@ -814,7 +813,7 @@ def _tz(name: Any) -> Any:
     if not isinstance(name, str):
         raise no_overload("timezone", name)
     if name in ("", "UTC"):
-        return timezone.utc
+        return UTC
     m = re.fullmatch(r"([+-]?)(\d{1,2}):(\d{2})", name)
     if m:
         delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
@@ -828,6 +827,11 @@ def _tz(name: Any) -> Any:
 
 
 # --- Kubernetes quantity -----------------------------------------------------------------
+
+
+_QUANTITY_SUFFIXES = frozenset(
+    ("", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+)
 
 
 def _k8s_quantity_syntax(s: str) -> str | None:
@@ -866,16 +870,8 @@ def _k8s_quantity_syntax(s: str) -> str | None:
     if pos < end:
         return None
     suffix = s[suffix_start:]
-    if suffix not in ("", "n", "u", "m", "k", "M", "G", "T", "P", "E") and suffix not in (
-        "Ki",
-        "Mi",
-        "Gi",
-        "Ti",
-        "Pi",
-        "Ei",
-    ):
-        if not re.fullmatch(r"[eE][+-]?\d+", suffix):
-            return None
+    if suffix not in _QUANTITY_SUFFIXES and not re.fullmatch(r"[eE][+-]?\d+", suffix):
+        return None
     return f"{sign}{whole}{'.' + frac if frac else ''}{suffix}"
 
 
@@ -931,9 +927,7 @@ def parse_ip(s: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
         addr = ipaddress.ip_address(s)
     except ValueError as e:
-        raise CelError(
-            f'IP Address "{s}" parse error during conversion from string: {e}'
-        ) from None
+        raise CelError(f'IP Address "{s}" parse error during conversion from string: {e}') from None
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         raise CelError(f'IPv4-mapped IPv6 address "{s}" is not allowed')
     return addr
@@ -1051,8 +1045,10 @@ def _go_float(d: float) -> str:
     mant, _, exp = r.partition("e")
     digits = mant.replace("-", "").replace(".", "").lstrip("0")
     # decimal exponent of the first significant digit
-    e10 = int(f"{abs(d):e}".split("e")[1]) if exp == "" else int(exp) + (
-        len(mant.replace("-", "").split(".")[0]) - 1
+    e10 = (
+        int(f"{abs(d):e}".split("e")[1])
+        if exp == ""
+        else int(exp) + (len(mant.replace("-", "").split(".")[0]) - 1)
     )
     digits = digits.rstrip("0") or "0"
     sign = "-" if d < 0 else ""
@@ -1163,7 +1159,7 @@ def to_bool(x: Any) -> bool:
     if type(x) is str:
         if x in _BOOL_STRINGS:
             return _BOOL_STRINGS[x]
-        raise CelError(f"type conversion error from 'string' to 'bool'")
+        raise CelError("type conversion error from 'string' to 'bool'")
     raise no_overload("bool", x)
 
 
