@@ -229,6 +229,10 @@ class SelectorEngine:
             )
             self._errors[expression] = msg
             raise CelCompileError(msg) from None
+        except Exception as e:  # noqa: BLE001 - odd input must not crash a run
+            msg = f"failed to compile CEL expression {_shown(expression)}: {type(e).__name__}: {e}"
+            self._errors[expression] = msg
+            raise CelCompileError(msg) from None
         selector = CompiledSelector(
             expression, program, None if fields is None else tuple(sorted(fields))
         )
@@ -274,6 +278,8 @@ class SelectorEngine:
             return MatchOutcome(False, str(e))
         except RecursionError:
             return MatchOutcome(False, "expression recursion limit exceeded")
+        except Exception as e:  # noqa: BLE001 - a library edge case must not crash a run
+            return MatchOutcome(False, f"evaluation error: {type(e).__name__}: {e}")
         if result is True or result is False:
             return MatchOutcome(result, None)
         return MatchOutcome(

@@ -147,11 +147,13 @@ def _q_or_int(name: str, a: Any, b: Any) -> Quantity:
 
 
 def q_add(a: Any, b: Any) -> QuantityValue:
-    return QuantityValue(a.q + _q_or_int("add", a, b))
+    other = _q_or_int("add", a, b)
+    return QuantityValue(a.q + other)
 
 
 def q_sub(a: Any, b: Any) -> QuantityValue:
-    return QuantityValue(a.q - _q_or_int("sub", a, b))
+    other = _q_or_int("sub", a, b)
+    return QuantityValue(a.q - other)
 
 
 def q_mul(a: Any, b: Any) -> QuantityValue:

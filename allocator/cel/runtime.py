@@ -631,8 +631,15 @@ def compile_regex(pattern: str) -> re.Pattern:
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False
+    # RE2's "$" is the end of the text unless (?m) is set; Python's also matches before a
+    # final newline.
+    multiline = re.search(r"\(\?[a-zA-Z]*m", pattern) is not None
     while i < n:
         c = pattern[i]
+        if c == "$" and not in_class and not multiline:
+            out.append("\\Z")
+            i += 1
+            continue
         if c == "\\":
             if i + 1 >= n:
                 raise ValueError("error parsing regexp: trailing backslash at end of expression")
@@ -739,8 +746,10 @@ def compile_regex(pattern: str) -> re.Pattern:
                 continue
         out.append(c)
         i += 1
+    # RE2's \d, \s, \w and \b are ASCII; its Unicode classes need Python's Unicode mode.
+    flags = 0 if "\\p" in pattern or "\\P" in pattern else re.ASCII
     try:
-        return re.compile("".join(out))
+        return re.compile("".join(out), flags)
     except re.error as e:
         raise ValueError(f"error parsing regexp: {e}") from None
     except (OverflowError, RecursionError) as e:
