@@ -27,7 +27,6 @@ from allocator.cel.runtime import (
     Timestamp,
     UInt,
     URLValue,
-    eq,
     no_overload,
 )
 from allocator.quantity import Quantity
@@ -264,7 +263,7 @@ def char_at(s: Any, i: Any) -> str:
 def index_of(x: Any, sub: Any, offset: Any = None) -> int:
     if isinstance(x, list | tuple) and offset is None:
         for i, v in enumerate(x):
-            if eq(v, sub):
+            if rt.eq_quiet(v, sub):
                 return i
         return -1
     _str("indexOf", x, sub)
@@ -278,7 +277,7 @@ def index_of(x: Any, sub: Any, offset: Any = None) -> int:
 def last_index_of(x: Any, sub: Any, offset: Any = None) -> int:
     if isinstance(x, list | tuple) and offset is None:
         for i in range(len(x) - 1, -1, -1):
-            if eq(x[i], sub):
+            if rt.eq_quiet(x[i], sub):
                 return i
         return -1
     _str("lastIndexOf", x, sub)
@@ -433,12 +432,12 @@ def _lists(name: str, a: Any, b: Any) -> None:
 
 def sets_contains(a: Any, b: Any) -> bool:
     _lists("sets.contains", a, b)
-    return all(any(eq(x, y) for y in a) for x in b)
+    return all(any(rt.eq_quiet(x, y) for y in a) for x in b)
 
 
 def sets_intersects(a: Any, b: Any) -> bool:
     _lists("sets.intersects", a, b)
-    return any(any(eq(x, y) for y in a) for x in b)
+    return any(any(rt.eq_quiet(x, y) for y in a) for x in b)
 
 
 def sets_equivalent(a: Any, b: Any) -> bool:

@@ -318,23 +318,51 @@ def type_name(v: Any) -> str:
 # --- equality and ordering ---------------------------------------------------------------
 
 _NUMERIC = (int, UInt, float)
+# Kubernetes' CEL types whose Equal answers "no such overload" for another type.
+_STRICT_EQUALITY = (QuantityValue, SemverValue, IPValue, CIDRValue, URLValue, FormatValue)
 
 
 def eq(a: Any, b: Any) -> bool:
+    """CEL ``_==_`` as cel-go evaluates it: built-in values of different types are unequal,
+    numbers compare across int/uint/double, and a Kubernetes value (quantity, semver, IP,
+    CIDR, URL) on the left compared with another type is a "no such overload" error."""
     ta, tb = type(a), type(b)
     if ta is tb:
         if ta is list or ta is tuple:
-            return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b, strict=True))
+            return _list_eq(a, b)
         if ta is dict or ta is Domains:
             return _map_eq(a, b)
         return a == b
     if ta in _NUMERIC and tb in _NUMERIC:
         return a == b
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b, strict=True))
+        return _list_eq(a, b)
     if isinstance(a, dict) and isinstance(b, dict):
         return _map_eq(a, b)
+    if ta in _STRICT_EQUALITY and b is not None:
+        raise CelError("no such overload")
     return False
+
+
+def eq_quiet(a: Any, b: Any) -> bool:
+    """Equality where cel-go only looks for a true answer (``in``, ``indexOf``, sets)."""
+    try:
+        return eq(a, b)
+    except CelError:
+        return False
+
+
+def _elem_eq(a: Any, b: Any) -> bool:
+    # cel-go's list and map equality stop only at a false element comparison; an erring
+    # one counts as equal.
+    try:
+        return eq(a, b)
+    except CelError:
+        return True
+
+
+def _list_eq(a: Any, b: Any) -> bool:
+    return len(a) == len(b) and all(_elem_eq(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _map_eq(a: dict, b: dict) -> bool:
@@ -342,7 +370,7 @@ def _map_eq(a: dict, b: dict) -> bool:
         return False
     for k, v in a.items():
         found, w = map_get(b, k)
-        if not found or not eq(v, w):
+        if not found or not _elem_eq(v, w):
             return False
     return True
 
@@ -598,7 +626,7 @@ def has(x: Any, field: str) -> bool:
 
 def contains_in(e: Any, coll: Any) -> bool:
     if isinstance(coll, list | tuple):
-        return any(eq(e, x) for x in coll)
+        return any(eq_quiet(e, x) for x in coll)
     if isinstance(coll, dict):
         return map_get(coll, e)[0]
     raise no_overload("@in", e, coll)
