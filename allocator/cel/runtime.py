@@ -318,14 +318,14 @@ def type_name(v: Any) -> str:
 # --- equality and ordering ---------------------------------------------------------------
 
 _NUMERIC = (int, UInt, float)
-# Kubernetes' CEL types whose Equal answers "no such overload" for another type.
-_STRICT_EQUALITY = (QuantityValue, SemverValue, IPValue, CIDRValue, URLValue, FormatValue)
+# Kubernetes' CEL types whose Equal answers "no such overload" for another type; none as of
+# apiserver's quantity.go (Equal with another type is false), kept for types that may differ.
+_STRICT_EQUALITY: tuple[type, ...] = ()
 
 
 def eq(a: Any, b: Any) -> bool:
     """CEL ``_==_`` as cel-go evaluates it: built-in values of different types are unequal,
-    numbers compare across int/uint/double, and a Kubernetes value (quantity, semver, IP,
-    CIDR, URL) on the left compared with another type is a "no such overload" error."""
+    numbers compare across int/uint/double (Kubernetes' quantity is unequal to other types)."""
     ta, tb = type(a), type(b)
     if ta is tb:
         if ta is list or ta is tuple:
