@@ -1,54 +1,31 @@
 """SelectorEngine: compiles DRA device selectors once and evaluates them with memoisation.
 
+Compiling is parsing (``parser``), the Kubernetes DRA environment's type check (``checker``)
+and building closures (``interp``), once per expression text; the verdict (a program or
+"failed to compile" with the checker's message) is cached.
+
 Device attributes are static within a snapshot, so a selector's verdict depends only on the
-device fields it reads. ``compile`` finds those fields in the AST; ``matches`` keys its memo on
-(expression, the values of exactly those fields) and evaluates only on a miss. Expressions that
-read the device dynamically (iterate a map, compute a key) are keyed on the whole normalised
-device view instead.
+device fields it reads. ``compile`` finds those fields in the AST (``fields``); ``matches``
+keys its memo on (expression, the values of exactly those fields) and evaluates only on a
+miss. Expressions that read the device dynamically (iterate a map, compute a key) are keyed on
+the whole normalised device view instead.
 
-One engine per simulation, single-threaded: the memo, the device-view cache and cel-python's
-evaluator state are not safe to share across threads.
-
-Runner: cel-python's interpreter, with the grammar's pass-through levels removed from the AST
-(``syntax.collapse``) and the base activation built once. Its ``CompiledRunner`` was tried and
-not used: its transpiler names extension functions by module path (which the generated code
-cannot import), rejects ``list.min()`` and still clones the activation on every evaluation.
-With the memo, evaluations are rare (one per distinct value of the fields read).
+One engine per simulation, single-threaded: the memo and the device-view cache are not safe to
+share across threads.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import celpy
-import celpy.evaluation
-from celpy import celtypes
-from celpy.evaluation import CELEvalError, Evaluator
-
-from allocator.cel.syntax import RewriteError, check, collapse, device_fields, rewrite_optional
-from allocator.cel.values import FUNCTIONS, NAMESPACE_VARS, to_cel
+from allocator.cel import runtime as rt
+from allocator.cel.checker import CheckError, check
+from allocator.cel.fields import device_fields
+from allocator.cel.interp import build
+from allocator.cel.parser import ParseError, location, parse
 from allocator.model import Device
-
-# cel-python's evaluator calls typing.cast(Tuple[Result, ...], x) on every node; building those
-# subscripted types hashes the large ``Result`` Union each time, which is ~40% of an evaluation.
-# The aliases are used only for static typing (no isinstance, no get_type_hints), so making them
-# Any removes that cost without changing behaviour.
-for _alias in ("Result", "Result_Function", "CELFunction"):
-    setattr(celpy.evaluation, _alias, Any)
-
-
-class _Runner(celpy.InterpretedRunner):
-    """cel-python's interpreted runner, building the base activation once, not per evaluation."""
-
-    def __init__(self, environment: celpy.Environment, ast: Any, functions: Any) -> None:
-        super().__init__(environment, ast, functions)
-        self._base = self.new_activation()
-
-    def evaluate(self, context: Any) -> Any:
-        # set_activation() clones the base, so it is never mutated by an evaluation.
-        return Evaluator(ast=self.ast, activation=self._base).evaluate(context)
 
 
 class CelCompileError(ValueError):
@@ -64,18 +41,11 @@ class MatchOutcome:
 @dataclass(slots=True, eq=False)
 class CompiledSelector:
     expression: str
-    program: Any  # celpy Runner
+    program: Callable[[dict], Any]  # the expression's closure over an activation
     fields: tuple[tuple, ...] | None  # sorted device fields read; None: the whole device
 
 
 _MISSING = ("<missing>",)
-
-
-class _Domains(celtypes.MapType):
-    """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map."""
-
-    def __missing__(self, key: Any) -> celtypes.MapType:
-        return celtypes.MapType()
 
 
 def split_name(name: str, driver: str) -> tuple[str, str]:
@@ -105,7 +75,7 @@ class _View:
         # Per-selector answers for this very device: a repeat asks no memo key at all.
         self.results: dict[CompiledSelector, MatchOutcome] = {}
         self._full_key: tuple | None = None
-        self._cel: celtypes.MapType | None = None
+        self._cel: dict | None = None
 
     @property
     def attributes(self) -> dict[str, dict[str, Any]]:
@@ -168,67 +138,48 @@ class _View:
             )
         return self._full_key
 
-    def cel(self) -> celtypes.MapType:
+    def cel(self) -> dict:
         if self._cel is None:
-            self._cel = celtypes.MapType(
-                {
-                    celtypes.StringType("driver"): celtypes.StringType(self.driver),
-                    celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
-                        self.device.allow_multiple_allocations
-                    ),
-                    celtypes.StringType("attributes"): _domains(self.attributes),
-                    celtypes.StringType("capacity"): _domains(self.capacity),
-                }
-            )
+            self._cel = {
+                "driver": self.driver,
+                "allowMultipleAllocations": bool(self.device.allow_multiple_allocations),
+                "attributes": rt.Domains(
+                    {
+                        d: {k: to_cel(v) for k, v in ids.items()}
+                        for d, ids in self.attributes.items()
+                    }
+                ),
+                "capacity": rt.Domains(
+                    {
+                        d: {k: rt.QuantityValue(v) for k, v in ids.items()}
+                        for d, ids in self.capacity.items()
+                    }
+                ),
+            }
         return self._cel
 
 
-def _domains(m: dict[str, dict[str, Any]]) -> _Domains:
-    return _Domains(
-        {
-            celtypes.StringType(d): celtypes.MapType(
-                {celtypes.StringType(k): to_cel(v) for k, v in ids.items()}
-            )
-            for d, ids in m.items()
-        }
-    )
+def to_cel(v: Any) -> Any:
+    """A snapshot attribute value (bool, int, str, Version, tuple) as a CEL value."""
+    if isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, tuple | list):
+        return [to_cel(x) for x in v]
+    text = str(v)  # allocator.model.Version
+    parsed = rt.parse_semver(text) or rt.parse_semver(text, normalize=True)
+    return parsed if parsed is not None else text
 
 
 def _shown(expression: str) -> str:
     return repr(expression if len(expression) <= 200 else expression[:200] + "...")
 
 
-_OPERATORS = {
-    "addition_add": "_+_",
-    "addition_sub": "_-_",
-    "multiplication_mul": "_*_",
-    "multiplication_div": "_/_",
-    "multiplication_mod": "_%_",
-    "relation_lt": "_<_",
-    "relation_le": "_<=_",
-    "relation_gt": "_>_",
-    "relation_ge": "_>=_",
-    "relation_eq": "_==_",
-    "relation_ne": "_!=_",
-    "relation_in": "@in",
-    "unary_neg": "-_",
-    "unary_not": "!_",
-}
-_TOKEN = re.compile(r"Token\('RULE', '(\w+)'\)")
-_CLASS = re.compile(r"<class '(?:[\w.]+\.)?(\w+?)(?:Type)?'>")
-
-
-def _message(e: Any) -> str:
-    """A runtime error as cel-go words it where cel-python's text differs."""
-    if not isinstance(e, CELEvalError):
-        return f"{type(e).__name__}: {e}"
-    msg = str(e.args[0]) if e.args else "CEL evaluation error"
-    if msg == "no such key" and len(e.args) > 2 and e.args[2]:
-        return f"no such key: {e.args[2][0]}"
-    if msg.startswith("no such member in mapping: "):
-        return "no such key: " + msg.removeprefix("no such member in mapping: ").strip("'")
-    msg = _TOKEN.sub(lambda m: _OPERATORS.get(m.group(1), m.group(1)), msg)
-    return _CLASS.sub(lambda m: m.group(1).lower(), msg)
+def _pointer(expression: str, offset: int) -> str:
+    line, col = location(expression, offset)
+    text = expression.split("\n")[line - 1] if expression else ""
+    if len(text) > 200:
+        return f"at line {line}, column {col}"
+    return f"at line {line}, column {col}:\n | {text}\n | {'.' * col}^"
 
 
 class SelectorEngine:
@@ -239,9 +190,6 @@ class SelectorEngine:
     """
 
     def __init__(self) -> None:
-        # cel-python builds its lark grammar once per process (~0.2 s); later Environments
-        # reuse it and cost microseconds. One per engine: Environment.compile keeps state.
-        self._env = celpy.Environment(runner_class=_Runner)
         self._compiled: dict[str, CompiledSelector] = {}
         self._errors: dict[str, str] = {}
         self._views: dict[tuple[int, str], _View] = {}
@@ -256,24 +204,32 @@ class SelectorEngine:
         if expression in self._errors:
             raise CelCompileError(self._errors[expression])
         try:
-            text = rewrite_optional(expression)
-            tree = self._env.compile(text)
-            problem = check(tree)
-            if problem is not None:
-                raise CelCompileError(problem)
+            tree = parse(expression)
+            checked = check(tree)
             fields = device_fields(tree)
-            program = self._env.program(collapse(tree), functions=FUNCTIONS)
-        except celpy.CELParseError as e:
-            where = f" at line {e.line}, column {e.column}" if e.line is not None else ""
-            context = str(e.args[0]).rstrip() if e.args else ""
-            msg = f"failed to compile CEL expression {_shown(expression)}: syntax error{where}:\n{context}"
+            program = build(tree, checked)
+        except ParseError as e:
+            msg = (
+                f"failed to compile CEL expression {_shown(expression)}: syntax error "
+                f"{_pointer(expression, e.offset)}: {e}"
+            )
             self._errors[expression] = msg
             raise CelCompileError(msg) from None
-        except (RewriteError, CelCompileError) as e:
-            msg = f"failed to compile CEL expression {_shown(expression)}: {e}"
+        except CheckError as e:
+            msg = (
+                f"failed to compile CEL expression {_shown(expression)}: {e} "
+                f"({_pointer(expression, e.pos)})"
+            )
             self._errors[expression] = msg
             raise CelCompileError(msg) from None
-        except (RecursionError, Exception) as e:  # cel-python internals on odd input
+        except RecursionError:
+            msg = (
+                f"failed to compile CEL expression {_shown(expression)}: "
+                "expression recursion limit exceeded"
+            )
+            self._errors[expression] = msg
+            raise CelCompileError(msg) from None
+        except Exception as e:  # noqa: BLE001 - odd input must not crash a run
             msg = f"failed to compile CEL expression {_shown(expression)}: {type(e).__name__}: {e}"
             self._errors[expression] = msg
             raise CelCompileError(msg) from None
@@ -317,13 +273,15 @@ class SelectorEngine:
     def _evaluate(self, selector: CompiledSelector, view: _View) -> MatchOutcome:
         self.evaluations += 1
         try:
-            result = selector.program.evaluate({"device": view.cel(), **NAMESPACE_VARS})
-        except Exception as e:  # cel-python raises for some errors, returns others
-            return MatchOutcome(False, _message(e))
-        if isinstance(result, CELEvalError):
-            return MatchOutcome(False, _message(result))
-        if not isinstance(result, celtypes.BoolType):
-            return MatchOutcome(
-                False, f"CEL result of type {type(result).__name__} is not a boolean"
-            )
-        return MatchOutcome(bool(result), None)
+            result = selector.program({"device": view.cel()})
+        except rt.CelError as e:
+            return MatchOutcome(False, str(e))
+        except RecursionError:
+            return MatchOutcome(False, "expression recursion limit exceeded")
+        except Exception as e:  # noqa: BLE001 - a library edge case must not crash a run
+            return MatchOutcome(False, f"evaluation error: {type(e).__name__}: {e}")
+        if result is True or result is False:
+            return MatchOutcome(result, None)
+        return MatchOutcome(
+            False, f"CEL result of type {rt.type_name(result)} could not be converted to bool"
+        )

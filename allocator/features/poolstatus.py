@@ -4,10 +4,11 @@ One entry per in-cluster pool, counted over the pool's newest generation after t
 allocations are committed (CONTRACT section 4 ``pools``):
 
 - ``totalDevices``; ``allocatedDevices`` (held by a claim, exclusively or as a share);
-  ``unavailableDevices`` (not allocated, but unavailable "due to taints or other conditions":
-  tainted NoSchedule/NoExecute, or a partition whose shared counters the allocated partitions
-  used up);
-  ``availableDevices`` = total - allocated - unavailable;
+  ``unavailableDevices`` ("not available due to taints or other conditions"): as Kubernetes
+  1.37's controller counts them, every device of the pool with a NoSchedule or NoExecute taint
+  (the slice's or a DeviceTaintRule's), allocated or not, so a tainted allocated device counts
+  in both; partitions whose shared counters are used up are not counted there;
+  ``availableDevices`` = total - allocated - unavailable, floored at 0;
 - ``validationError`` when the pool cannot be fully checked (incomplete generation, duplicate
   device names, broken counter references, a bad partition type attribute); the counts are
   then null, as the API leaves them unset;
@@ -67,22 +68,10 @@ def _consume(remaining: dict[str, dict[str, Quantity]], device: Device) -> None:
                 counters[name] = counters[name] - amount
 
 
-def _unavailable(
-    device_id: DeviceID,
-    device: Device,
-    taints: TaintIndex | None,
-    counters_left: dict[str, dict[str, Quantity]] | None,
-) -> bool:
-    """KEP-5677: an unallocated device not available "due to taints or other conditions": a
-    NoSchedule/NoExecute taint (the slice's or a DeviceTaintRule's), or shared counters that the
-    allocated partitions no longer leave enough of (``counters_left``)."""
-    if taints is not None and taints.unavailable(device_id, device):
-        return True
-    return (
-        counters_left is not None
-        and bool(device.consumes_counters)
-        and not _fits(counters_left, device)
-    )
+def _tainted(device_id: DeviceID, device: Device, taints: TaintIndex | None) -> bool:
+    """KEP-5677's "not available due to taints": a NoSchedule/NoExecute taint, whether or not
+    the device is allocated (counter exhaustion is not a reason here)."""
+    return taints is not None and taints.unavailable(device_id, device)
 
 
 def pool_status(
@@ -173,20 +162,11 @@ def pool_status(
             return any(v.sign() > 0 for v in consumed.get(device_id, {}).values())
 
         n_allocated = sum(1 for d in devices if is_allocated(d[0]))
-        # What the allocated partitions left of the shared counters (for "other conditions").
-        left = None
-        if partition_on and partitionable:
-            left = {name: dict(c) for name, c in counter_pool.sets.items()}
-            for device_id, device, _ in partitionable:
-                if is_allocated(device_id):
-                    _consume(left, device)
-        n_unavailable = sum(
-            1 for d in devices if not is_allocated(d[0]) and _unavailable(d[0], d[1], taints, left)
-        )
+        n_unavailable = sum(1 for d in devices if _tainted(d[0], d[1], taints))
         entry["totalDevices"] = len(devices)
         entry["allocatedDevices"] = n_allocated
         entry["unavailableDevices"] = n_unavailable
-        entry["availableDevices"] = len(devices) - n_allocated - n_unavailable
+        entry["availableDevices"] = max(0, len(devices) - n_allocated - n_unavailable)
 
         if types:
             remaining = {name: dict(c) for name, c in counter_pool.sets.items()}

@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.cel import CelCompileError, MatchOutcome, SelectorEngine
-from allocator.cel.syntax import rewrite_optional
 from allocator.model import Device, DeviceCapacity, Version
 from allocator.quantity import Quantity
 
@@ -129,13 +128,13 @@ def test_missing_attribute_is_not_matched_with_the_message(engine):
 def test_type_errors_and_non_bool_results_do_not_raise(engine):
     out = run(engine, 'device.attributes["gpu.nvidia.com"].index + "x" == "0x"')
     assert out == MatchOutcome(
-        False, "found no matching overload for _+_ applied to '(int, string)'"
+        False, "found no matching overload for '_+_' applied to '(int, string)'"
     )
     out = run(engine, 'device.attributes["gpu.nvidia.com"]["productName"]["x"] == 1')
     assert not out.matched and out.error
     # Statically unknown type, a string at run time: not matched, message kept.
     out = run(engine, 'device.attributes["gpu.nvidia.com"].architecture')
-    assert out == MatchOutcome(False, "CEL result of type StringType is not a boolean")
+    assert out == MatchOutcome(False, "CEL result of type string could not be converted to bool")
     out = run(engine, 'quantity("bogus") == quantity("1")')
     assert not out.matched and "bogus" in out.error
     out = run(engine, 'semver("1.2") == semver("1.2.0")')
@@ -166,19 +165,20 @@ def test_error_short_circuit_like_cel(engine):
         ('device.attributes["gpu.nvidia.com"', "syntax error"),
         ('device.driver == "a" &&& true', "syntax error"),
         ('model == "H100"', "undeclared reference to 'model'"),
-        ('device.attributes["d"].x.frobnicate()', "undeclared reference to function 'frobnicate'"),
-        ("device.driver", "must evaluate to bool, got string"),
-        ('device.capacity["gpu.nvidia.com"].memory', "must evaluate to bool, got quantity"),
-        ("1 + 2", "must evaluate to bool, got int"),
-        ('"H100"', "must evaluate to bool, got string"),
-        ("[true]", "must evaluate to bool, got list"),
-        ('device.attributes["d"].exists(1, true)', "variable name"),
-        ('device.attributes["d"].index * 2', "must evaluate to bool, got int"),
-        ('device.attributes["d"].a + device.attributes["d"].b', "must evaluate to bool"),
-        ('-device.attributes["d"].index', "must evaluate to bool, got number"),
-        ('device.attributes["d"].? == "x"', "expected a field name after '.?'"),
+        ('device.attributes["d"].x.frobnicate()', "undeclared reference to 'frobnicate'"),
+        ("device.driver", "must evaluate to bool or the unknown type, not string"),
+        (
+            'device.capacity["gpu.nvidia.com"].memory',
+            "must evaluate to bool or the unknown type, not kubernetes.Quantity",
+        ),
+        ("1 + 2", "must evaluate to bool or the unknown type, not int"),
+        ('"H100"', "must evaluate to bool or the unknown type, not string"),
+        ("[true]", "must evaluate to bool or the unknown type, not list(bool)"),
+        ('device.attributes["d"].exists(1, true)', "argument must be a simple name"),
+        ('device.attributes["d"].index * 2', "must evaluate to bool or the unknown type, not int"),
+        ('device.attributes["d"].? == "x"', "Syntax error"),
         ('device.driver == "gpu.nvidia.com', "syntax error at line 1"),
-        ("[1, 2].reduce(a, b, 0, a + b) == 3", "undeclared reference to function 'reduce'"),
+        ("[1, 2].reduce(a, b, 0, a + b) == 3", "undeclared reference to 'reduce'"),
     ],
 )
 def test_compile_errors(engine, expr, needle):
@@ -219,14 +219,13 @@ def test_macro_variables_are_declared(engine):
         'quantity("1Gi").add(quantity("1Gi")) == quantity("2Gi")',
         'quantity("1").add(2) == quantity("3")',
         'quantity("2Gi").sub(quantity("1Gi")) == quantity("1Gi")',
-        'quantity("5").sub(7).sign() == -1',
-        'quantity("0").sign() == 0',
+        'sign(quantity("5").sub(7)) == -1',
+        'sign(quantity("0")) == 0',
         'quantity("1Ki").asInteger() == 1024',
         'quantity("1500m").asApproximateFloat() == 1.5',
         'quantity("1500m").isInteger() == false',
         'quantity("2k").isInteger()',
         'isQuantity("80Gi") && !isQuantity("eighty")',
-        '[quantity("1Gi"), quantity("1Gi")].sum() == quantity("2Gi")',
     ],
 )
 def test_quantity_library(engine, expr):
@@ -234,11 +233,10 @@ def test_quantity_library(engine, expr):
 
 
 def test_quantity_compare_takes_only_quantities(engine):
-    # add/sub accept ints; compareTo and friends do not (as in Kubernetes).
-    out = run(engine, 'quantity("1").compareTo(1) == 0')
-    assert not out.matched and "no such overload" in out.error
-    out = run(engine, 'quantity("1").isGreaterThan(semver("1.0.0"))')
-    assert not out.matched and "no such overload" in out.error
+    # add/sub accept ints; compareTo and friends do not (as in Kubernetes): a compile error.
+    for expr in ('quantity("1").compareTo(1) == 0', 'quantity("1").isGreaterThan(semver("1.0.0"))'):
+        with pytest.raises(CelCompileError, match="found no matching overload"):
+            engine.compile(expr)
 
 
 def test_quantity_as_integer_of_a_fraction_is_an_error(engine):
@@ -330,7 +328,6 @@ def test_string_index_out_of_range_is_a_runtime_error(engine):
         "[1, 2, 3].sum() == 6 && [].sum() == 0",
         "[1.5, 2.5].sum() == 4.0",
         "[4, 1, 9].min() == 1 && [4, 1, 9].max() == 9",
-        '[quantity("1Gi"), quantity("2G")].max() == quantity("2G")',
         '["gpu-0", "gpu-1", "gpu-0"].indexOf("gpu-0") == 0',
         '["gpu-0", "gpu-1", "gpu-0"].lastIndexOf("gpu-0") == 2',
         '["gpu-0"].indexOf("gpu-9") == -1',
@@ -376,17 +373,6 @@ def test_optional_syntax(engine, expr):
 def test_optional_none_value_is_a_runtime_error(engine):
     out = run(engine, 'device.attributes["gpu.nvidia.com"].?model.value() == "x"')
     assert not out.matched and "optional.none()" in out.error
-
-
-def test_optional_rewrite_leaves_strings_and_ternaries_alone():
-    assert rewrite_optional('a.?b == ".?c" ? x[?"k"] : y') == (
-        'a.cel__opt("b") == ".?c" ? x.cel__opt("k") : y'
-    )
-    assert rewrite_optional("a ? b : c") == "a ? b : c"
-    assert (
-        rewrite_optional('m.?a.b["c"].size()')
-        == 'm.cel__opt("a").cel__opt("b").cel__opt("c").size()'
-    )
 
 
 # --- memoisation -------------------------------------------------------------------------------

@@ -417,8 +417,10 @@ def test_pools_fields(demo, feature_results):
                 "unavailableDevices",
             ):
                 assert isinstance(pool[key], int), key
-            assert pool["totalDevices"] == (
-                pool["allocatedDevices"] + pool["availableDevices"] + pool["unavailableDevices"]
+            # KEP-5677: available = total - allocated - unavailable, floored at 0 (a tainted
+            # allocated device counts in both allocated and unavailable).
+            assert pool["availableDevices"] == max(
+                0, pool["totalDevices"] - pool["allocatedDevices"] - pool["unavailableDevices"]
             )
     parts = feature_results["partitionable"]["pools"]
     summary = [p for p in parts if "partitionSummary" in p][0]["partitionSummary"]

@@ -52,17 +52,26 @@ def test_incomplete_pool_reports_a_validation_error() -> None:
     assert pool["validationError"].startswith("pool is incomplete: 1 of 2 ResourceSlices")
 
 
-def test_tainted_devices_are_unavailable(engine) -> None:
+# KEP-5677's PoolStatus: "UnavailableDevices is the number of devices that are not available
+# due to taints or other conditions" and "AvailableDevices is the number of devices available
+# for allocation. This equals TotalDevices - AllocatedDevices - UnavailableDevices." Kubernetes
+# 1.37's controller counts tainted (NoSchedule, NoExecute) devices over the whole pool,
+# allocated or not, and floors availableDevices at 0.
+
+
+def test_tainted_devices_are_unavailable_whether_allocated_or_not(engine) -> None:
     snapshot = load_example("features-taints.yaml")
     taints = TaintIndex(snapshot.device_taint_rules, snapshot.device_classes, engine=engine)
     gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
     (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints)
-    # gpu-0 allocated; gpu-1 and gpu-2 carry the NoExecute rule taint.
-    assert (pool["allocatedDevices"], pool["unavailableDevices"], pool["availableDevices"]) == (
-        1,
-        2,
-        0,
-    )
+    # The NoExecute rule "example" taints all three GPUs, gpu-0 too although it is allocated:
+    # it counts in both allocatedDevices and unavailableDevices; available floors at 0.
+    assert (
+        pool["totalDevices"],
+        pool["allocatedDevices"],
+        pool["unavailableDevices"],
+        pool["availableDevices"],
+    ) == (3, 1, 3, 0)
     rules_off = TaintIndex(
         snapshot.device_taint_rules,
         snapshot.device_classes,
@@ -70,7 +79,25 @@ def test_tainted_devices_are_unavailable(engine) -> None:
         gates=gates_with(DRADeviceTaintRules=False),
     )
     (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=rules_off)
-    assert pool["unavailableDevices"] == 1  # only gpu-1's ECC taint
+    # Only gpu-1's driver-published NoSchedule taint remains: 3 - 1 - 1.
+    assert (pool["unavailableDevices"], pool["availableDevices"]) == (1, 1)
+
+
+def test_a_tainted_allocated_device_counts_in_both(engine) -> None:
+    snapshot = load_example("features-taints.yaml")
+    rules_off = TaintIndex(
+        snapshot.device_taint_rules,
+        snapshot.device_classes,
+        engine=engine,
+        gates=gates_with(DRADeviceTaintRules=False),
+    )
+    gpu1 = DeviceID("dra.example.com", "worker-1", "gpu-1")  # NoSchedule in its slice
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu1], taints=rules_off)
+    assert (pool["allocatedDevices"], pool["unavailableDevices"], pool["availableDevices"]) == (
+        1,
+        1,
+        1,
+    )
 
 
 def test_shareable_summary_counts_consumed_capacity() -> None:
@@ -94,9 +121,9 @@ def test_gate_off_gives_no_pools() -> None:
     )
 
 
-def test_partition_whose_counters_are_used_up_is_unavailable() -> None:
-    # The docs' 8Gi counter set: device-1 (6Gi) allocated leaves 2Gi, so device-2 (6Gi) is
-    # neither allocated nor available ("unavailable due to ... other conditions").
+def test_exhausted_counters_do_not_make_a_device_unavailable() -> None:
+    # The docs' 8Gi counter set: device-1 (6Gi) allocated leaves 2Gi, so device-2 (6Gi) cannot
+    # be allocated by counters, yet only taints count as unavailable: it stays "available".
     snapshot = load_example("features-partitionable.yaml")
     device_1 = DeviceID("dra.example.com", "pool", "device-1")
     pools = by_pool(pool_status(snapshot.resource_slices, allocated=[device_1, MIG]))
@@ -106,21 +133,14 @@ def test_partition_whose_counters_are_used_up_is_unavailable() -> None:
         docs["allocatedDevices"],
         docs["unavailableDevices"],
         docs["availableDevices"],
-    ) == (2, 1, 1, 0)
-    # MIG 4Gi leaves 4Gi: the vGPU partition still fits by counters, so it stays available.
+    ) == (2, 1, 0, 1)
     assert (pools["gpu-pool"]["unavailableDevices"], pools["gpu-pool"]["availableDevices"]) == (
         0,
         1,
     )
-    # Without partitionable devices counters are not modelled: nothing is unavailable.
-    off = by_pool(
-        pool_status(
-            snapshot.resource_slices,
-            allocated=[device_1],
-            gates=gates_with(DRAPartitionableDevices=False),
-        )
-    )
-    assert off["pool"]["unavailableDevices"] == 0
+    # The partition view is where counter exhaustion shows: nothing of the MIG type is left.
+    summary = {s["type"]: s for s in pools["gpu-pool"]["partitionSummary"]}
+    assert summary["mig-4g"]["allocatable"] == 0
 
 
 def test_reference_to_a_missing_counter_set_is_a_pool_validation_error() -> None:
