@@ -16,12 +16,19 @@ Pruning never changes which solution is found first; it only ends searches that 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from allocator.bindings import AttributeBindings
 from allocator.constraints import BindingFallback, MatchAttributeConstraint
+from allocator.explanation.funnel import (
+    Funnel,
+    build_funnel,
+    cause_text,
+    decisive_reason,
+    funnel_json,
+)
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceID, Namespace
 from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
@@ -39,6 +46,16 @@ _BACKTRACK = "taken, but the slots after it could not be filled"
 
 class TimedOut(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one device check refused one candidate, for the refusal funnel."""
+
+    reason: str
+    message: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    group: tuple = ()  # devices refused with the same (reason, group) form one rejection group
 
 
 @dataclass(slots=True)
@@ -319,6 +336,11 @@ class ITOutcome:
     path: list[PathEntry] = field(default_factory=list)
     reason: str | None = None
     nodes: int = 0
+    # The refusal funnels of a failed instance type (count pruning, or after the search).
+    funnels: list[Funnel] = field(default_factory=list)
+    # The up-front count stage, request by request until the first refused one:
+    # (claim index, request name, its funnel when refused else None).
+    counted: list[tuple[int, str, Funnel | None]] = field(default_factory=list)
 
 
 class DFSContext:
@@ -390,7 +412,7 @@ class DFSContext:
         self._term_keys: tuple[str, ...] | None = None
         self._pool_cache: dict[tuple, tuple[list[Pool], set, list[DeviceWithID]]] = {}
         self._shared_eligible: dict[tuple[int, str, int], LazyCandidates] = {}
-        self._summary_cache: dict[tuple[int, str, int], tuple[dict, dict]] = {}
+        self._summary_cache: dict[tuple[int, str, int], list[tuple[str, Refusal | None]]] = {}
         self._in_cluster: list[DeviceWithID] = []
 
     # --- requirements and pools -------------------------------------------------------------
@@ -635,6 +657,20 @@ class DFSContext:
                 return r
         return None
 
+    def refusal(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        """The first check (pipeline order) whose prefilter refuses ``cand``, as a Refusal; its
+        optional ``explain(ctx, claim, req, cand, rejection)`` gives the rich message."""
+        for check in self.checks:
+            r = check.prefilter(self, claim, req, cand)
+            if r is not None:
+                explain = getattr(check, "explain", None)
+                if explain is not None:
+                    rich = explain(self, claim, req, cand, r)
+                    if rich is not None:
+                        return rich
+                return Refusal(r[0], r[1])
+        return None
+
     def run_instance_type(
         self, instance_type: str, it_requirements: Requirements | None, parent: int | None
     ) -> ITOutcome:
@@ -645,6 +681,7 @@ class DFSContext:
             why = claim.pruned_instance_types.get(instance_type)
             if why is not None:
                 reason = f"claim {claim.key}: {why}"
+                funnel = self._whole_funnel(claim, why)
                 if trace.enabled:
                     trace.set(
                         node,
@@ -652,29 +689,39 @@ class DFSContext:
                         "exceeding-maximum" if "exceeding" in why else "no-devices",
                         reason,
                     )
-                return ITOutcome(instance_type, False, reason=reason)
+                    trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+                return ITOutcome(instance_type, False, reason=reason, funnels=[funnel])
         self._prepare_it(instance_type, it_requirements)
         # Up-front count pruning: a request with fewer eligible devices than slots.
+        counted: list[tuple[int, str, Funnel | None]] = []
         for claim in self.claims:
             for req in claim.requests:
                 if req.alternatives:
                     continue
-                reason = self._count_reason(claim, req)
-                if reason is not None:
+                refused = self._count_funnel(claim, req)
+                counted.append((claim.index, req.name, refused[0] if refused else None))
+                if refused is not None:
+                    funnel, reason = refused
                     if trace.enabled:
-                        trace.set(node, "pruned", "count", reason)
-                    return ITOutcome(instance_type, False, reason=reason)
+                        trace.set(node, "pruned", decisive_reason(funnel) or "count", reason)
+                        trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+                    return ITOutcome(
+                        instance_type, False, reason=reason, funnels=[funnel], counted=counted
+                    )
         try:
             ok = self._claim(0, node)
         except TimedOut:
             if trace.enabled:
                 trace.set(node, "failed", "timeout", "timed out: the search was abandoned")
             raise
-        out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes)
+        out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes, counted=counted)
         if ok:
             out.path = list(self.path)
         else:
             out.reason = self.failure[1] if self.failure else "no allocation found"
+            funnel = self._search_funnel(out.reason)
+            if funnel is not None:
+                out.funnels.append(funnel)
         if trace.enabled:
             trace.set(
                 node,
@@ -682,20 +729,28 @@ class DFSContext:
                 None if ok else "no-solution",
                 None if ok else out.reason,
             )
+            if out.funnels:
+                trace.nodes[node]["funnel"] = [funnel_json(f) for f in out.funnels]
         return out
 
-    def _count_reason(self, claim: ClaimData, req: RequestData) -> str | None:
+    # --- the refusal funnel -------------------------------------------------------------------
+
+    def _count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
+        """The count stage of one request: None when it may be satisfiable, else its funnel
+        (the devices in reach and what refused each) and the refusal message."""
         if req.allocation_mode == ALL:
             slots = req.slots_for(self.instance_type) or []
             if not slots:
-                return (
+                funnel = self._funnel(claim, req, 1)
+                return funnel, (
                     f"claim {claim.key} request {req.name}: no device matches "
-                    "(allocation mode All needs at least one)"
+                    f"(allocation mode All needs at least one)" + _tail(funnel)
                 )
             for cand in slots:
                 r = self._prefilter(claim, req, cand)
                 if r is not None:
-                    return (
+                    funnel = self._funnel(claim, req, len(slots))
+                    return funnel, (
                         f"claim {claim.key} request {req.name} (allocation mode All): "
                         f"device {cand.id}: {r[1]}"
                     )
@@ -704,39 +759,63 @@ class DFSContext:
         if not lazy.has(req.num_devices - 1) and not self._reusable_left(
             (claim.index, req.name), 0
         ):
-            n = lazy.count()
-            return (
-                f"claim {claim.key} request {req.name}: {n} of {req.num_devices} devices available"
-                + self._prefilter_summary(claim, req)
-            )
+            funnel = self._funnel(claim, req, req.num_devices)
+            return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
         return None
 
-    def _prefilter_summary(self, claim: ClaimData, req: RequestData) -> str:
-        """Why the other devices were filtered out (taint, counter, ...), on failure only."""
-        counts: dict[str, int] = {}
-        first: dict[str, str] = {}
+    def _funnel(self, claim: ClaimData, req: RequestData, needed: int, whole=None) -> Funnel:
+        return build_funnel(
+            claim.key,
+            req.name,
+            needed,
+            self.instance_type,
+            self._tally(claim, req),
+            whole,
+        )
+
+    def _tally(self, claim: ClaimData, req: RequestData) -> list[tuple[str, Refusal | None]]:
+        """Every candidate in reach with its refusal (None: usable), in search order. The
+        in-cluster part is shared by the instance types reaching the same pools."""
         in_cluster = self._in_cluster
         skey = (claim.index, req.name, id(in_cluster))
         cached = self._summary_cache.get(skey) if self.share_prefilter else None
         if cached is None:
-            self._tally(claim, req, in_cluster, counts, first)
+            cached = [(str(c.id), self._refuse(claim, req, c)) for c in in_cluster]
             if self.share_prefilter:
-                self._summary_cache[skey] = (dict(counts), dict(first))
-        else:
-            counts, first = dict(cached[0]), dict(cached[1])
-        self._tally(claim, req, self.templates_by_it.get(self.instance_type, []), counts, first)
-        if not counts:
-            return ""
-        return "; rejected " + ", ".join(
-            f"{k}: {v} ({first[k]})" for k, v in sorted(counts.items())
-        )
+                self._summary_cache[skey] = cached
+        templates = self.templates_by_it.get(self.instance_type, [])
+        return cached + [(str(c.id), self._refuse(claim, req, c)) for c in templates]
 
-    def _tally(self, claim, req, cands, counts: dict[str, int], first: dict[str, str]) -> None:
-        for cand in cands:
-            r = self._prefilter(claim, req, cand)
-            if r is not None and r[0] not in ("selector", "allocated"):
-                counts[r[0]] = counts.get(r[0], 0) + 1
-                first.setdefault(r[0], r[1])
+    def _refuse(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        if self._prefilter(claim, req, cand) is None:  # memoised: usable devices cost little
+            return None
+        return self.refusal(claim, req, cand)
+
+    def _whole_funnel(self, claim: ClaimData, why: str) -> Funnel:
+        req = next((r for r in claim.requests if r.allocation_mode == ALL), None)
+        name = req.name if req is not None else ""
+        return build_funnel(claim.key, name, 0, self.instance_type, (), why)
+
+    def _search_funnel(self, reason: str) -> Funnel | None:
+        """Enough usable devices, but no combination fits (constraint, topology, ...): the
+        funnel of the request the search got stuck on, with the search's reason."""
+        if self.failure is None:
+            return None
+        ci, ri = self.failure[0][0], self.failure[0][1]
+        if ci >= len(self.claims) or ri >= len(self.claims[ci].requests):
+            return None
+        claim = self.claims[ci]
+        req = claim.requests[ri]
+        if req.alternatives:
+            req = req.alternatives[-1]  # the last alternative tried
+        needed = (
+            req.num_devices
+            if req.allocation_mode != ALL
+            else len(req.slots_for(self.instance_type) or [])
+        )
+        return self._funnel(
+            claim, req, needed, f"enough devices, but no combination fits: {reason}"
+        )
 
     # --- recursion ----------------------------------------------------------------------------
 
@@ -929,3 +1008,18 @@ def pool_variants(
     if not it_requirements or any(r is None for r in it_requirements):
         return [base]
     return [base.intersect(r) for r in it_requirements]
+
+
+def count_message(claim_key: str, request: str, needed: int, funnel: Funnel) -> str:
+    """The count-pruning refusal of one ExactCount request, ending with the decisive cause.
+    Built from the (pod-independent) funnel alone, so that the scheduler words a cached refusal
+    exactly as the search would."""
+    return (
+        f"claim {claim_key} request {request}: {funnel.usable} of {needed} devices available"
+        + _tail(funnel)
+    )
+
+
+def _tail(funnel: Funnel) -> str:
+    cause = cause_text(funnel)
+    return f" {cause}" if cause else ""
