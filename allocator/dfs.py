@@ -17,7 +17,7 @@ Pruning never changes which solution is found first; it only ends searches that 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from allocator.bindings import AttributeBindings
@@ -780,11 +780,38 @@ class DFSContext:
         skey = (claim.index, req.name, id(in_cluster))
         cached = self._summary_cache.get(skey) if self.share_prefilter else None
         if cached is None:
-            cached = [(str(c.id), self._refuse(claim, req, c)) for c in in_cluster]
+            cached = [(c, self._refuse(claim, req, c)) for c in in_cluster]
             if self.share_prefilter:
                 self._summary_cache[skey] = cached
         templates = self.templates_by_it.get(self.instance_type, [])
-        return cached + [(str(c.id), self._refuse(claim, req, c)) for c in templates]
+        out = []
+        for cand, r in cached:
+            # The allocated check comes first: a device held here is counted there.
+            held = self._held_here(claim, req, cand) if self.tracker.cluster else None
+            out.append((str(cand.id), held or r))
+        for cand in templates:
+            out.append((str(cand.id), self._refuse(claim, req, cand)))
+        return out
+
+    def _held_here(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        """An in-cluster device this NodeClaim's own instance type holds: the (shared across
+        instance types) prefilter lets it through and the search refuses it; the funnel of
+        this instance type counts it as allocated."""
+        if (
+            req.exact is not None and req.exact.admin_access
+        ) or cand.device.allow_multiple_allocations:
+            return None
+        if not self.tracker.is_allocated(cand.id, False, self.node_claim_id, self.instance_type):
+            return None
+        rejection = ("allocated", "already allocated")
+        for check in self.checks:
+            if check.name == "allocated":
+                explain = getattr(check, "explain", None)
+                if explain is not None:
+                    rich = explain(self, claim, req, cand, rejection)
+                    if rich is not None:
+                        return rich
+        return Refusal(*rejection)
 
     def _refuse(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
         if self._prefilter(claim, req, cand) is None:  # memoised: usable devices cost little
@@ -813,9 +840,10 @@ class DFSContext:
             if req.allocation_mode != ALL
             else len(req.slots_for(self.instance_type) or [])
         )
-        return self._funnel(
-            claim, req, needed, f"enough devices, but no combination fits: {reason}"
-        )
+        funnel = self._funnel(claim, req, needed)
+        if funnel.usable >= needed:
+            return replace(funnel, whole=f"enough devices, but no combination fits: {reason}")
+        return replace(funnel, whole=reason)
 
     # --- recursion ----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
+from allocator.explanation.funnel import aggregate
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
@@ -143,6 +144,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
         "error": outcome.error,
         "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
     }
+    if not outcome.scheduled:
+        entry["explanation"] = aggregate(outcome.funnels)
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)

@@ -294,15 +294,18 @@ def aggregate(pairs: Iterable[tuple[str, Funnel]]) -> list[dict]:
     """``pods[].explanation``: funnels of every target, one entry per way of refusing (first
     target's messages and example devices), in the order first met."""
     groups: dict[tuple, tuple[Funnel, list[str], list[int]]] = {}
+    keys: dict[int, tuple] = {}  # one funnel object is shared by many targets
     for target, f in pairs:
-        key = signature(f)
+        key = keys.get(id(f))
+        if key is None:
+            key = keys[id(f)] = signature(f)
         hit = groups.get(key)
         if hit is None:
-            groups[key] = (f, [target], [1])
-            continue
-        if len(hit[1]) < MAX_EXAMPLES and target not in hit[1]:
-            hit[1].append(target)
-        hit[2][0] += 1
+            hit = groups[key] = (f, [], [0])
+        if target:  # "" for a pod refused before any target (its claims)
+            hit[2][0] += 1
+            if len(hit[1]) < MAX_EXAMPLES and target not in hit[1]:
+                hit[1].append(target)
     return [funnel_json(f, targets, n[0]) for f, targets, n in groups.values()]
 
 

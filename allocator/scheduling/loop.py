@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from allocator.model import DeviceID, NodePool, Pod, ResourceClaim, Taint
+from allocator.dfs import count_message
+from allocator.explanation.funnel import Funnel
+from allocator.model import DeviceID, NodePool, Pod, PoolKey, ResourceClaim, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter, claims_minimum
@@ -70,6 +72,12 @@ class PodOutcome:
     dra_node_resources: Resources = field(default_factory=dict)
     attempts: int = 0
     validated: bool = False  # an Allocate call got past Request Validation
+    # The refusal funnels of the last attempt: (target, funnel), as reasons[].target names it.
+    funnels: list[tuple[str, Funnel]] = field(default_factory=list)
+    # The scheduler's state version the last attempt saw, and the DFS nodes it spent: a retry
+    # in an unchanged state would repeat it exactly (see Scheduler.run).
+    seen_version: int = -1
+    dfs_nodes: int = 0
 
 
 @dataclass(slots=True)
@@ -108,6 +116,7 @@ class Scheduler:
         reserved_names: set[str] = frozenset(),
         trace: Trace = NULL_TRACE,
         allocation_errors: tuple[type[BaseException], ...] = (),
+        funnel_refusal: bool = True,
     ) -> None:
         self.allocator = allocator
         self.existing = existing
@@ -125,6 +134,20 @@ class Scheduler:
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
         self.prunes = PruneLog()  # why each NodeClaim lost instance types (result report)
+        # Refusing by the funnel (issue 9): an existing target whose cached count stage shows a
+        # pod's requests cannot be met is refused without running Allocate there; a retry in
+        # an unchanged state is skipped. Off only to prove that decisions do not depend on it.
+        self.funnel_refusal = funnel_refusal
+        # (target id, claim spec key, request) -> (pools in reach, state version, funnel or
+        # None when the request passed the count stage). Versions grow on every commit to a
+        # pool (or to the target's own templates) and on every release, so an entry whose
+        # version still matches is what Allocate would compute again.
+        self._funnels: dict[tuple, tuple[tuple[PoolKey, ...], tuple, Funnel | None]] = {}
+        self._pool_versions: dict[PoolKey, int] = {}
+        self._target_versions: dict[str, int] = {}
+        self._releases = 0
+        self.state_version = 0  # anything a pod's attempt reads changed (retry skipping)
+        self._counted_out: list[ExistingTarget] = []  # refused by the device-count pre-check
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -142,7 +165,12 @@ class Scheduler:
             placed_any = False
             total = done + len(queue)
             for outcome in queue:
-                if self._schedule(outcome):
+                if self._unchanged(outcome):
+                    # Nothing this pod's attempt read has changed since: the retry would
+                    # repeat it exactly (same reasons, same DFS work), so it is not run.
+                    self.allocator.dfs_nodes += outcome.dfs_nodes
+                    failed.append(outcome)
+                elif self._schedule(outcome):
                     placed_any = True
                 else:
                     failed.append(outcome)
@@ -154,15 +182,32 @@ class Scheduler:
             queue = failed  # Karpenter retries while the previous pass made progress
         return outcomes
 
+    def _unchanged(self, outcome: PodOutcome) -> bool:
+        return (
+            self.funnel_refusal
+            and not self.trace.enabled
+            and outcome.seen_version == self.state_version
+        )
+
     def _schedule(self, outcome: PodOutcome) -> bool:
+        start_nodes = self.allocator.dfs_nodes
+        placed = self._attempt(outcome)
+        if not placed:
+            outcome.seen_version = self.state_version
+            outcome.dfs_nodes = self.allocator.dfs_nodes - start_nodes
+        return placed
+
+    def _attempt(self, outcome: PodOutcome) -> bool:
         pod = outcome.pod
         outcome.attempts += 1
         outcome.reasons = []
+        outcome.funnels = []
         outcome.error = None
         claims = outcome.pod_claims.claims
         pod_node = self.trace.add(None, "pod", pod.key) if self.trace.enabled else -1
         if outcome.pod_claims.error is not None:
             outcome.error = outcome.pod_claims.error
+            outcome.funnels = [("", f) for f in _claim_error_funnels(outcome)]
             self.trace.set(pod_node, "failed", "claim", outcome.error)
             return False
         shared = self._shared_mapping_problem(outcome)
@@ -190,6 +235,9 @@ class Scheduler:
         fast = not self.trace.enabled and not check_terms
         wanted = [(k, v) for k, v in requests.items() if v > 0]
         reasons = outcome.reasons
+        specs = self._refusal_specs(claims)
+        funnels = outcome.funnels
+        self._counted_out = []
         for target in self.existing:
             if bounds is None and counting and self._is_validated(outcome):
                 bounds = self.counter.bounds
@@ -204,6 +252,7 @@ class Scheduler:
                         reasons.append(
                             (target.reason_target, self._device_reason(target, needed, bound))
                         )
+                        self._counted_out.append(target)
                         continue
             reason = self._try_existing(
                 target,
@@ -213,23 +262,29 @@ class Scheduler:
                 pod_node,
                 needed if bounds is not None else 0,
                 bounds,
+                specs,
             )
             if reason is None:
                 return self._placed(outcome, target, pod_node)
             outcome.reasons.append((target.reason_target, reason))
 
         for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
+            self.allocator.last_funnels = []
             reason = self._try_in_flight(nc, outcome, requests, terms, pod_node)
             if reason is None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((nc.reason_target, reason))
+            funnels.extend((nc.reason_target, f) for f in self.allocator.last_funnels)
 
         for plan in self.pools:
+            self.allocator.last_funnels = []
             reason, nc = self._try_new(plan, outcome, requests, terms, pod_node)
             if nc is not None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
+            funnels.extend((f"nodepool/{plan.pool.name}", f) for f in self.allocator.last_funnels)
 
+        self._explain_counted_out(outcome, specs)
         outcome.error = explain.summarize(outcome.reasons)
         outcome.claim_states = {
             c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
@@ -239,10 +294,12 @@ class Scheduler:
         return False
 
     def _placed(self, outcome: PodOutcome, target, pod_node: int) -> bool:
+        self.state_version += 1
         outcome.scheduled = True
         outcome.target = target
         outcome.error = None
         outcome.reasons = []
+        outcome.funnels = []
         target.pods.append(outcome.pod)
         for claim in outcome.pod_claims.claims:
             self.claim_users.setdefault(claim.key, set()).add(outcome.pod.key)
@@ -312,6 +369,7 @@ class Scheduler:
         pod_node: int,
         needed: int = 0,
         bounds: dict[str, int] | None = None,
+        specs: list | None = None,
     ) -> str | None:
         pod = outcome.pod
         if target.unschedulable:
@@ -334,11 +392,16 @@ class Scheduler:
             bound = bounds.get(target.id)
             if bound is not None and needed > bound:
                 reason = self._device_reason(target, needed, bound)
+                self._counted_out.append(target)
                 return self._refused(pod_node, target, "devices", reason)
         claims = outcome.pod_claims.claims
         dra: Resources = {}
         result = None
         if claims:
+            if specs and not self.trace.enabled:
+                refused = self._funnel_refusal(target, specs, outcome)
+                if refused is not None:
+                    return refused
             node = self._target_trace(pod_node, target.trace_label)
             try:
                 result = self.allocator.allocate(
@@ -350,7 +413,13 @@ class Scheduler:
                 )
             except self.allocation_errors as err:
                 self._note_validation(outcome, err)
-                self.trace.set(node, "failed", getattr(err, "code", "allocation"), str(err))
+                self._remember(target, claims, err)
+                outcome.funnels.extend(
+                    (target.reason_target, f) for f in getattr(err, "funnels", ())
+                )
+                if self.trace.enabled:
+                    self._trace_funnels(node, err)
+                self.trace.set(node, "failed", _target_code(err), str(err))
                 return explain.dra_reason(str(err))
             self._mark_validated(outcome)
             dra = dra_node_resources(result)
@@ -369,6 +438,127 @@ class Scheduler:
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
         return None
+
+    # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
+
+    def _refusal_specs(self, claims: list[ResourceClaim]) -> list | None:
+        """What the count stage of a pod's Allocate reads, pod-independently: per claim its key,
+        spec key and ExactCount requests (name, count), in search order. None when a claim is
+        not simply unallocated (Allocate would classify it, re-use its devices ...) or has no
+        spec key (All mode depends on the pools): such pods always run Allocate."""
+        if not self.funnel_refusal or not claims:
+            return None
+        out = []
+        for claim in claims:
+            if claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory) != (
+                "unallocated"
+            ):
+                return None
+            key = _spec_key(claim)
+            if key is None:
+                return None
+            requests = [
+                (r.name, r.exactly.count) for r in claim.spec.requests if r.exactly is not None
+            ]
+            out.append((claim.key, key, requests))
+        return out
+
+    def _version(self, target, reach: tuple[PoolKey, ...]) -> tuple:
+        versions = self._pool_versions
+        return (
+            self._releases,
+            self._target_versions.get(target.id, 0),
+            sum(versions.get(k, 0) for k in reach),  # versions only grow: equal sum, no change
+        )
+
+    def _funnel_refusal(self, target, specs: list, outcome: PodOutcome) -> str | None:
+        """The refusal Allocate would return on ``target``, from cached funnels, or None when
+        it is not known (or the requests pass the count stage: the search must run)."""
+        if len(target.instance_types) > 1:
+            return None
+        cache = self._funnels
+        tid = target.id
+        for claim_key, spec, requests in specs:
+            for name, count in requests:
+                hit = cache.get((tid, spec, name))
+                if hit is None:
+                    return None
+                reach, version, funnel = hit
+                if self._version(target, reach) != version:
+                    return None
+                if funnel is None:
+                    continue
+                it = target.instance_types[0] if target.instance_types else ""
+                message = count_message(claim_key, name, count, funnel)
+                # Allocate's words exactly: one instance type, refused at the count stage.
+                self._mark_validated(outcome)
+                outcome.funnels.append((target.reason_target, funnel.for_claim(claim_key)))
+                return explain.dra_reason(
+                    "no instance type can satisfy the allocation: "
+                    + (f"{it}: " if it else "")
+                    + message
+                )
+        return None
+
+    def _explain_counted_out(self, outcome: PodOutcome, specs: list | None) -> None:
+        """Funnels of the nodes the device-count pre-check refused (nothing was searched
+        there), for a pod that failed everywhere: from the cache, or by an Allocate that only
+        explains (it changes no state and counts no DFS nodes)."""
+        claims = outcome.pod_claims.claims
+        allocator = self.allocator
+        for target in self._counted_out:
+            found = self._cached_funnels(target, specs) if specs else None
+            if found is None:
+                nodes = allocator.dfs_nodes
+                try:
+                    allocator.allocate(target, claims, pod=outcome.pod)
+                    found = []  # cannot happen (the pre-check is sound); explain nothing
+                except self.allocation_errors as err:
+                    self._remember(target, claims, err)
+                    found = list(getattr(err, "funnels", ()))
+                finally:
+                    allocator.dfs_nodes = nodes
+            outcome.funnels.extend((target.reason_target, f) for f in found)
+        if self._counted_out:
+            # In the order the targets were tried, as reasons[] lists them.
+            by_target: dict[str, list] = {}
+            for pair in outcome.funnels:
+                by_target.setdefault(pair[0], []).append(pair)
+            ordered = [p for t, _ in outcome.reasons for p in by_target.pop(t, ())]
+            outcome.funnels = ordered + [p for rest in by_target.values() for p in rest]
+        self._counted_out = []
+
+    def _cached_funnels(self, target, specs: list) -> list[Funnel] | None:
+        """The funnel of the first request the count stage refuses, from the cache."""
+        if len(target.instance_types) > 1:
+            return None
+        for claim_key, spec, requests in specs:
+            for name, _ in requests:
+                hit = self._funnels.get((target.id, spec, name))
+                if hit is None or self._version(target, hit[0]) != hit[1]:
+                    return None
+                if hit[2] is not None:
+                    return [hit[2].for_claim(claim_key)]
+        return None
+
+    def _remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
+        """Cache the count stage of a failed Allocate on a single-instance-type target."""
+        counted = getattr(err, "counted", None)
+        if not self.funnel_refusal or counted is None or len(target.instance_types) > 1:
+            return
+        reach = err.reach
+        version = self._version(target, reach)
+        for index, name, funnel in counted:
+            key = _spec_key(claims[index])
+            if key is not None:
+                self._funnels[(target.id, key, name)] = (reach, version, funnel)
+
+    def _trace_funnels(self, node: int, err: BaseException) -> None:
+        from allocator.explanation.funnel import funnel_json
+
+        funnels = getattr(err, "funnels", None)
+        if node >= 0 and funnels:
+            self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
 
     def _refused(self, pod_node: int, target, code: str, reason: str) -> str:
         """A target refused before any device search: one failed trace node says why."""
@@ -589,6 +779,7 @@ class Scheduler:
         kept = set(nc.instance_types)
         for name in sorted(before - kept):
             self.allocator.release_instance_type(nc.id, name)
+            self._releases += 1  # freed devices may be in reach of any target
         self.prunes.applied(nc.id, plan.term, plan.stages)
         self._record(outcome, plan.result, plan.dra_resources)
 
@@ -596,6 +787,14 @@ class Scheduler:
 
     def _commit(self, result, claims: list[ResourceClaim]) -> None:
         result.allocation.commit()
+        # Every pool a committed device is in, and the NodeClaim's own templates, changed.
+        versions = self._pool_versions
+        for claim in result.claims:
+            for d in claim.devices:
+                key = PoolKey(d.driver, d.pool)
+                versions[key] = versions.get(key, 0) + 1
+        nc_id = result.allocation.node_claim_id
+        self._target_versions[nc_id] = self._target_versions.get(nc_id, 0) + 1
         for claim in result.claims:
             if claim.state in ("unallocated", "reallocated"):
                 self.in_memory.add(claim.key)
@@ -618,11 +817,14 @@ class Scheduler:
             self._mark_validated(outcome)
 
     def _mark_validated(self, outcome: PodOutcome) -> None:
-        outcome.validated = True
+        if not outcome.validated:
+            outcome.validated = True
+            self.state_version += 1  # the device-count pre-check now applies to more pods
         for claim in outcome.pod_claims.claims:
             key = _spec_key(claim)
-            if key is not None:
+            if key is not None and key not in self._validated_specs:
                 self._validated_specs.add(key)
+                self.state_version += 1
 
     def _is_validated(self, outcome: PodOutcome) -> bool:
         """Validated itself, or every claim shares its spec with a validated one (claims from
@@ -662,6 +864,27 @@ class Scheduler:
             self._next_index[pool] = n + 1
             self.reserved_names.add(f"{pool}-{n}")
         return f"{pool}-{n}"
+
+
+def _target_code(err: BaseException) -> str:
+    """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
+    from allocator.explanation.funnel import decisive_reason
+
+    code = getattr(err, "code", "allocation")
+    funnels = getattr(err, "funnels", None)
+    if code == "no-instance-type" and funnels and all(f.whole is None for f in funnels):
+        return decisive_reason(funnels[0]) or code
+    return code
+
+
+def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
+    """A pod whose claims cannot even be generated or found: refused as a whole."""
+    from allocator.explanation.funnel import whole_funnel
+
+    error = outcome.pod_claims.error or ""
+    claims = outcome.pod_claims.claims
+    claim = claims[0].key if claims else outcome.pod.key
+    return [whole_funnel(claim, "", 0, None, error)]
 
 
 def _spec_key(claim: ResourceClaim) -> tuple | None:
