@@ -145,7 +145,7 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
         "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
     }
     if not outcome.scheduled:
-        entry["explanation"] = aggregate(outcome.funnels)
+        entry["explanation"] = aggregate(outcome.funnel_log)
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)

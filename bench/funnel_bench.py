@@ -11,6 +11,7 @@ import argparse
 import copy
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -77,7 +78,7 @@ def main() -> None:
     )
     print(f"failing pod x node pairs: {pairs}, {pairs / sim:,.0f} pairs/s (upper bound)")
     if prof:
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(30)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ words them.
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_EXAMPLES = 5  # example devices per rejection group, example targets per funnel
@@ -49,7 +48,18 @@ class Funnel:
 
     def for_claim(self, claim: str) -> Funnel:
         """The same funnel for another claim of the same spec (funnels are pod-independent)."""
-        return self if claim == self.claim else replace(self, claim=claim)
+        if claim == self.claim:
+            return self
+        return Funnel(
+            claim,
+            self.request,
+            self.needed,
+            self.instance_type,
+            self.candidates,
+            self.usable,
+            self.rejections,
+            self.whole,
+        )
 
 
 def device_suffix(n: int) -> str:
@@ -290,58 +300,65 @@ def signature(f: Funnel) -> tuple:
     )
 
 
-def aggregate(pairs: Iterable[tuple[str, Funnel]]) -> list[dict]:
+def aggregate(entries: Iterable[tuple]) -> list[dict]:
     """``pods[].explanation``: funnels of every target, one entry per way of refusing (first
-    target's messages and example devices), in the order first met."""
-    groups: dict[tuple, tuple[Funnel, list[str], list[int]]] = {}
-    keys: dict[int, tuple] = {}  # one funnel object is shared by many targets
-    for target, f in pairs:
-        key = keys.get(id(f))
+    target's messages and example devices), in the order first met. ``entries``: (target,
+    funnel) or (target, funnel, claim) where a cached funnel stands for another claim of the
+    same spec (renamed here, once per group rather than once per target)."""
+    groups: dict[tuple, list] = {}
+    keys: dict[tuple, tuple] = {}  # one funnel object is shared by many targets
+    for entry in entries:
+        target, f = entry[0], entry[1]
+        claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
+        memo = (id(f), claim)
+        key = keys.get(memo)
         if key is None:
-            key = keys[id(f)] = signature(f)
+            key = keys[memo] = (claim, *signature(f)[1:])
         hit = groups.get(key)
         if hit is None:
-            hit = groups[key] = (f, [], [0])
+            hit = groups[key] = [f.for_claim(claim), [], 0]
         if target:  # "" for a pod refused before any target (its claims)
-            hit[2][0] += 1
+            hit[2] += 1
             if len(hit[1]) < MAX_EXAMPLES and target not in hit[1]:
                 hit[1].append(target)
-    return [funnel_json(f, targets, n[0]) for f, targets, n in groups.values()]
+    return [funnel_json(f, targets, n) for f, targets, n in groups.values()]
 
 
 # --- the command line's summary ----------------------------------------------------------------
 
-WIDTH = 100
+LINE_CHARS = 240
+
+
+def clip_words(text: str, limit: int = LINE_CHARS) -> str:
+    """``text`` on one line, shortened at a word boundary (never inside a word)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 4)
+    return (text[:cut] if cut > 0 else text[: limit - 4]).rstrip(" ;,") + " ..."
 
 
 def summary_lines(entry: Mapping[str, Any], indent: str = "  ") -> list[str]:
-    """One aggregated funnel in one or two readable lines (wrapped at words, never cut)."""
-    targets = entry.get("targets")
+    """One aggregated funnel (``pods[].explanation[]``) in two readable lines: where and how
+    many devices, then what refused them, the decisive cause first."""
     where = ""
-    if targets:
-        examples = ", ".join(entry.get("exampleTargets") or [])
-        more = (
-            f" +{targets - len(entry['exampleTargets'])}"
-            if targets > len(entry.get("exampleTargets") or [])
-            else ""
-        )
-        where = f" on {examples}{more}"
+    targets = entry.get("targets") or 0
+    examples = list(entry.get("exampleTargets") or [])
+    if examples:
+        more = f" and {targets - len(examples)} more" if targets > len(examples) else ""
+        where = f" on {', '.join(examples[:2])}" + (f" +{targets - 2}" if targets > 2 else more)
     it = f" ({entry['instanceType']})" if entry.get("instanceType") else ""
-    head = (
-        f"claim {entry['claim']} request {entry['request']}{where}{it}: "
-        f"{entry['usable']} of {entry['candidates']} devices usable, {entry['needed']} needed"
-    )
+    head = f"claim {entry['claim']} request {entry['request']}{where}{it}: "
+    if entry["candidates"] or entry["rejections"]:
+        head += (
+            f"{entry['usable']} of {entry['candidates']} devices usable, {entry['needed']} needed"
+        )
+    else:
+        head += "refused as a whole"
     causes = [f"{r['devices']} {r['reason']}: {r['message']}" for r in entry["rejections"]]
     if entry.get("message"):
-        causes.insert(0, entry["message"])
-    lines = textwrap.wrap(head, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+        causes.append(entry["message"])
+    lines = [indent + clip_words(head)]
     if causes:
-        lines += textwrap.wrap(
-            "; ".join(causes),
-            WIDTH,
-            initial_indent=indent + "  ",
-            subsequent_indent=indent + "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
+        lines.append(indent + "  " + clip_words("; ".join(causes)))
     return lines

@@ -72,12 +72,19 @@ class PodOutcome:
     dra_node_resources: Resources = field(default_factory=dict)
     attempts: int = 0
     validated: bool = False  # an Allocate call got past Request Validation
-    # The refusal funnels of the last attempt: (target, funnel), as reasons[].target names it.
-    funnels: list[tuple[str, Funnel]] = field(default_factory=list)
+    # The refusal funnels of the last attempt: (target as reasons[].target names it, funnel,
+    # this pod's claim when the funnel is a cached one computed for another claim of the same
+    # spec, else None). Read them through ``funnels``.
+    funnel_log: list[tuple[str, Funnel, str | None]] = field(default_factory=list)
     # The scheduler's state version the last attempt saw, and the DFS nodes it spent: a retry
     # in an unchanged state would repeat it exactly (see Scheduler.run).
     seen_version: int = -1
     dfs_nodes: int = 0
+
+    @property
+    def funnels(self) -> list[tuple[str, Funnel]]:
+        """(target, funnel) of every refusal of the last attempt, in the order tried."""
+        return [(t, f if c is None else f.for_claim(c)) for t, f, c in self.funnel_log]
 
 
 @dataclass(slots=True)
@@ -138,11 +145,13 @@ class Scheduler:
         # pod's requests cannot be met is refused without running Allocate there; a retry in
         # an unchanged state is skipped. Off only to prove that decisions do not depend on it.
         self.funnel_refusal = funnel_refusal
-        # (target id, claim spec key, request) -> (pools in reach, state version, funnel or
+        # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
         # version still matches is what Allocate would compute again.
-        self._funnels: dict[tuple, tuple[tuple[PoolKey, ...], tuple, Funnel | None]] = {}
+        self._funnels: dict[tuple, dict[str, tuple[tuple[PoolKey, ...], int, Funnel | None]]] = {}
+        self._refusal_words: dict[tuple, str] = {}
+        self._causes: dict[int, tuple[Funnel, str]] = {}
         self._pool_versions: dict[PoolKey, int] = {}
         self._target_versions: dict[str, int] = {}
         self._releases = 0
@@ -201,13 +210,13 @@ class Scheduler:
         pod = outcome.pod
         outcome.attempts += 1
         outcome.reasons = []
-        outcome.funnels = []
+        outcome.funnel_log = []
         outcome.error = None
         claims = outcome.pod_claims.claims
         pod_node = self.trace.add(None, "pod", pod.key) if self.trace.enabled else -1
         if outcome.pod_claims.error is not None:
             outcome.error = outcome.pod_claims.error
-            outcome.funnels = [("", f) for f in _claim_error_funnels(outcome)]
+            outcome.funnel_log = [("", f, None) for f in _claim_error_funnels(outcome)]
             self.trace.set(pod_node, "failed", "claim", outcome.error)
             return False
         shared = self._shared_mapping_problem(outcome)
@@ -236,24 +245,30 @@ class Scheduler:
         wanted = [(k, v) for k, v in requests.items() if v > 0]
         reasons = outcome.reasons
         specs = self._refusal_specs(claims)
-        funnels = outcome.funnels
+        funnels = outcome.funnel_log
         self._counted_out = []
         for target in self.existing:
             if bounds is None and counting and self._is_validated(outcome):
                 bounds = self.counter.bounds
-            if fast and bounds is not None and target.open_to_all:
-                bound = bounds.get(target.id)
-                if bound is not None and needed > bound:
-                    available = target.available
-                    for name, value in wanted:
-                        if value > available.get(name, 0):
-                            break
-                    else:
-                        reasons.append(
-                            (target.reason_target, self._device_reason(target, needed, bound))
-                        )
-                        self._counted_out.append(target)
-                        continue
+            if fast and target.open_to_all and (bounds is not None or specs):
+                available = target.available
+                for name, value in wanted:
+                    if value > available.get(name, 0):
+                        break
+                else:
+                    if bounds is not None:
+                        bound = bounds.get(target.id)
+                        if bound is not None and needed > bound:
+                            reasons.append(
+                                (target.reason_target, self._device_reason(target, needed, bound))
+                            )
+                            self._counted_out.append(target)
+                            continue
+                    if specs:
+                        refused = self._funnel_refusal(target, specs, outcome)
+                        if refused is not None:
+                            reasons.append((target.reason_target, refused))
+                            continue
             reason = self._try_existing(
                 target,
                 outcome,
@@ -274,7 +289,7 @@ class Scheduler:
             if reason is None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((nc.reason_target, reason))
-            funnels.extend((nc.reason_target, f) for f in self.allocator.last_funnels)
+            funnels.extend((nc.reason_target, f, None) for f in self.allocator.last_funnels)
 
         for plan in self.pools:
             self.allocator.last_funnels = []
@@ -282,7 +297,8 @@ class Scheduler:
             if nc is not None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
-            funnels.extend((f"nodepool/{plan.pool.name}", f) for f in self.allocator.last_funnels)
+            pool = f"nodepool/{plan.pool.name}"
+            funnels.extend((pool, f, None) for f in self.allocator.last_funnels)
 
         self._explain_counted_out(outcome, specs)
         outcome.error = explain.summarize(outcome.reasons)
@@ -299,7 +315,7 @@ class Scheduler:
         outcome.target = target
         outcome.error = None
         outcome.reasons = []
-        outcome.funnels = []
+        outcome.funnel_log = []
         target.pods.append(outcome.pod)
         for claim in outcome.pod_claims.claims:
             self.claim_users.setdefault(claim.key, set()).add(outcome.pod.key)
@@ -414,8 +430,8 @@ class Scheduler:
             except self.allocation_errors as err:
                 self._note_validation(outcome, err)
                 self._remember(target, claims, err)
-                outcome.funnels.extend(
-                    (target.reason_target, f) for f in getattr(err, "funnels", ())
+                outcome.funnel_log.extend(
+                    (target.reason_target, f, None) for f in getattr(err, "funnels", ())
                 )
                 if self.trace.enabled:
                     self._trace_funnels(node, err)
@@ -458,29 +474,30 @@ class Scheduler:
             if key is None:
                 return None
             requests = [
-                (r.name, r.exactly.count) for r in claim.spec.requests if r.exactly is not None
+                (r.name, r.exactly.count, self._funnels.setdefault((key, r.name), {}))
+                for r in claim.spec.requests
+                if r.exactly is not None
             ]
             out.append((claim.key, key, requests))
         return out
 
-    def _version(self, target, reach: tuple[PoolKey, ...]) -> tuple:
+    def _version(self, target, reach: tuple[PoolKey, ...]) -> int:
+        # Every count only grows: an equal sum means nothing in reach changed.
+        total = self._releases + self._target_versions.get(target.id, 0)
         versions = self._pool_versions
-        return (
-            self._releases,
-            self._target_versions.get(target.id, 0),
-            sum(versions.get(k, 0) for k in reach),  # versions only grow: equal sum, no change
-        )
+        for k in reach:
+            total += versions.get(k, 0)
+        return total
 
     def _funnel_refusal(self, target, specs: list, outcome: PodOutcome) -> str | None:
         """The refusal Allocate would return on ``target``, from cached funnels, or None when
         it is not known (or the requests pass the count stage: the search must run)."""
         if len(target.instance_types) > 1:
             return None
-        cache = self._funnels
         tid = target.id
-        for claim_key, spec, requests in specs:
-            for name, count in requests:
-                hit = cache.get((tid, spec, name))
+        for claim_key, _, requests in specs:
+            for name, count, table in requests:
+                hit = table.get(tid)
                 if hit is None:
                     return None
                 reach, version, funnel = hit
@@ -488,16 +505,21 @@ class Scheduler:
                     return None
                 if funnel is None:
                     continue
+                if not outcome.validated:
+                    self._mark_validated(outcome)
+                outcome.funnel_log.append((target.reason_target, funnel, claim_key))
                 it = target.instance_types[0] if target.instance_types else ""
-                message = count_message(claim_key, name, count, funnel)
-                # Allocate's words exactly: one instance type, refused at the count stage.
-                self._mark_validated(outcome)
-                outcome.funnels.append((target.reason_target, funnel.for_claim(claim_key)))
-                return explain.dra_reason(
-                    "no instance type can satisfy the allocation: "
-                    + (f"{it}: " if it else "")
-                    + message
-                )
+                # Many nodes refuse the same way: one string for all of them.
+                key = (it, claim_key, name, count, funnel.usable, self._cause(funnel))
+                reason = self._refusal_words.get(key)
+                if reason is None:
+                    # Allocate's words exactly: one instance type, refused at the count stage.
+                    reason = self._refusal_words[key] = explain.dra_reason(
+                        "no instance type can satisfy the allocation: "
+                        + (f"{it}: " if it else "")
+                        + count_message(claim_key, name, count, funnel)
+                    )
+                return reason
         return None
 
     def _explain_counted_out(self, outcome: PodOutcome, specs: list | None) -> None:
@@ -515,31 +537,40 @@ class Scheduler:
                     found = []  # cannot happen (the pre-check is sound); explain nothing
                 except self.allocation_errors as err:
                     self._remember(target, claims, err)
-                    found = list(getattr(err, "funnels", ()))
+                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
                 finally:
                     allocator.dfs_nodes = nodes
-            outcome.funnels.extend((target.reason_target, f) for f in found)
+            outcome.funnel_log.extend(found)
         if self._counted_out:
             # In the order the targets were tried, as reasons[] lists them.
             by_target: dict[str, list] = {}
-            for pair in outcome.funnels:
-                by_target.setdefault(pair[0], []).append(pair)
-            ordered = [p for t, _ in outcome.reasons for p in by_target.pop(t, ())]
-            outcome.funnels = ordered + [p for rest in by_target.values() for p in rest]
+            for entry in outcome.funnel_log:
+                by_target.setdefault(entry[0], []).append(entry)
+            ordered = [e for t, _ in outcome.reasons for e in by_target.pop(t, ())]
+            outcome.funnel_log = ordered + [e for rest in by_target.values() for e in rest]
         self._counted_out = []
 
-    def _cached_funnels(self, target, specs: list) -> list[Funnel] | None:
+    def _cached_funnels(self, target, specs: list) -> list[tuple] | None:
         """The funnel of the first request the count stage refuses, from the cache."""
         if len(target.instance_types) > 1:
             return None
-        for claim_key, spec, requests in specs:
-            for name, _ in requests:
-                hit = self._funnels.get((target.id, spec, name))
+        for claim_key, _, requests in specs:
+            for _, _, table in requests:
+                hit = table.get(target.id)
                 if hit is None or self._version(target, hit[0]) != hit[1]:
                     return None
                 if hit[2] is not None:
-                    return [hit[2].for_claim(claim_key)]
+                    return [(target.reason_target, hit[2], claim_key)]
         return None
+
+    def _cause(self, funnel: Funnel) -> str:
+        """``cause_text`` of a cached funnel, computed once per funnel object."""
+        hit = self._causes.get(id(funnel))
+        if hit is None or hit[0] is not funnel:
+            from allocator.explanation.funnel import cause_text
+
+            hit = self._causes[id(funnel)] = (funnel, cause_text(funnel))
+        return hit[1]
 
     def _remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
         """Cache the count stage of a failed Allocate on a single-instance-type target."""
@@ -551,7 +582,7 @@ class Scheduler:
         for index, name, funnel in counted:
             key = _spec_key(claims[index])
             if key is not None:
-                self._funnels[(target.id, key, name)] = (reach, version, funnel)
+                self._funnels.setdefault((key, name), {})[target.id] = (reach, version, funnel)
 
     def _trace_funnels(self, node: int, err: BaseException) -> None:
         from allocator.explanation.funnel import funnel_json
