@@ -200,9 +200,10 @@ class Scheduler:
 
     def _schedule(self, outcome: PodOutcome) -> bool:
         start_nodes = self.allocator.dfs_nodes
+        start_version = self.state_version  # the attempt itself may change it (validation)
         placed = self._attempt(outcome)
         if not placed:
-            outcome.seen_version = self.state_version
+            outcome.seen_version = start_version
             outcome.dfs_nodes = self.allocator.dfs_nodes - start_nodes
         return placed
 
