@@ -414,6 +414,7 @@ class DFSContext:
         self._shared_eligible: dict[tuple[int, str, int], LazyCandidates] = {}
         self._summary_cache: dict[tuple[int, str, int], list[tuple[str, Refusal | None]]] = {}
         self._in_cluster: list[DeviceWithID] = []
+        self._wording: tuple | None = None  # explanation.messages, loaded on first refusal
 
     # --- requirements and pools -------------------------------------------------------------
 
@@ -663,13 +664,19 @@ class DFSContext:
         for check in self.checks:
             r = check.prefilter(self, claim, req, cand)
             if r is not None:
-                explain = getattr(check, "explain", None)
-                if explain is not None:
-                    rich = explain(self, claim, req, cand, r)
-                    if rich is not None:
-                        return rich
-                return Refusal(r[0], r[1])
+                return self._explain(check, claim, req, cand, r)
         return None
+
+    def _explain(self, check, claim, req, cand, rejection: Rejection) -> Refusal:
+        explain = getattr(check, "explain", None)
+        if explain is None:
+            if self._wording is None:
+                from allocator.explanation.messages import EXPLAIN, generic
+
+                self._wording = (EXPLAIN, generic)
+            explain = self._wording[0].get(rejection[0], self._wording[1])
+        rich = explain(self, claim, req, cand, rejection)
+        return rich if rich is not None else Refusal(rejection[0], rejection[1])
 
     def run_instance_type(
         self, instance_type: str, it_requirements: Requirements | None, parent: int | None
@@ -806,11 +813,7 @@ class DFSContext:
         rejection = ("allocated", "already allocated")
         for check in self.checks:
             if check.name == "allocated":
-                explain = getattr(check, "explain", None)
-                if explain is not None:
-                    rich = explain(self, claim, req, cand, rejection)
-                    if rich is not None:
-                        return rich
+                return self._explain(check, claim, req, cand, rejection)
         return Refusal(*rejection)
 
     def _refuse(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:

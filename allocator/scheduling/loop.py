@@ -157,6 +157,10 @@ class Scheduler:
         self._releases = 0
         self.state_version = 0  # anything a pod's attempt reads changed (retry skipping)
         self._counted_out: list[ExistingTarget] = []  # refused by the device-count pre-check
+        # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
+        from allocator.explanation.messages import HOLDERS, HolderIndex
+
+        allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
 
     # --- the loop ----------------------------------------------------------------------------
 
