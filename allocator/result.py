@@ -109,7 +109,7 @@ def _cluster_devices(claim: ResourceClaim) -> list[dict]:
     return [d.to_json() for d in in_cluster_devices(claim)]
 
 
-def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
+def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None = None) -> dict:
     timeout = options.binding_timeout_seconds
     target = outcome.target
     claims_json = []
@@ -145,7 +145,7 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
         "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
     }
     if not outcome.scheduled:
-        entry["explanation"] = aggregate(outcome.funnel_log)
+        entry["explanation"] = aggregate(outcome.funnel_log, memo)
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)
@@ -185,7 +185,8 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
     from allocator.scheduling.report import extend_node_claims, extend_pod_claims
 
     lookup = _DeviceLookup(snapshot)
-    pod_entries = [_pod_entry(o, run, options, lookup) for o in outcomes]
+    memo: dict = {}  # funnel signatures, shared by every pod (the outcomes keep them alive)
+    pod_entries = [_pod_entry(o, run, options, lookup, memo) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
     extend_node_claims(node_claims, run, snapshot, by_key)  # scheduling/report.py

@@ -300,20 +300,22 @@ def signature(f: Funnel) -> tuple:
     )
 
 
-def aggregate(entries: Iterable[tuple]) -> list[dict]:
+def aggregate(entries: Iterable[tuple], memo: dict | None = None) -> list[dict]:
     """``pods[].explanation``: funnels of every target, one entry per way of refusing (first
     target's messages and example devices), in the order first met. ``entries``: (target,
     funnel) or (target, funnel, claim) where a cached funnel stands for another claim of the
     same spec (renamed here, once per group rather than once per target)."""
     groups: dict[tuple, list] = {}
-    keys: dict[tuple, tuple] = {}  # one funnel object is shared by many targets
+    # Funnel object id -> signature; pass one dict for many calls while the funnels live (a
+    # cached funnel stands for many targets and many pods).
+    sigs: dict[int, tuple] = memo if memo is not None else {}
     for entry in entries:
         target, f = entry[0], entry[1]
         claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
-        memo = (id(f), claim)
-        key = keys.get(memo)
-        if key is None:
-            key = keys[memo] = (claim, *signature(f)[1:])
+        sig = sigs.get(id(f))
+        if sig is None:
+            sig = sigs[id(f)] = signature(f)[1:]  # without the claim: renamed below
+        key = (claim, sig)
         hit = groups.get(key)
         if hit is None:
             hit = groups[key] = [f.for_claim(claim), [], 0]

@@ -156,7 +156,8 @@ class Scheduler:
         self._target_versions: dict[str, int] = {}
         self._releases = 0
         self.state_version = 0  # anything a pod's attempt reads changed (retry skipping)
-        self._counted_out: list[ExistingTarget] = []  # refused by the device-count pre-check
+        # Refused by the device-count pre-check: (place in the funnel log, target).
+        self._counted_out: list[tuple[int, ExistingTarget]] = []
         # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
         from allocator.explanation.messages import HOLDERS, HolderIndex
 
@@ -267,7 +268,8 @@ class Scheduler:
                             reasons.append(
                                 (target.reason_target, self._device_reason(target, needed, bound))
                             )
-                            self._counted_out.append(target)
+                            self._counted_out.append((len(funnels), target))
+                            funnels.append(None)  # its funnel, if the pod fails everywhere
                             continue
                     if specs:
                         refused = self._funnel_refusal(target, specs, outcome)
@@ -413,7 +415,8 @@ class Scheduler:
             bound = bounds.get(target.id)
             if bound is not None and needed > bound:
                 reason = self._device_reason(target, needed, bound)
-                self._counted_out.append(target)
+                self._counted_out.append((len(outcome.funnel_log), target))
+                outcome.funnel_log.append(None)  # its funnel, if the pod fails everywhere
                 return self._refused(pod_node, target, "devices", reason)
         claims = outcome.pod_claims.claims
         dra: Resources = {}
@@ -533,7 +536,9 @@ class Scheduler:
         explains (it changes no state and counts no DFS nodes)."""
         claims = outcome.pod_claims.claims
         allocator = self.allocator
-        for target in self._counted_out:
+        log = outcome.funnel_log
+        uneven = False
+        for place, target in self._counted_out:
             found = self._cached_funnels(target, specs) if specs else None
             if found is None:
                 nodes = allocator.dfs_nodes
@@ -545,14 +550,15 @@ class Scheduler:
                     found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
                 finally:
                     allocator.dfs_nodes = nodes
-            outcome.funnel_log.extend(found)
-        if self._counted_out:
-            # In the order the targets were tried, as reasons[] lists them.
-            by_target: dict[str, list] = {}
-            for entry in outcome.funnel_log:
-                by_target.setdefault(entry[0], []).append(entry)
-            ordered = [e for t, _ in outcome.reasons for e in by_target.pop(t, ())]
-            outcome.funnel_log = ordered + [e for rest in by_target.values() for e in rest]
+            if len(found) == 1:
+                log[place] = found[0]
+            else:
+                log[place] = found  # type: ignore[call-overload]
+                uneven = True
+        if uneven:  # in the order the targets were tried
+            outcome.funnel_log = [
+                x for e in log for x in (e if isinstance(e, list) else (e,)) if x is not None
+            ]
         self._counted_out = []
 
     def _cached_funnels(self, target, specs: list) -> list[tuple] | None:
