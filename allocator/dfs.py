@@ -397,6 +397,8 @@ class DFSContext:
         self.eligible: dict[tuple[int, str], LazyCandidates] = {}
         self.suffix: dict[tuple[int, str], list[int]] = {}
         self.failure: tuple[tuple, str] | None = None
+        # The devices the deepest failed slot refused during the search, for its funnel.
+        self.failure_refusals: list[tuple[DeviceWithID, Rejection]] = []
         self.pruned = False  # set by a check whose rejection is pruning by reasoning
         self.may_reuse = False  # set per instance type: shared devices within reach
         self.eligible_ids: dict[tuple[int, str], set[int]] = {}
@@ -542,9 +544,10 @@ class DFSContext:
         ):
             raise TimedOut()
 
-    def _fail(self, depth: tuple, message: str) -> None:
+    def _fail(self, depth: tuple, message: str, refusals: list | None = None) -> None:
         if self.failure is None or depth >= self.failure[0]:
             self.failure = (depth, message)
+            self.failure_refusals = refusals or []
 
     def _prepare_it(self, instance_type: str, it_requirements: Requirements | None) -> None:
         self.instance_type = instance_type
@@ -557,6 +560,7 @@ class DFSContext:
         self.allocated_templates = set()
         self.path = []
         self.failure = None
+        self.failure_refusals = []
         self.template_memo = {}
         self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
         # In-cluster prefilter answers are shared across instance types when every check
@@ -827,8 +831,10 @@ class DFSContext:
         return build_funnel(claim.key, name, 0, self.instance_type, (), why)
 
     def _search_funnel(self, reason: str) -> Funnel | None:
-        """Enough usable devices, but no combination fits (constraint, topology, ...): the
-        funnel of the request the search got stuck on, with the search's reason."""
+        """Enough usable devices, but no combination fits (constraint, topology, counters
+        used up along the way ...): the funnel of the slot the search got stuck on. Devices
+        the prefilter refused keep that refusal; those the slot itself refused count under
+        the check that refused them there; the rest stayed usable."""
         if self.failure is None:
             return None
         ci, ri = self.failure[0][0], self.failure[0][1]
@@ -843,10 +849,32 @@ class DFSContext:
             if req.allocation_mode != ALL
             else len(req.slots_for(self.instance_type) or [])
         )
-        funnel = self._funnel(claim, req, needed)
+        at_slot = {id(c): r for c, r in self.failure_refusals}
+        tally = self._tally(claim, req)
+        if at_slot:
+            universe = self._in_cluster + self.templates_by_it.get(self.instance_type, [])
+            tally = [
+                (
+                    name,
+                    r
+                    if r is not None or id(c) not in at_slot
+                    else self._in_search(claim, req, c, at_slot[id(c)]),
+                )
+                for c, (name, r) in zip(universe, tally, strict=True)
+            ]
+        funnel = build_funnel(claim.key, req.name, needed, self.instance_type, tally)
         if funnel.usable >= needed:
             return replace(funnel, whole=f"enough devices, but no combination fits: {reason}")
-        return replace(funnel, whole=reason)
+        return replace(funnel, whole=f"no combination fits: {reason}")
+
+    def _in_search(self, claim, req, cand, rejection: Rejection) -> Refusal:
+        """A refusal met during the search (path-dependent: what was taken before)."""
+        if rejection[0] == "allocated" and "in this search" in rejection[1]:
+            return Refusal(
+                "allocated", "taken by an earlier request or slot of this pod", {}, ("search",)
+            )
+        check = next((c for c in self.checks if c.name == rejection[0]), None)
+        return self._explain(check, claim, req, cand, rejection)
 
     # --- recursion ----------------------------------------------------------------------------
 
@@ -902,6 +930,7 @@ class DFSContext:
         step = Step(claim, ri, req, slot, 0)
         rejected: dict[str, int] = {}
         first_msg: dict[str, str] = {}
+        refusals: list[tuple[DeviceWithID, Rejection]] = []  # for the funnel, on failure
         pos = start - 1
         while True:
             pos += 1
@@ -932,6 +961,7 @@ class DFSContext:
             if rejection is not None:
                 code, msg = rejection
                 rejected[code] = rejected.get(code, 0) + 1
+                refusals.append((cand, rejection))
                 if code not in first_msg:  # name the device once per reason, on failure paths
                     shown = str(cand.id)
                     first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
@@ -958,6 +988,7 @@ class DFSContext:
             (ci, ri, slot),
             f"claim {claim.key} request {req.name}: cannot fill slot {slot + 1} of "
             f"{req.num_devices}" + (f"; rejected {summary}" if summary else "; no candidates"),
+            refusals,
         )
         if traced and trace.nodes and node >= 0 and trace.nodes[node]["status"] == "ok":
             trace.set(node, "failed")
