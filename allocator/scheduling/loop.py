@@ -157,7 +157,7 @@ class Scheduler:
         self._releases = 0
         self.state_version = 0  # anything a pod's attempt reads changed (retry skipping)
         # Refused by the device-count pre-check: (place in the funnel log, target).
-        self._counted_out: list[tuple[int, ExistingTarget]] = []
+        self._counted_out: list[tuple[int, ExistingTarget, int]] = []  # + its trace node
         # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
         from allocator.explanation.messages import HOLDERS, HolderIndex
 
@@ -268,7 +268,7 @@ class Scheduler:
                             reasons.append(
                                 (target.reason_target, self._device_reason(target, needed, bound))
                             )
-                            self._counted_out.append((len(funnels), target))
+                            self._counted_out.append((len(funnels), target, -1))
                             funnels.append(None)  # its funnel, if the pod fails everywhere
                             continue
                     if specs:
@@ -415,9 +415,14 @@ class Scheduler:
             bound = bounds.get(target.id)
             if bound is not None and needed > bound:
                 reason = self._device_reason(target, needed, bound)
-                self._counted_out.append((len(outcome.funnel_log), target))
+                node = -1
+                if self.trace.enabled:
+                    node = self.trace.add(
+                        pod_node, "target", target.trace_label, "failed", "devices", reason
+                    )
+                self._counted_out.append((len(outcome.funnel_log), target, node))
                 outcome.funnel_log.append(None)  # its funnel, if the pod fails everywhere
-                return self._refused(pod_node, target, "devices", reason)
+                return reason
         claims = outcome.pod_claims.claims
         dra: Resources = {}
         result = None
@@ -538,7 +543,7 @@ class Scheduler:
         allocator = self.allocator
         log = outcome.funnel_log
         uneven = False
-        for place, target in self._counted_out:
+        for place, target, node in self._counted_out:
             found = self._cached_funnels(target, specs) if specs else None
             if found is None:
                 nodes = allocator.dfs_nodes
@@ -550,6 +555,13 @@ class Scheduler:
                     found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
                 finally:
                     allocator.dfs_nodes = nodes
+            if node >= 0 and found:
+                # Refused by counting: the trace node shows the funnel and its decisive cause.
+                from allocator.explanation.funnel import decisive_reason, funnel_json
+
+                funnels = [e[1].for_claim(e[2]) if e[2] else e[1] for e in found]
+                self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
+                self.trace.nodes[node]["reason"] = decisive_reason(funnels[0]) or "devices"
             if len(found) == 1:
                 log[place] = found[0]
             else:
