@@ -133,7 +133,7 @@ class HolderIndex:
         self.claim_users = claim_users  # the scheduler's, kept current as pods are placed
         self._seed: dict[DeviceID, list[dict]] | None = None
         self._run: dict[tuple, list[str]] = {}
-        self._run_size = -1
+        self._run_size = 0
 
     def _seed_index(self) -> dict[DeviceID, list[dict]]:
         if self._seed is None:
@@ -156,8 +156,9 @@ class HolderIndex:
         claims this run allocated to it."""
         meta = self.allocator.claim_metadata
         if len(meta) != self._run_size:
-            self._run = {}
-            for key, m in meta.items():
+            # Claims are only added during a run: index the new ones (insertion order).
+            for key in list(meta)[max(self._run_size, 0) :]:
+                m = meta[key]
                 for it, devices in m.devices_by_instance_type.items():
                     for d in devices:
                         device_id = DeviceID(d.driver, d.pool, d.device)

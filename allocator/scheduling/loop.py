@@ -149,8 +149,10 @@ class Scheduler:
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
         # version still matches is what Allocate would compute again.
-        self._funnels: dict[tuple, dict[str, tuple[tuple[PoolKey, ...], int, Funnel | None]]] = {}
-        self._refusal_words: dict[tuple, str] = {}
+        # (the 4th item: an id of what the refusal's words depend on besides the claim).
+        self._funnels: dict[tuple, dict[str, tuple]] = {}
+        self._refusal_words: dict[tuple, str] = {}  # (claim, words shape id) -> reason
+        self._word_shapes: dict[tuple, int] = {}
         self._causes: dict[int, tuple[Funnel, str]] = {}
         self._pool_versions: dict[PoolKey, int] = {}
         self._target_versions: dict[str, int] = {}
@@ -508,24 +510,29 @@ class Scheduler:
         if len(target.instance_types) > 1:
             return None
         tid = target.id
+        pool_versions = self._pool_versions
+        base = self._releases + self._target_versions.get(tid, 0)
         for claim_key, _, requests in specs:
             for name, count, table in requests:
                 hit = table.get(tid)
                 if hit is None:
                     return None
-                reach, version, funnel = hit
-                if self._version(target, reach) != version:
+                version = base  # _version, inlined: this runs once per pod and node
+                for k in hit[0]:
+                    version += pool_versions.get(k, 0)
+                if version != hit[1]:
                     return None
+                funnel = hit[2]
                 if funnel is None:
                     continue
                 if not outcome.validated:
                     self._mark_validated(outcome)
                 outcome.funnel_log.append((target.reason_target, funnel, claim_key))
-                it = target.instance_types[0] if target.instance_types else ""
                 # Many nodes refuse the same way: one string for all of them.
-                key = (it, claim_key, name, count, funnel.usable, self._cause(funnel))
+                key = (claim_key, hit[3])
                 reason = self._refusal_words.get(key)
                 if reason is None:
+                    it = target.instance_types[0] if target.instance_types else ""
                     # Allocate's words exactly: one instance type, refused at the count stage.
                     reason = self._refusal_words[key] = explain.dra_reason(
                         "no instance type can satisfy the allocation: "
@@ -602,10 +609,18 @@ class Scheduler:
             return
         reach = err.reach
         version = self._version(target, reach)
+        it = target.instance_types[0] if target.instance_types else ""
         for index, name, funnel in counted:
             key = _spec_key(claims[index])
-            if key is not None:
-                self._funnels.setdefault((key, name), {})[target.id] = (reach, version, funnel)
+            if key is None:
+                continue
+            words = None
+            if funnel is not None:
+                # What the refusal's words depend on besides the claim, as a small int.
+                shape = (it, name, funnel.usable, self._cause(funnel))
+                words = self._word_shapes.setdefault(shape, len(self._word_shapes))
+            table = self._funnels.setdefault((key, name), {})
+            table[target.id] = (reach, version, funnel, words)
 
     def _trace_funnels(self, node: int, err: BaseException) -> None:
         from allocator.explanation.funnel import funnel_json
