@@ -714,7 +714,7 @@ class DFSContext:
                 if refused is not None:
                     funnel, reason = refused
                     if trace.enabled:
-                        trace.set(node, "pruned", decisive_reason(funnel) or "count", reason)
+                        trace.set(node, "pruned", decisive_reason(funnel) or "no-devices", reason)
                         trace.nodes[node]["funnel"] = [funnel_json(funnel)]
                     return ITOutcome(
                         instance_type, False, reason=reason, funnels=[funnel], counted=counted
