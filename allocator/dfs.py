@@ -960,11 +960,14 @@ class DFSContext:
             rejection = self._apply(step, cand)
             if rejection is not None:
                 code, msg = rejection
-                rejected[code] = rejected.get(code, 0) + 1
-                refusals.append((cand, rejection))
-                if code not in first_msg:  # name the device once per reason, on failure paths
-                    shown = str(cand.id)
-                    first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
+                # A traced run also walks the devices the prefilter refused (to show them);
+                # the failure's words count only what an untraced run sees.
+                if eligible_ids is None or id(cand) in eligible_ids:
+                    rejected[code] = rejected.get(code, 0) + 1
+                    refusals.append((cand, rejection))
+                    if code not in first_msg:  # name the device once per reason
+                        shown = str(cand.id)
+                        first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
                 if traced:
                     status = "pruned" if self.pruned else "failed"
                     self._trace_device(node, cand, status, code, msg)

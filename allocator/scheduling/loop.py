@@ -153,6 +153,7 @@ class Scheduler:
         self._funnels: dict[tuple, dict[str, tuple]] = {}
         self._refusal_words: dict[tuple, str] = {}  # (claim, words shape id) -> reason
         self._word_shapes: dict[tuple, int] = {}
+        self._funnel_keys: dict[int, tuple] = {}  # id(claim) -> (claim, its funnel key)
         self._causes: dict[int, tuple[Funnel, str]] = {}
         self._pool_versions: dict[PoolKey, int] = {}
         self._target_versions: dict[str, int] = {}
@@ -485,7 +486,7 @@ class Scheduler:
                 "unallocated"
             ):
                 return None
-            key = _spec_key(claim)
+            key = self._funnel_key(claim)
             if key is None:
                 return None
             requests = [
@@ -495,6 +496,15 @@ class Scheduler:
             ]
             out.append((claim.key, key, requests))
         return out
+
+    def _funnel_key(self, claim: ResourceClaim) -> tuple | None:
+        """What a claim's funnels depend on: its namespace and its spec's content (claims from
+        one template share it; a claim changed for a trial does not). None for All mode."""
+        hit = self._funnel_keys.get(id(claim))
+        if hit is None or hit[0] is not claim:
+            key = None if _spec_key(claim) is None else (claim.namespace, repr(claim.spec))
+            hit = self._funnel_keys[id(claim)] = (claim, key)
+        return hit[1]
 
     def _version(self, target, reach: tuple[PoolKey, ...]) -> int:
         # Every count only grows: an equal sum means nothing in reach changed.
@@ -611,7 +621,7 @@ class Scheduler:
         version = self._version(target, reach)
         it = target.instance_types[0] if target.instance_types else ""
         for index, name, funnel in counted:
-            key = _spec_key(claims[index])
+            key = self._funnel_key(claims[index])
             if key is None:
                 continue
             words = None
