@@ -679,7 +679,10 @@ class DFSContext:
 
                 self._wording = (EXPLAIN, generic)
             explain = self._wording[0].get(rejection[0], self._wording[1])
-        rich = explain(self, claim, req, cand, rejection)
+        try:
+            rich = explain(self, claim, req, cand, rejection)
+        except Exception:  # noqa: BLE001  the words must never break the search itself
+            rich = None
         return rich if rich is not None else Refusal(rejection[0], rejection[1])
 
     def run_instance_type(
