@@ -154,6 +154,10 @@ class Scheduler:
         self._refusal_words: dict[tuple, str] = {}  # (claim, words shape id) -> reason
         self._word_shapes: dict[tuple, int] = {}
         self._funnel_keys: dict[int, tuple] = {}  # id(claim) -> (claim, its funnel key)
+        # Pod shape -> (state version its attempt started from, and of that failed attempt:
+        # claim keys, reasons, funnel log, validated, DFS nodes).
+        self._shapes: dict[tuple, tuple] = {}
+        self.replayed = 0  # attempts replayed from a pod of the same shape (bench, tests)
         self._causes: dict[int, tuple[Funnel, str]] = {}
         self._pool_versions: dict[PoolKey, int] = {}
         self._target_versions: dict[str, int] = {}
@@ -209,11 +213,99 @@ class Scheduler:
     def _schedule(self, outcome: PodOutcome) -> bool:
         start_nodes = self.allocator.dfs_nodes
         start_version = self.state_version  # the attempt itself may change it (validation)
+        shape = self._shape(outcome)
+        if shape is not None:
+            seen = self._shapes.get(shape)
+            if seen is not None and seen[0] == start_version:
+                # A pod just like this one failed in this very state: so does this one.
+                self._replay(outcome, seen)
+                outcome.seen_version = start_version
+                return False
         placed = self._attempt(outcome)
         if not placed:
             outcome.seen_version = start_version
             outcome.dfs_nodes = self.allocator.dfs_nodes - start_nodes
+            if shape is not None and not self._names_pod(outcome):
+                self._shapes[shape] = (
+                    start_version,
+                    [c.key for c in outcome.pod_claims.claims],
+                    outcome.reasons,
+                    outcome.funnel_log,
+                    outcome.validated,
+                    outcome.dfs_nodes,
+                )
         return placed
+
+    def _shape(self, outcome: PodOutcome) -> tuple | None:
+        """Everything an attempt reads from the pod, but its name: pods of one Deployment or
+        Job share it (their claims differ by name only). None when a claim is not simply
+        unallocated or the run is traced (the trace shows every attempt)."""
+        if not self.funnel_refusal or self.trace.enabled or outcome.pod_claims.error:
+            return None
+        claims = outcome.pod_claims.claims
+        keys = []
+        for claim in claims:
+            state = claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory)
+            key = self._funnel_key(claim)
+            if state != "unallocated" or key is None:
+                return None
+            keys.append(key)
+        pod = outcome.pod
+        return (
+            pod.namespace,
+            repr(sorted(pod.requests.items())),
+            pod.container_count,
+            repr(pod.node_selector),
+            repr(pod.required_node_affinity),
+            repr(pod.tolerations),
+            repr(pod.resource_claims),
+            repr(pod.raw.get("spec")),
+            tuple(keys),
+            outcome.validated,
+        )
+
+    @staticmethod
+    def _names_pod(outcome: PodOutcome) -> bool:
+        """Whether a reason names the pod itself (not only its claims): not replayable."""
+        keys = [c.key for c in outcome.pod_claims.claims]
+        for text in {r for _, r in outcome.reasons}:
+            for key in keys:
+                text = text.replace(key, "")
+            if outcome.pod.key in text:
+                return True
+        return False
+
+    def _replay(self, outcome: PodOutcome, seen: tuple) -> None:
+        """This pod's attempt, from the attempt of a pod of the same shape in the same state:
+        the same targets refuse it with the same words, naming its own claims."""
+        _, claim_keys, reasons, funnel_log, validated, dfs_nodes = seen
+        names = {a: b.key for a, b in zip(claim_keys, outcome.pod_claims.claims, strict=True)}
+        words: dict[str, str] = {}
+
+        def renamed(text: str) -> str:
+            hit = words.get(text)
+            if hit is None:
+                hit = text
+                for a, b in names.items():
+                    hit = hit.replace(f"claim {a}", f"claim {b}")
+                words[text] = hit
+            return hit
+
+        outcome.attempts += 1
+        outcome.reasons = [(t, renamed(r)) for t, r in reasons]
+        outcome.funnel_log = [
+            (t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in funnel_log
+        ]
+        if validated and not outcome.validated:
+            self._mark_validated(outcome)
+        outcome.error = explain.summarize(outcome.reasons)
+        outcome.claim_states = {
+            c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
+            for c in outcome.pod_claims.claims
+        }
+        outcome.dfs_nodes = dfs_nodes
+        self.allocator.dfs_nodes += dfs_nodes
+        self.replayed += 1
 
     def _attempt(self, outcome: PodOutcome) -> bool:
         pod = outcome.pod

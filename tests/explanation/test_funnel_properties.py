@@ -193,3 +193,24 @@ def test_trace_funnels_count_every_candidate_once(nodes, pods, nodepool_on) -> N
             if n["status"] == "pruned" and funnel["rejections"]:
                 # Refused by counting: the reason is the decisive (largest) cause's code.
                 assert n["reason"] == funnel["rejections"][0]["reason"]
+
+
+def test_pods_of_one_shape_failing_in_one_state_are_replayed_with_their_own_claims() -> None:
+    from allocator.scheduling.setup import build_run
+    from allocator.trace import NULL_TRACE
+
+    docs = cluster([("T4", 2, 0, False)] * 3, [("H100", 1, 2, None)] * 4, False)
+    snapshot = load_files([("cluster.json", json.dumps(docs))])
+    options = SimulationOptions()
+    built = build_run(snapshot, options, NULL_TRACE)
+    outcomes = built.scheduler.run(built.pods.pending, built.pod_claims)
+    assert built.scheduler.replayed == 3  # the first pod's attempt stands for the others
+    for outcome in outcomes:
+        claim = outcome.pod_claims.claims[0].key
+        assert all(f"claim {claim} request gpu" in r for _, r in outcome.reasons)
+        assert {f.claim for _, f in outcome.funnels} == {claim}
+    on = run(docs, True).result
+    off = run(docs, False).result
+    on["stats"].pop("seconds")
+    off["stats"].pop("seconds")
+    assert on == off
