@@ -79,6 +79,7 @@ class PodOutcome:
     # The scheduler's state version the last attempt saw, and the DFS nodes it spent: a retry
     # in an unchanged state would repeat it exactly (see Scheduler.run).
     seen_version: int = -1
+    seen_validated: bool = False  # ``validated`` when that attempt started
     dfs_nodes: int = 0
 
     @property
@@ -208,11 +209,13 @@ class Scheduler:
             self.funnel_refusal
             and not self.trace.enabled
             and outcome.seen_version == self.state_version
+            and outcome.seen_validated == outcome.validated
         )
 
     def _schedule(self, outcome: PodOutcome) -> bool:
         start_nodes = self.allocator.dfs_nodes
         start_version = self.state_version  # the attempt itself may change it (validation)
+        start_validated = outcome.validated
         shape = self._shape(outcome)
         if shape is not None:
             seen = self._shapes.get(shape)
@@ -220,10 +223,12 @@ class Scheduler:
                 # A pod just like this one failed in this very state: so does this one.
                 self._replay(outcome, seen)
                 outcome.seen_version = start_version
+                outcome.seen_validated = start_validated
                 return False
         placed = self._attempt(outcome)
         if not placed:
             outcome.seen_version = start_version
+            outcome.seen_validated = start_validated
             outcome.dfs_nodes = self.allocator.dfs_nodes - start_nodes
             if shape is not None and not self._names_pod(outcome):
                 self._shapes[shape] = (
@@ -988,14 +993,12 @@ class Scheduler:
             self._mark_validated(outcome)
 
     def _mark_validated(self, outcome: PodOutcome) -> None:
-        if not outcome.validated:
-            outcome.validated = True
-            self.state_version += 1  # the device-count pre-check now applies to more pods
+        outcome.validated = True  # the pod's own: see PodOutcome.seen_validated
         for claim in outcome.pod_claims.claims:
             key = _spec_key(claim)
             if key is not None and key not in self._validated_specs:
                 self._validated_specs.add(key)
-                self.state_version += 1
+                self.state_version += 1  # the device-count pre-check applies to more pods
 
     def _is_validated(self, outcome: PodOutcome) -> bool:
         """Validated itself, or every claim shares its spec with a validated one (claims from
