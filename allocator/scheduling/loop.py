@@ -192,7 +192,7 @@ class Scheduler:
                     # repeat it exactly (same reasons, same DFS work), so it is not run.
                     self.allocator.dfs_nodes += outcome.dfs_nodes
                     failed.append(outcome)
-                elif self._schedule(outcome):
+                elif self._schedule(outcome, replay=True):
                     placed_any = True
                 else:
                     failed.append(outcome)
@@ -212,11 +212,13 @@ class Scheduler:
             and outcome.seen_validated == outcome.validated
         )
 
-    def _schedule(self, outcome: PodOutcome) -> bool:
+    def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
+        """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
+        a pod of the same shape as one that failed in this same state take that result."""
         start_nodes = self.allocator.dfs_nodes
         start_version = self.state_version  # the attempt itself may change it (validation)
         start_validated = outcome.validated
-        shape = self._shape(outcome)
+        shape = self._shape(outcome) if replay else None
         if shape is not None:
             seen = self._shapes.get(shape)
             if seen is not None and seen[0] == start_version:
@@ -569,6 +571,14 @@ class Scheduler:
         return None
 
     # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
+
+    def invalidate_funnels(self) -> None:
+        """Forget every cached refusal and replayable attempt: call it after changing the
+        allocation state other than through a placement (a trial that frees devices ...)."""
+        self._funnels.clear()
+        self._shapes.clear()
+        self._releases += 1
+        self.state_version += 1
 
     def _refusal_specs(self, claims: list[ResourceClaim]) -> list | None:
         """What the count stage of a pod's Allocate reads, pod-independently: per claim its key,
