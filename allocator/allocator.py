@@ -92,6 +92,8 @@ class Allocator:
         self.resource_claims = dict(resource_claims or {})
         self.binding_timeout_seconds = binding_timeout_seconds
         self.nodes = dict(nodes) if nodes is not None else None
+        # The refusal funnels of the last Allocate that failed (explanation/funnel.py).
+        self.last_funnels: list[Any] = []
         for hook in SETUP_HOOKS:
             hook(self)
 
@@ -107,6 +109,7 @@ class Allocator:
         pod: Any = None,
     ) -> AllocationResult:
         """``pod`` (optional) lets the features count per-container node resources."""
+        self.last_funnels = []
         effective = node_claim.requirements.copy()
         classified = classify_claims(
             claims, effective, node_claim.id, self.claim_metadata, self.deleting_pods
@@ -156,6 +159,7 @@ class Allocator:
         templates = self._template_devices(slices_by_it)
         matcher = SelectorMatcher(self.engine)
         claim_data = []
+        self.last_funnels = []
         for c in to_dfs:
             ctx = ValidationContext(
                 claim=c.claim,
@@ -169,7 +173,12 @@ class Allocator:
                 gates=self.gates,
                 namespaces=self.namespaces,
             )
-            claim_data.append(validate_claim_request(ctx))
+            try:
+                claim_data.append(validate_claim_request(ctx))
+            except AllocationError as err:
+                # Refused as a whole: a funnel with no devices and the validation's words.
+                self.last_funnels = err.funnels = [whole_refusal(c.claim, str(err))]
+                raise
 
         start = self.clock()
         dfs = DFSContext(
@@ -213,9 +222,15 @@ class Allocator:
                 (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
                 for r in results
             )
-            raise AllocationError(
+            err = AllocationError(
                 f"no instance type can satisfy the allocation: {reasons}", code="no-instance-type"
             )
+            # The refusal funnels (explanation), and for the scheduler's cache of refusals the
+            # count stage of a single instance type with the pools in reach.
+            self.last_funnels = err.funnels = [f for r in results for f in r.funnels]
+            err.counted = results[0].counted if len(results) == 1 else None
+            err.reach = tuple(sorted({p.key for p in superset}))
+            raise err
         per_it = {r.instance_type: r.path for r in succeeded}
         for c in to_dfs:
             by_it = {
@@ -282,6 +297,20 @@ class Allocator:
 
     def allocated_cluster_devices(self) -> set[DeviceID]:
         return self.tracker.allocated_cluster_devices()
+
+
+def whole_refusal(claim: ResourceClaim, message: str) -> Any:
+    """A claim refused as a whole by Request Validation, as a funnel: the request the message
+    names (``request NAME:``), or the claim's first."""
+    from allocator.explanation.funnel import whole_funnel
+
+    names = [r.name for r in claim.spec.requests]
+    request = next((n for n in names if f"request {n}:" in message), names[0] if names else "")
+    needed = 0
+    for r in claim.spec.requests:
+        if r.name == request and r.exactly is not None:
+            needed = r.exactly.count if r.exactly.allocation_mode != "All" else 0
+    return whole_funnel(claim.key, request, needed, None, message)
 
 
 def _allocated(e: PathEntry) -> AllocatedDevice:

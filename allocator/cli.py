@@ -255,8 +255,28 @@ MAX_REASON_CHARS = 160
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+    from allocator.explanation.funnel import clip_words
+
+    return clip_words(text, MAX_REASON_CHARS)
+
+
+MAX_FUNNELS = 6
+
+
+def _funnel_lines(pod: dict) -> list[str]:
+    """The pod's refusal funnels (``explanation``), two lines each: which devices were in
+    reach, and what refused them."""
+    from allocator.explanation.funnel import summary_lines
+
+    funnels = pod.get("explanation") or []
+    if not funnels:
+        return []
+    lines = ["  why:\n"]
+    for entry in funnels[:MAX_FUNNELS]:
+        lines.extend(line + "\n" for line in summary_lines(entry, "    "))
+    if len(funnels) > MAX_FUNNELS:
+        lines.append(f"    ... {len(funnels) - MAX_FUNNELS} more funnels (see --json)\n")
+    return lines
 
 
 def summary(result: dict) -> str:
@@ -296,12 +316,13 @@ def summary(result: dict) -> str:
             reasons = p.get("reasons") or []
             if not reasons:
                 out.append(f"{p['pod']}: {_clip(p['error'] or '')}\n")
-                continue
-            out.append(f"{p['pod']}:\n")
-            rows = [["  " + r["target"], _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
-            out.append(_table(["  TARGET", "REASON"], rows))
-            if len(reasons) > MAX_REASONS:
-                out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")
+            else:
+                out.append(f"{p['pod']}:\n")
+                rows = [["  " + r["target"], _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
+                out.append(_table(["  TARGET", "REASON"], rows))
+                if len(reasons) > MAX_REASONS:
+                    out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")
+            out.extend(_funnel_lines(p))
     gating = [g for g in result.get("initializationGating", []) if g["status"] != "Initialized"]
     if gating:
         out.append("\nInitialization gating:\n")

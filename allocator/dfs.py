@@ -16,12 +16,19 @@ Pruning never changes which solution is found first; it only ends searches that 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from allocator.bindings import AttributeBindings
 from allocator.constraints import BindingFallback, MatchAttributeConstraint
+from allocator.explanation.funnel import (
+    Funnel,
+    build_funnel,
+    cause_text,
+    decisive_reason,
+    funnel_json,
+)
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceID, Namespace
 from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
@@ -39,6 +46,16 @@ _BACKTRACK = "taken, but the slots after it could not be filled"
 
 class TimedOut(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one device check refused one candidate, for the refusal funnel."""
+
+    reason: str
+    message: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    group: tuple = ()  # devices refused with the same (reason, group) form one rejection group
 
 
 @dataclass(slots=True)
@@ -319,6 +336,11 @@ class ITOutcome:
     path: list[PathEntry] = field(default_factory=list)
     reason: str | None = None
     nodes: int = 0
+    # The refusal funnels of a failed instance type (count pruning, or after the search).
+    funnels: list[Funnel] = field(default_factory=list)
+    # The up-front count stage, request by request until the first refused one:
+    # (claim index, request name, its funnel when refused else None).
+    counted: list[tuple[int, str, Funnel | None]] = field(default_factory=list)
 
 
 class DFSContext:
@@ -375,6 +397,8 @@ class DFSContext:
         self.eligible: dict[tuple[int, str], LazyCandidates] = {}
         self.suffix: dict[tuple[int, str], list[int]] = {}
         self.failure: tuple[tuple, str] | None = None
+        # The devices the deepest failed slot refused during the search, for its funnel.
+        self.failure_refusals: list[tuple[DeviceWithID, Rejection]] = []
         self.pruned = False  # set by a check whose rejection is pruning by reasoning
         self.may_reuse = False  # set per instance type: shared devices within reach
         self.eligible_ids: dict[tuple[int, str], set[int]] = {}
@@ -390,8 +414,9 @@ class DFSContext:
         self._term_keys: tuple[str, ...] | None = None
         self._pool_cache: dict[tuple, tuple[list[Pool], set, list[DeviceWithID]]] = {}
         self._shared_eligible: dict[tuple[int, str, int], LazyCandidates] = {}
-        self._summary_cache: dict[tuple[int, str, int], tuple[dict, dict]] = {}
+        self._summary_cache: dict[tuple[int, str, int], list[tuple[str, Refusal | None]]] = {}
         self._in_cluster: list[DeviceWithID] = []
+        self._wording: tuple | None = None  # explanation.messages, loaded on first refusal
 
     # --- requirements and pools -------------------------------------------------------------
 
@@ -519,9 +544,10 @@ class DFSContext:
         ):
             raise TimedOut()
 
-    def _fail(self, depth: tuple, message: str) -> None:
+    def _fail(self, depth: tuple, message: str, refusals: list | None = None) -> None:
         if self.failure is None or depth >= self.failure[0]:
             self.failure = (depth, message)
+            self.failure_refusals = refusals or []
 
     def _prepare_it(self, instance_type: str, it_requirements: Requirements | None) -> None:
         self.instance_type = instance_type
@@ -534,6 +560,7 @@ class DFSContext:
         self.allocated_templates = set()
         self.path = []
         self.failure = None
+        self.failure_refusals = []
         self.template_memo = {}
         self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
         # In-cluster prefilter answers are shared across instance types when every check
@@ -635,6 +662,29 @@ class DFSContext:
                 return r
         return None
 
+    def refusal(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        """The first check (pipeline order) whose prefilter refuses ``cand``, as a Refusal; its
+        optional ``explain(ctx, claim, req, cand, rejection)`` gives the rich message."""
+        for check in self.checks:
+            r = check.prefilter(self, claim, req, cand)
+            if r is not None:
+                return self._explain(check, claim, req, cand, r)
+        return None
+
+    def _explain(self, check, claim, req, cand, rejection: Rejection) -> Refusal:
+        explain = getattr(check, "explain", None)
+        if explain is None:
+            if self._wording is None:
+                from allocator.explanation.messages import EXPLAIN, generic
+
+                self._wording = (EXPLAIN, generic)
+            explain = self._wording[0].get(rejection[0], self._wording[1])
+        try:
+            rich = explain(self, claim, req, cand, rejection)
+        except Exception:  # noqa: BLE001  the words must never break the search itself
+            rich = None
+        return rich if rich is not None else Refusal(rejection[0], rejection[1])
+
     def run_instance_type(
         self, instance_type: str, it_requirements: Requirements | None, parent: int | None
     ) -> ITOutcome:
@@ -645,6 +695,7 @@ class DFSContext:
             why = claim.pruned_instance_types.get(instance_type)
             if why is not None:
                 reason = f"claim {claim.key}: {why}"
+                funnel = self._whole_funnel(claim, why)
                 if trace.enabled:
                     trace.set(
                         node,
@@ -652,29 +703,39 @@ class DFSContext:
                         "exceeding-maximum" if "exceeding" in why else "no-devices",
                         reason,
                     )
-                return ITOutcome(instance_type, False, reason=reason)
+                    trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+                return ITOutcome(instance_type, False, reason=reason, funnels=[funnel])
         self._prepare_it(instance_type, it_requirements)
         # Up-front count pruning: a request with fewer eligible devices than slots.
+        counted: list[tuple[int, str, Funnel | None]] = []
         for claim in self.claims:
             for req in claim.requests:
                 if req.alternatives:
                     continue
-                reason = self._count_reason(claim, req)
-                if reason is not None:
+                refused = self._count_funnel(claim, req)
+                counted.append((claim.index, req.name, refused[0] if refused else None))
+                if refused is not None:
+                    funnel, reason = refused
                     if trace.enabled:
-                        trace.set(node, "pruned", "count", reason)
-                    return ITOutcome(instance_type, False, reason=reason)
+                        trace.set(node, "pruned", decisive_reason(funnel) or "no-devices", reason)
+                        trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+                    return ITOutcome(
+                        instance_type, False, reason=reason, funnels=[funnel], counted=counted
+                    )
         try:
             ok = self._claim(0, node)
         except TimedOut:
             if trace.enabled:
                 trace.set(node, "failed", "timeout", "timed out: the search was abandoned")
             raise
-        out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes)
+        out = ITOutcome(instance_type, ok, nodes=self.nodes - start_nodes, counted=counted)
         if ok:
             out.path = list(self.path)
         else:
             out.reason = self.failure[1] if self.failure else "no allocation found"
+            funnel = self._search_funnel(out.reason)
+            if funnel is not None:
+                out.funnels.append(funnel)
         if trace.enabled:
             trace.set(
                 node,
@@ -682,20 +743,28 @@ class DFSContext:
                 None if ok else "no-solution",
                 None if ok else out.reason,
             )
+            if out.funnels:
+                trace.nodes[node]["funnel"] = [funnel_json(f) for f in out.funnels]
         return out
 
-    def _count_reason(self, claim: ClaimData, req: RequestData) -> str | None:
+    # --- the refusal funnel -------------------------------------------------------------------
+
+    def _count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
+        """The count stage of one request: None when it may be satisfiable, else its funnel
+        (the devices in reach and what refused each) and the refusal message."""
         if req.allocation_mode == ALL:
             slots = req.slots_for(self.instance_type) or []
             if not slots:
-                return (
+                funnel = self._funnel(claim, req, 1)
+                return funnel, (
                     f"claim {claim.key} request {req.name}: no device matches "
-                    "(allocation mode All needs at least one)"
+                    f"(allocation mode All needs at least one)" + _tail(funnel)
                 )
             for cand in slots:
                 r = self._prefilter(claim, req, cand)
                 if r is not None:
-                    return (
+                    funnel = self._funnel(claim, req, len(slots))
+                    return funnel, (
                         f"claim {claim.key} request {req.name} (allocation mode All): "
                         f"device {cand.id}: {r[1]}"
                     )
@@ -704,39 +773,111 @@ class DFSContext:
         if not lazy.has(req.num_devices - 1) and not self._reusable_left(
             (claim.index, req.name), 0
         ):
-            n = lazy.count()
-            return (
-                f"claim {claim.key} request {req.name}: {n} of {req.num_devices} devices available"
-                + self._prefilter_summary(claim, req)
-            )
+            funnel = self._funnel(claim, req, req.num_devices)
+            return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
         return None
 
-    def _prefilter_summary(self, claim: ClaimData, req: RequestData) -> str:
-        """Why the other devices were filtered out (taint, counter, ...), on failure only."""
-        counts: dict[str, int] = {}
-        first: dict[str, str] = {}
+    def _funnel(self, claim: ClaimData, req: RequestData, needed: int, whole=None) -> Funnel:
+        return build_funnel(
+            claim.key,
+            req.name,
+            needed,
+            self.instance_type,
+            self._tally(claim, req),
+            whole,
+        )
+
+    def _tally(self, claim: ClaimData, req: RequestData) -> list[tuple[str, Refusal | None]]:
+        """Every candidate in reach with its refusal (None: usable), in search order. The
+        in-cluster part is shared by the instance types reaching the same pools."""
         in_cluster = self._in_cluster
         skey = (claim.index, req.name, id(in_cluster))
         cached = self._summary_cache.get(skey) if self.share_prefilter else None
         if cached is None:
-            self._tally(claim, req, in_cluster, counts, first)
+            cached = [(c, self._refuse(claim, req, c)) for c in in_cluster]
             if self.share_prefilter:
-                self._summary_cache[skey] = (dict(counts), dict(first))
-        else:
-            counts, first = dict(cached[0]), dict(cached[1])
-        self._tally(claim, req, self.templates_by_it.get(self.instance_type, []), counts, first)
-        if not counts:
-            return ""
-        return "; rejected " + ", ".join(
-            f"{k}: {v} ({first[k]})" for k, v in sorted(counts.items())
-        )
+                self._summary_cache[skey] = cached
+        templates = self.templates_by_it.get(self.instance_type, [])
+        out = []
+        for cand, r in cached:
+            # The allocated check comes first: a device held here is counted there.
+            held = self._held_here(claim, req, cand) if self.tracker.cluster else None
+            out.append((str(cand.id), held or r))
+        for cand in templates:
+            out.append((str(cand.id), self._refuse(claim, req, cand)))
+        return out
 
-    def _tally(self, claim, req, cands, counts: dict[str, int], first: dict[str, str]) -> None:
-        for cand in cands:
-            r = self._prefilter(claim, req, cand)
-            if r is not None and r[0] not in ("selector", "allocated"):
-                counts[r[0]] = counts.get(r[0], 0) + 1
-                first.setdefault(r[0], r[1])
+    def _held_here(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        """An in-cluster device this NodeClaim's own instance type holds: the (shared across
+        instance types) prefilter lets it through and the search refuses it; the funnel of
+        this instance type counts it as allocated."""
+        if (
+            req.exact is not None and req.exact.admin_access
+        ) or cand.device.allow_multiple_allocations:
+            return None
+        if not self.tracker.is_allocated(cand.id, False, self.node_claim_id, self.instance_type):
+            return None
+        rejection = ("allocated", "already allocated")
+        for check in self.checks:
+            if check.name == "allocated":
+                return self._explain(check, claim, req, cand, rejection)
+        return Refusal(*rejection)
+
+    def _refuse(self, claim: ClaimData, req: RequestData, cand: DeviceWithID) -> Refusal | None:
+        if self._prefilter(claim, req, cand) is None:  # memoised: usable devices cost little
+            return None
+        return self.refusal(claim, req, cand)
+
+    def _whole_funnel(self, claim: ClaimData, why: str) -> Funnel:
+        req = next((r for r in claim.requests if r.allocation_mode == ALL), None)
+        name = req.name if req is not None else ""
+        return build_funnel(claim.key, name, 0, self.instance_type, (), why)
+
+    def _search_funnel(self, reason: str) -> Funnel | None:
+        """Enough usable devices, but no combination fits (constraint, topology, counters
+        used up along the way ...): the funnel of the slot the search got stuck on. Devices
+        the prefilter refused keep that refusal; those the slot itself refused count under
+        the check that refused them there; the rest stayed usable."""
+        if self.failure is None:
+            return None
+        ci, ri = self.failure[0][0], self.failure[0][1]
+        if ci >= len(self.claims) or ri >= len(self.claims[ci].requests):
+            return None
+        claim = self.claims[ci]
+        req = claim.requests[ri]
+        if req.alternatives:
+            req = req.alternatives[-1]  # the last alternative tried
+        needed = (
+            req.num_devices
+            if req.allocation_mode != ALL
+            else len(req.slots_for(self.instance_type) or [])
+        )
+        at_slot = {id(c): r for c, r in self.failure_refusals}
+        tally = self._tally(claim, req)
+        if at_slot:
+            universe = self._in_cluster + self.templates_by_it.get(self.instance_type, [])
+            tally = [
+                (
+                    name,
+                    r
+                    if r is not None or id(c) not in at_slot
+                    else self._in_search(claim, req, c, at_slot[id(c)]),
+                )
+                for c, (name, r) in zip(universe, tally, strict=True)
+            ]
+        funnel = build_funnel(claim.key, req.name, needed, self.instance_type, tally)
+        if funnel.usable >= needed:
+            return replace(funnel, whole=f"enough devices, but no combination fits: {reason}")
+        return replace(funnel, whole=f"no combination fits: {reason}")
+
+    def _in_search(self, claim, req, cand, rejection: Rejection) -> Refusal:
+        """A refusal met during the search (path-dependent: what was taken before)."""
+        if rejection[0] == "allocated" and "in this search" in rejection[1]:
+            return Refusal(
+                "allocated", "taken by an earlier request or slot of this pod", {}, ("search",)
+            )
+        check = next((c for c in self.checks if c.name == rejection[0]), None)
+        return self._explain(check, claim, req, cand, rejection)
 
     # --- recursion ----------------------------------------------------------------------------
 
@@ -792,6 +933,7 @@ class DFSContext:
         step = Step(claim, ri, req, slot, 0)
         rejected: dict[str, int] = {}
         first_msg: dict[str, str] = {}
+        refusals: list[tuple[DeviceWithID, Rejection]] = []  # for the funnel, on failure
         pos = start - 1
         while True:
             pos += 1
@@ -821,10 +963,14 @@ class DFSContext:
             rejection = self._apply(step, cand)
             if rejection is not None:
                 code, msg = rejection
-                rejected[code] = rejected.get(code, 0) + 1
-                if code not in first_msg:  # name the device once per reason, on failure paths
-                    shown = str(cand.id)
-                    first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
+                # A traced run also walks the devices the prefilter refused (to show them);
+                # the failure's words count only what an untraced run sees.
+                if eligible_ids is None or id(cand) in eligible_ids:
+                    rejected[code] = rejected.get(code, 0) + 1
+                    refusals.append((cand, rejection))
+                    if code not in first_msg:  # name the device once per reason
+                        shown = str(cand.id)
+                        first_msg[code] = msg if shown in msg else f"device {shown}: {msg}"
                 if traced:
                     status = "pruned" if self.pruned else "failed"
                     self._trace_device(node, cand, status, code, msg)
@@ -848,6 +994,7 @@ class DFSContext:
             (ci, ri, slot),
             f"claim {claim.key} request {req.name}: cannot fill slot {slot + 1} of "
             f"{req.num_devices}" + (f"; rejected {summary}" if summary else "; no candidates"),
+            refusals,
         )
         if traced and trace.nodes and node >= 0 and trace.nodes[node]["status"] == "ok":
             trace.set(node, "failed")
@@ -929,3 +1076,18 @@ def pool_variants(
     if not it_requirements or any(r is None for r in it_requirements):
         return [base]
     return [base.intersect(r) for r in it_requirements]
+
+
+def count_message(claim_key: str, request: str, needed: int, funnel: Funnel) -> str:
+    """The count-pruning refusal of one ExactCount request, ending with the decisive cause.
+    Built from the (pod-independent) funnel alone, so that the scheduler words a cached refusal
+    exactly as the search would."""
+    return (
+        f"claim {claim_key} request {request}: {funnel.usable} of {needed} devices available"
+        + _tail(funnel)
+    )
+
+
+def _tail(funnel: Funnel) -> str:
+    cause = cause_text(funnel)
+    return f" {cause}" if cause else ""

@@ -7,6 +7,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
+from allocator.explanation.funnel import aggregate
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
@@ -108,7 +109,7 @@ def _cluster_devices(claim: ResourceClaim) -> list[dict]:
     return [d.to_json() for d in in_cluster_devices(claim)]
 
 
-def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
+def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None = None) -> dict:
     timeout = options.binding_timeout_seconds
     target = outcome.target
     claims_json = []
@@ -143,6 +144,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup) -> dict:
         "error": outcome.error,
         "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
     }
+    if not outcome.scheduled:
+        entry["explanation"] = aggregate(outcome.funnel_log, memo)
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)
@@ -182,7 +185,8 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
     from allocator.scheduling.report import extend_node_claims, extend_pod_claims
 
     lookup = _DeviceLookup(snapshot)
-    pod_entries = [_pod_entry(o, run, options, lookup) for o in outcomes]
+    memo: dict = {}  # funnel signatures, shared by every pod (the outcomes keep them alive)
+    pod_entries = [_pod_entry(o, run, options, lookup, memo) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
     extend_node_claims(node_claims, run, snapshot, by_key)  # scheduling/report.py

@@ -33,6 +33,9 @@ class SimulationOptions:
     trace: bool = False
     trace_max_nodes: int = DEFAULT_MAX_NODES
     binding_timeout_seconds: int = 600
+    # Internal (not an API option): refuse by the cached refusal funnel and skip unchanged
+    # retries. Switched off only by the property test proving decisions do not depend on it.
+    funnel_refusal: bool = True
 
     @classmethod
     def from_json(cls, d: dict | None) -> SimulationOptions:

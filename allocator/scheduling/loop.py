@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from allocator.model import DeviceID, NodePool, Pod, ResourceClaim, Taint
+from allocator.dfs import count_message
+from allocator.explanation.funnel import Funnel
+from allocator.model import DeviceID, NodePool, Pod, PoolKey, ResourceClaim, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter, claims_minimum
@@ -70,6 +72,20 @@ class PodOutcome:
     dra_node_resources: Resources = field(default_factory=dict)
     attempts: int = 0
     validated: bool = False  # an Allocate call got past Request Validation
+    # The refusal funnels of the last attempt: (target as reasons[].target names it, funnel,
+    # this pod's claim when the funnel is a cached one computed for another claim of the same
+    # spec, else None). Read them through ``funnels``.
+    funnel_log: list[tuple[str, Funnel, str | None]] = field(default_factory=list)
+    # The scheduler's state version the last attempt saw, and the DFS nodes it spent: a retry
+    # in an unchanged state would repeat it exactly (see Scheduler.run).
+    seen_version: int = -1
+    seen_validated: bool = False  # ``validated`` when that attempt started
+    dfs_nodes: int = 0
+
+    @property
+    def funnels(self) -> list[tuple[str, Funnel]]:
+        """(target, funnel) of every refusal of the last attempt, in the order tried."""
+        return [(t, f if c is None else f.for_claim(c)) for t, f, c in self.funnel_log]
 
 
 @dataclass(slots=True)
@@ -108,6 +124,7 @@ class Scheduler:
         reserved_names: set[str] = frozenset(),
         trace: Trace = NULL_TRACE,
         allocation_errors: tuple[type[BaseException], ...] = (),
+        funnel_refusal: bool = True,
     ) -> None:
         self.allocator = allocator
         self.existing = existing
@@ -125,6 +142,34 @@ class Scheduler:
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
         self.prunes = PruneLog()  # why each NodeClaim lost instance types (result report)
+        # Refusing by the funnel (issue 9): an existing target whose cached count stage shows a
+        # pod's requests cannot be met is refused without running Allocate there; a retry in
+        # an unchanged state is skipped. Off only to prove that decisions do not depend on it.
+        self.funnel_refusal = funnel_refusal
+        # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
+        # None when the request passed the count stage). Versions grow on every commit to a
+        # pool (or to the target's own templates) and on every release, so an entry whose
+        # version still matches is what Allocate would compute again.
+        # (the 4th item: an id of what the refusal's words depend on besides the claim).
+        self._funnels: dict[tuple, dict[str, tuple]] = {}
+        self._refusal_words: dict[tuple, str] = {}  # (claim, words shape id) -> reason
+        self._word_shapes: dict[tuple, int] = {}
+        self._funnel_keys: dict[int, tuple] = {}  # id(claim) -> (claim, its funnel key)
+        # Pod shape -> (state version its attempt started from, and of that failed attempt:
+        # claim keys, reasons, funnel log, validated, DFS nodes).
+        self._shapes: dict[tuple, tuple] = {}
+        self.replayed = 0  # attempts replayed from a pod of the same shape (bench, tests)
+        self._causes: dict[int, tuple[Funnel, str]] = {}
+        self._pool_versions: dict[PoolKey, int] = {}
+        self._target_versions: dict[str, int] = {}
+        self._releases = 0
+        self.state_version = 0  # anything a pod's attempt reads changed (retry skipping)
+        # Refused by the device-count pre-check: (place in the funnel log, target).
+        self._counted_out: list[tuple[int, ExistingTarget, int]] = []  # + its trace node
+        # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
+        from allocator.explanation.messages import HOLDERS, HolderIndex
+
+        allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -142,7 +187,12 @@ class Scheduler:
             placed_any = False
             total = done + len(queue)
             for outcome in queue:
-                if self._schedule(outcome):
+                if self._unchanged(outcome):
+                    # Nothing this pod's attempt read has changed since: the retry would
+                    # repeat it exactly (same reasons, same DFS work), so it is not run.
+                    self.allocator.dfs_nodes += outcome.dfs_nodes
+                    failed.append(outcome)
+                elif self._schedule(outcome, replay=True):
                     placed_any = True
                 else:
                     failed.append(outcome)
@@ -154,15 +204,127 @@ class Scheduler:
             queue = failed  # Karpenter retries while the previous pass made progress
         return outcomes
 
-    def _schedule(self, outcome: PodOutcome) -> bool:
+    def _unchanged(self, outcome: PodOutcome) -> bool:
+        return (
+            self.funnel_refusal
+            and not self.trace.enabled
+            and outcome.seen_version == self.state_version
+            and outcome.seen_validated == outcome.validated
+        )
+
+    def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
+        """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
+        a pod of the same shape as one that failed in this same state take that result."""
+        start_nodes = self.allocator.dfs_nodes
+        start_version = self.state_version  # the attempt itself may change it (validation)
+        start_validated = outcome.validated
+        shape = self._shape(outcome) if replay else None
+        if shape is not None:
+            seen = self._shapes.get(shape)
+            if seen is not None and seen[0] == start_version:
+                # A pod just like this one failed in this very state: so does this one.
+                self._replay(outcome, seen)
+                outcome.seen_version = start_version
+                outcome.seen_validated = start_validated
+                return False
+        placed = self._attempt(outcome)
+        if not placed:
+            outcome.seen_version = start_version
+            outcome.seen_validated = start_validated
+            outcome.dfs_nodes = self.allocator.dfs_nodes - start_nodes
+            if shape is not None and not self._names_pod(outcome):
+                self._shapes[shape] = (
+                    start_version,
+                    [c.key for c in outcome.pod_claims.claims],
+                    outcome.reasons,
+                    outcome.funnel_log,
+                    outcome.validated,
+                    outcome.dfs_nodes,
+                )
+        return placed
+
+    def _shape(self, outcome: PodOutcome) -> tuple | None:
+        """Everything an attempt reads from the pod, but its name: pods of one Deployment or
+        Job share it (their claims differ by name only). None when a claim is not simply
+        unallocated or the run is traced (the trace shows every attempt)."""
+        if not self.funnel_refusal or self.trace.enabled or outcome.pod_claims.error:
+            return None
+        claims = outcome.pod_claims.claims
+        keys = []
+        for claim in claims:
+            state = claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory)
+            key = self._funnel_key(claim)
+            if state != "unallocated" or key is None:
+                return None
+            keys.append(key)
+        pod = outcome.pod
+        return (
+            pod.namespace,
+            repr(sorted(pod.requests.items())),
+            pod.container_count,
+            repr(pod.node_selector),
+            repr(pod.required_node_affinity),
+            repr(pod.tolerations),
+            repr(pod.resource_claims),
+            repr(pod.raw.get("spec")),
+            tuple(keys),
+            outcome.validated,
+        )
+
+    @staticmethod
+    def _names_pod(outcome: PodOutcome) -> bool:
+        """Whether a reason names the pod itself (not only its claims): not replayable."""
+        keys = [c.key for c in outcome.pod_claims.claims]
+        for text in {r for _, r in outcome.reasons}:
+            for key in keys:
+                text = text.replace(key, "")
+            if outcome.pod.key in text:
+                return True
+        return False
+
+    def _replay(self, outcome: PodOutcome, seen: tuple) -> None:
+        """This pod's attempt, from the attempt of a pod of the same shape in the same state:
+        the same targets refuse it with the same words, naming its own claims."""
+        _, claim_keys, reasons, funnel_log, validated, dfs_nodes = seen
+        names = {a: b.key for a, b in zip(claim_keys, outcome.pod_claims.claims, strict=True)}
+        words: dict[str, str] = {}
+
+        def renamed(text: str) -> str:
+            hit = words.get(text)
+            if hit is None:
+                hit = text
+                for a, b in names.items():
+                    hit = hit.replace(f"claim {a}", f"claim {b}")
+                words[text] = hit
+            return hit
+
+        outcome.attempts += 1
+        outcome.reasons = [(t, renamed(r)) for t, r in reasons]
+        outcome.funnel_log = [
+            (t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in funnel_log
+        ]
+        if validated and not outcome.validated:
+            self._mark_validated(outcome)
+        outcome.error = explain.summarize(outcome.reasons)
+        outcome.claim_states = {
+            c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
+            for c in outcome.pod_claims.claims
+        }
+        outcome.dfs_nodes = dfs_nodes
+        self.allocator.dfs_nodes += dfs_nodes
+        self.replayed += 1
+
+    def _attempt(self, outcome: PodOutcome) -> bool:
         pod = outcome.pod
         outcome.attempts += 1
         outcome.reasons = []
+        outcome.funnel_log = []
         outcome.error = None
         claims = outcome.pod_claims.claims
         pod_node = self.trace.add(None, "pod", pod.key) if self.trace.enabled else -1
         if outcome.pod_claims.error is not None:
             outcome.error = outcome.pod_claims.error
+            outcome.funnel_log = [("", f, None) for f in _claim_error_funnels(outcome)]
             self.trace.set(pod_node, "failed", "claim", outcome.error)
             return False
         shared = self._shared_mapping_problem(outcome)
@@ -190,21 +352,32 @@ class Scheduler:
         fast = not self.trace.enabled and not check_terms
         wanted = [(k, v) for k, v in requests.items() if v > 0]
         reasons = outcome.reasons
+        specs = self._refusal_specs(claims)
+        funnels = outcome.funnel_log
+        self._counted_out = []
         for target in self.existing:
             if bounds is None and counting and self._is_validated(outcome):
                 bounds = self.counter.bounds
-            if fast and bounds is not None and target.open_to_all:
-                bound = bounds.get(target.id)
-                if bound is not None and needed > bound:
-                    available = target.available
-                    for name, value in wanted:
-                        if value > available.get(name, 0):
-                            break
-                    else:
-                        reasons.append(
-                            (target.reason_target, self._device_reason(target, needed, bound))
-                        )
-                        continue
+            if fast and target.open_to_all and (bounds is not None or specs):
+                available = target.available
+                for name, value in wanted:
+                    if value > available.get(name, 0):
+                        break
+                else:
+                    if bounds is not None:
+                        bound = bounds.get(target.id)
+                        if bound is not None and needed > bound:
+                            reasons.append(
+                                (target.reason_target, self._device_reason(target, needed, bound))
+                            )
+                            self._counted_out.append((len(funnels), target, -1))
+                            funnels.append(None)  # its funnel, if the pod fails everywhere
+                            continue
+                    if specs:
+                        refused = self._funnel_refusal(target, specs, outcome)
+                        if refused is not None:
+                            reasons.append((target.reason_target, refused))
+                            continue
             reason = self._try_existing(
                 target,
                 outcome,
@@ -213,23 +386,30 @@ class Scheduler:
                 pod_node,
                 needed if bounds is not None else 0,
                 bounds,
+                specs,
             )
             if reason is None:
                 return self._placed(outcome, target, pod_node)
             outcome.reasons.append((target.reason_target, reason))
 
         for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
+            self.allocator.last_funnels = []
             reason = self._try_in_flight(nc, outcome, requests, terms, pod_node)
             if reason is None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((nc.reason_target, reason))
+            funnels.extend((nc.reason_target, f, None) for f in self.allocator.last_funnels)
 
         for plan in self.pools:
+            self.allocator.last_funnels = []
             reason, nc = self._try_new(plan, outcome, requests, terms, pod_node)
             if nc is not None:
                 return self._placed(outcome, nc, pod_node)
             outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
+            pool = f"nodepool/{plan.pool.name}"
+            funnels.extend((pool, f, None) for f in self.allocator.last_funnels)
 
+        self._explain_counted_out(outcome, specs)
         outcome.error = explain.summarize(outcome.reasons)
         outcome.claim_states = {
             c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
@@ -239,10 +419,12 @@ class Scheduler:
         return False
 
     def _placed(self, outcome: PodOutcome, target, pod_node: int) -> bool:
+        self.state_version += 1
         outcome.scheduled = True
         outcome.target = target
         outcome.error = None
         outcome.reasons = []
+        outcome.funnel_log = []
         target.pods.append(outcome.pod)
         for claim in outcome.pod_claims.claims:
             self.claim_users.setdefault(claim.key, set()).add(outcome.pod.key)
@@ -312,6 +494,7 @@ class Scheduler:
         pod_node: int,
         needed: int = 0,
         bounds: dict[str, int] | None = None,
+        specs: list | None = None,
     ) -> str | None:
         pod = outcome.pod
         if target.unschedulable:
@@ -334,11 +517,22 @@ class Scheduler:
             bound = bounds.get(target.id)
             if bound is not None and needed > bound:
                 reason = self._device_reason(target, needed, bound)
-                return self._refused(pod_node, target, "devices", reason)
+                node = -1
+                if self.trace.enabled:
+                    node = self.trace.add(
+                        pod_node, "target", target.trace_label, "failed", "devices", reason
+                    )
+                self._counted_out.append((len(outcome.funnel_log), target, node))
+                outcome.funnel_log.append(None)  # its funnel, if the pod fails everywhere
+                return reason
         claims = outcome.pod_claims.claims
         dra: Resources = {}
         result = None
         if claims:
+            if specs and not self.trace.enabled:
+                refused = self._funnel_refusal(target, specs, outcome)
+                if refused is not None:
+                    return refused
             node = self._target_trace(pod_node, target.trace_label)
             try:
                 result = self.allocator.allocate(
@@ -350,7 +544,13 @@ class Scheduler:
                 )
             except self.allocation_errors as err:
                 self._note_validation(outcome, err)
-                self.trace.set(node, "failed", getattr(err, "code", "allocation"), str(err))
+                self._remember(target, claims, err)
+                outcome.funnel_log.extend(
+                    (target.reason_target, f, None) for f in getattr(err, "funnels", ())
+                )
+                if self.trace.enabled:
+                    self._trace_funnels(node, err)
+                self.trace.set(node, "failed", _target_code(err), str(err))
                 return explain.dra_reason(str(err))
             self._mark_validated(outcome)
             dra = dra_node_resources(result)
@@ -369,6 +569,182 @@ class Scheduler:
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
         return None
+
+    # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
+
+    def invalidate_funnels(self) -> None:
+        """Forget every cached refusal and replayable attempt: call it after changing the
+        allocation state other than through a placement (a trial that frees devices ...)."""
+        self._funnels.clear()
+        self._shapes.clear()
+        self._releases += 1
+        self.state_version += 1
+
+    def _refusal_specs(self, claims: list[ResourceClaim]) -> list | None:
+        """What the count stage of a pod's Allocate reads, pod-independently: per claim its key,
+        spec key and ExactCount requests (name, count), in search order. None when a claim is
+        not simply unallocated (Allocate would classify it, re-use its devices ...) or has no
+        spec key (All mode depends on the pools): such pods always run Allocate."""
+        if not self.funnel_refusal or not claims:
+            return None
+        out = []
+        for claim in claims:
+            if claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory) != (
+                "unallocated"
+            ):
+                return None
+            key = self._funnel_key(claim)
+            if key is None:
+                return None
+            requests = [
+                (r.name, r.exactly.count, self._funnels.setdefault((key, r.name), {}))
+                for r in claim.spec.requests
+                if r.exactly is not None
+            ]
+            out.append((claim.key, key, requests))
+        return out
+
+    def _funnel_key(self, claim: ResourceClaim) -> tuple | None:
+        """What a claim's funnels depend on: its namespace and its spec's content (claims from
+        one template share it; a claim changed for a trial does not). None for All mode."""
+        hit = self._funnel_keys.get(id(claim))
+        if hit is None or hit[0] is not claim:
+            key = None if _spec_key(claim) is None else (claim.namespace, repr(claim.spec))
+            hit = self._funnel_keys[id(claim)] = (claim, key)
+        return hit[1]
+
+    def _version(self, target, reach: tuple[PoolKey, ...]) -> int:
+        # Every count only grows: an equal sum means nothing in reach changed.
+        total = self._releases + self._target_versions.get(target.id, 0)
+        versions = self._pool_versions
+        for k in reach:
+            total += versions.get(k, 0)
+        return total
+
+    def _funnel_refusal(self, target, specs: list, outcome: PodOutcome) -> str | None:
+        """The refusal Allocate would return on ``target``, from cached funnels, or None when
+        it is not known (or the requests pass the count stage: the search must run)."""
+        if len(target.instance_types) > 1:
+            return None
+        tid = target.id
+        pool_versions = self._pool_versions
+        base = self._releases + self._target_versions.get(tid, 0)
+        for claim_key, _, requests in specs:
+            for name, count, table in requests:
+                hit = table.get(tid)
+                if hit is None:
+                    return None
+                version = base  # _version, inlined: this runs once per pod and node
+                for k in hit[0]:
+                    version += pool_versions.get(k, 0)
+                if version != hit[1]:
+                    return None
+                funnel = hit[2]
+                if funnel is None:
+                    continue
+                if not outcome.validated:
+                    self._mark_validated(outcome)
+                outcome.funnel_log.append((target.reason_target, funnel, claim_key))
+                # Many nodes refuse the same way: one string for all of them.
+                key = (claim_key, hit[3])
+                reason = self._refusal_words.get(key)
+                if reason is None:
+                    it = target.instance_types[0] if target.instance_types else ""
+                    # Allocate's words exactly: one instance type, refused at the count stage.
+                    reason = self._refusal_words[key] = explain.dra_reason(
+                        "no instance type can satisfy the allocation: "
+                        + (f"{it}: " if it else "")
+                        + count_message(claim_key, name, count, funnel)
+                    )
+                return reason
+        return None
+
+    def _explain_counted_out(self, outcome: PodOutcome, specs: list | None) -> None:
+        """Funnels of the nodes the device-count pre-check refused (nothing was searched
+        there), for a pod that failed everywhere: from the cache, or by an Allocate that only
+        explains (it changes no state and counts no DFS nodes)."""
+        claims = outcome.pod_claims.claims
+        allocator = self.allocator
+        log = outcome.funnel_log
+        uneven = False
+        for place, target, node in self._counted_out:
+            found = self._cached_funnels(target, specs) if specs else None
+            if found is None:
+                nodes = allocator.dfs_nodes
+                try:
+                    allocator.allocate(target, claims, pod=outcome.pod)
+                    found = []  # cannot happen (the pre-check is sound); explain nothing
+                except self.allocation_errors as err:
+                    self._remember(target, claims, err)
+                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                finally:
+                    allocator.dfs_nodes = nodes
+            if node >= 0 and found:
+                # Refused by counting: the trace node shows the funnel and its decisive cause.
+                from allocator.explanation.funnel import decisive_reason, funnel_json
+
+                funnels = [e[1].for_claim(e[2]) if e[2] else e[1] for e in found]
+                self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
+                self.trace.nodes[node]["reason"] = decisive_reason(funnels[0]) or "devices"
+            if len(found) == 1:
+                log[place] = found[0]
+            else:
+                log[place] = found  # type: ignore[call-overload]
+                uneven = True
+        if uneven:  # in the order the targets were tried
+            outcome.funnel_log = [
+                x for e in log for x in (e if isinstance(e, list) else (e,)) if x is not None
+            ]
+        self._counted_out = []
+
+    def _cached_funnels(self, target, specs: list) -> list[tuple] | None:
+        """The funnel of the first request the count stage refuses, from the cache."""
+        if len(target.instance_types) > 1:
+            return None
+        for claim_key, _, requests in specs:
+            for _, _, table in requests:
+                hit = table.get(target.id)
+                if hit is None or self._version(target, hit[0]) != hit[1]:
+                    return None
+                if hit[2] is not None:
+                    return [(target.reason_target, hit[2], claim_key)]
+        return None
+
+    def _cause(self, funnel: Funnel) -> str:
+        """``cause_text`` of a cached funnel, computed once per funnel object."""
+        hit = self._causes.get(id(funnel))
+        if hit is None or hit[0] is not funnel:
+            from allocator.explanation.funnel import cause_text
+
+            hit = self._causes[id(funnel)] = (funnel, cause_text(funnel))
+        return hit[1]
+
+    def _remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
+        """Cache the count stage of a failed Allocate on a single-instance-type target."""
+        counted = getattr(err, "counted", None)
+        if not self.funnel_refusal or counted is None or len(target.instance_types) > 1:
+            return
+        reach = err.reach
+        version = self._version(target, reach)
+        it = target.instance_types[0] if target.instance_types else ""
+        for index, name, funnel in counted:
+            key = self._funnel_key(claims[index])
+            if key is None:
+                continue
+            words = None
+            if funnel is not None:
+                # What the refusal's words depend on besides the claim, as a small int.
+                shape = (it, name, funnel.usable, self._cause(funnel))
+                words = self._word_shapes.setdefault(shape, len(self._word_shapes))
+            table = self._funnels.setdefault((key, name), {})
+            table[target.id] = (reach, version, funnel, words)
+
+    def _trace_funnels(self, node: int, err: BaseException) -> None:
+        from allocator.explanation.funnel import funnel_json
+
+        funnels = getattr(err, "funnels", None)
+        if node >= 0 and funnels:
+            self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
 
     def _refused(self, pod_node: int, target, code: str, reason: str) -> str:
         """A target refused before any device search: one failed trace node says why."""
@@ -589,6 +965,7 @@ class Scheduler:
         kept = set(nc.instance_types)
         for name in sorted(before - kept):
             self.allocator.release_instance_type(nc.id, name)
+            self._releases += 1  # freed devices may be in reach of any target
         self.prunes.applied(nc.id, plan.term, plan.stages)
         self._record(outcome, plan.result, plan.dra_resources)
 
@@ -596,6 +973,14 @@ class Scheduler:
 
     def _commit(self, result, claims: list[ResourceClaim]) -> None:
         result.allocation.commit()
+        # Every pool a committed device is in, and the NodeClaim's own templates, changed.
+        versions = self._pool_versions
+        for claim in result.claims:
+            for d in claim.devices:
+                key = PoolKey(d.driver, d.pool)
+                versions[key] = versions.get(key, 0) + 1
+        nc_id = result.allocation.node_claim_id
+        self._target_versions[nc_id] = self._target_versions.get(nc_id, 0) + 1
         for claim in result.claims:
             if claim.state in ("unallocated", "reallocated"):
                 self.in_memory.add(claim.key)
@@ -618,11 +1003,12 @@ class Scheduler:
             self._mark_validated(outcome)
 
     def _mark_validated(self, outcome: PodOutcome) -> None:
-        outcome.validated = True
+        outcome.validated = True  # the pod's own: see PodOutcome.seen_validated
         for claim in outcome.pod_claims.claims:
             key = _spec_key(claim)
-            if key is not None:
+            if key is not None and key not in self._validated_specs:
                 self._validated_specs.add(key)
+                self.state_version += 1  # the device-count pre-check applies to more pods
 
     def _is_validated(self, outcome: PodOutcome) -> bool:
         """Validated itself, or every claim shares its spec with a validated one (claims from
@@ -662,6 +1048,27 @@ class Scheduler:
             self._next_index[pool] = n + 1
             self.reserved_names.add(f"{pool}-{n}")
         return f"{pool}-{n}"
+
+
+def _target_code(err: BaseException) -> str:
+    """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
+    from allocator.explanation.funnel import decisive_reason
+
+    code = getattr(err, "code", "allocation")
+    funnels = getattr(err, "funnels", None)
+    if code == "no-instance-type" and funnels and all(f.whole is None for f in funnels):
+        return decisive_reason(funnels[0]) or code
+    return code
+
+
+def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
+    """A pod whose claims cannot even be generated or found: refused as a whole."""
+    from allocator.explanation.funnel import whole_funnel
+
+    error = outcome.pod_claims.error or ""
+    claims = outcome.pod_claims.claims
+    claim = claims[0].key if claims else outcome.pod.key
+    return [whole_funnel(claim, "", 0, None, error)]
 
 
 def _spec_key(claim: ResourceClaim) -> tuple | None:

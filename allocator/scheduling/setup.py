@@ -97,6 +97,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         reserved_names=reserved,
         trace=trace,
         allocation_errors=(AllocationError,),
+        funnel_refusal=getattr(options, "funnel_refusal", True),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 

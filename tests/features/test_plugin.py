@@ -198,7 +198,7 @@ def test_binding_conditions_gate_off_hides_the_fabric_gpu() -> None:
     result = simulate(snapshot, off).result
     pod = pods(result)["default/fabric-job-2"]
     assert not pod["scheduled"]
-    assert "rejected binding-condition" in pod["error"]
+    assert "rejected by binding-condition" in pod["error"]
     assert "DRADeviceBindingConditions feature is disabled" in pod["error"]
 
 
@@ -364,8 +364,14 @@ def test_template_counters_are_per_nodeclaim() -> None:
         # 24Gi of gpu-partitions-2's 48Gi are taken: the full GPU needs a NodeClaim of its own.
         "default/train-0": "gpu-partitions-3",
     }
-    # The counters committed on gpu-partitions-1 filter its halves out up front.
-    assert any("rejected counter" in (n["message"] or "") for n in trace["nodes"])
+    # The counters committed on gpu-partitions-1 filter its full GPU out up front: the pruned
+    # instance type's funnel counts it under "counter".
+    assert any(
+        r["reason"] == "counter" and r["exampleDevices"] == ["gpu.nvidia.com/l40s/gpu-0-full"]
+        for n in trace["nodes"]
+        for f in n.get("funnel", ())
+        for r in f["rejections"]
+    )
     assert [n["pods"] for n in result["nodeClaims"]] == [
         ["default/infer-0", "default/infer-1"],
         ["default/infer-2"],

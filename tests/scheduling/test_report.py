@@ -71,9 +71,11 @@ def test_demo_pruned_instance_types_with_the_stage_and_message(demo):
     # The A10G selector of whisper's claim: the L4 / L40S / A100 types have no matching GPU.
     for name in ("g6.12xlarge", "g6e.12xlarge", "p4d.24xlarge"):
         assert pruned[name]["reason"] == "devices"
-        assert pruned[name]["message"] == (
-            "claim inference/whisper-a10g-0-gpu request gpu: 0 of 1 devices available"
+        # ... and the message ends with the decisive cause: the selector.
+        assert pruned[name]["message"].startswith(
+            "claim inference/whisper-a10g-0-gpu request gpu: 0 of 1 devices available ("
         )
+        assert " rejected by selector: " in pruned[name]["message"]
     # The second whisper pod pushed the requests past the smallest g5.
     assert pruned["g5.xlarge"]["reason"] == "resources"
     assert pruned["g5.xlarge"]["message"].startswith(

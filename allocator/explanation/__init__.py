@@ -1,0 +1,5 @@
+"""Why a pod was refused (the refusal funnel) and what would fix it (CONTRACT section 4)."""
+
+from allocator.explanation.funnel import Funnel, RejectionGroup
+
+__all__ = ["Funnel", "RejectionGroup"]
