@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NODE",
         help="simulate consolidation of this node (repeatable)",
     )
+    sim.add_argument(
+        "--no-suggestions",
+        dest="suggestions",
+        action="store_false",
+        help="skip the verified fix suggestions for failed pods",
+    )
     val = sub.add_parser("validate", help="load and check a snapshot")
     val.add_argument("snapshot", nargs="+", metavar="SNAPSHOT")
     return parser
@@ -147,6 +153,7 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
         gates=args.feature_gates,
         disrupt=list(args.disrupt),
         trace=args.trace is not None,
+        suggestions=args.suggestions,
     )
     if args.trace is not None:
         directory = os.path.dirname(os.path.abspath(args.trace))
@@ -279,6 +286,16 @@ def _funnel_lines(pod: dict) -> list[str]:
     return lines
 
 
+def _suggestion_line(pod: dict) -> str:
+    """The first verified suggestion of a failed pod, one line (empty when none)."""
+    suggestions = pod.get("suggestions") or []
+    if not suggestions:
+        return ""
+    first = suggestions[0]
+    more = f" (+{len(suggestions) - 1} more, see --json)" if len(suggestions) > 1 else ""
+    return f"  suggestion [{first['kind']}]: {first['message']}{more}\n"
+
+
 def summary(result: dict) -> str:
     stats = result["stats"]
     out = [
@@ -323,6 +340,7 @@ def summary(result: dict) -> str:
                 if len(reasons) > MAX_REASONS:
                     out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")
             out.extend(_funnel_lines(p))
+            out.append(_suggestion_line(p))
     gating = [g for g in result.get("initializationGating", []) if g["status"] != "Initialized"]
     if gating:
         out.append("\nInitialization gating:\n")

@@ -180,7 +180,9 @@ def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> di
     }
 
 
-def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> dict:
+def build_result(
+    snapshot: Snapshot, options, run, outcomes, seconds: float, suggestions=None
+) -> dict:
     from allocator.scheduling.disruption import disruption_report
     from allocator.scheduling.report import extend_node_claims, extend_pod_claims
 
@@ -194,7 +196,7 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
     scheduled = sum(1 for e in pod_entries if e["scheduled"])
     placed = {e["pod"] for e in pod_entries if e["scheduled"]}
     dfs_nodes = run.allocator.dfs_nodes
-    return {
+    result = {
         "schemaVersion": SCHEMA_VERSION,
         "pods": pod_entries,
         "nodeClaims": node_claims,
@@ -213,6 +215,18 @@ def build_result(snapshot: Snapshot, options, run, outcomes, seconds: float) -> 
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
         "warnings": list(snapshot.warnings),
     }
+    if suggestions is not None:
+        _add_suggestions(result, suggestions)
+    return result
+
+
+def _add_suggestions(result: dict, report) -> None:
+    """``pods[].suggestions`` (``[]`` for placed pods and when no single change helps) and
+    their cost in ``stats`` (allocator/explanation/suggestions.py)."""
+    for entry in result["pods"]:
+        entry["suggestions"] = report.by_pod.get(entry["pod"], [])
+    result["stats"]["suggestionSeconds"] = round(report.seconds, 6)
+    result["stats"]["suggestionTrials"] = report.trials
 
 
 def _pools(snapshot: Snapshot, run, options) -> list[dict]:

@@ -22,6 +22,7 @@ _OPTION_FIELDS = {
     "trace",
     "traceMaxNodes",
     "bindingTimeoutSeconds",
+    "suggestions",
 }
 
 
@@ -36,6 +37,7 @@ class SimulationOptions:
     # Internal (not an API option): refuse by the cached refusal funnel and skip unchanged
     # retries. Switched off only by the property test proving decisions do not depend on it.
     funnel_refusal: bool = True
+    suggestions: bool = True  # verified fix suggestions for failed pods (CONTRACT section 4)
 
     @classmethod
     def from_json(cls, d: dict | None) -> SimulationOptions:
@@ -68,10 +70,11 @@ class SimulationOptions:
             if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
                 raise ValueError("options.disrupt: must be a list of node names")
             opts.disrupt = list(nodes)
-        if "trace" in d:
-            if not isinstance(d["trace"], bool):
-                raise ValueError("options.trace: must be true or false")
-            opts.trace = d["trace"]
+        for key in ("trace", "suggestions"):
+            if key in d:
+                if not isinstance(d[key], bool):
+                    raise ValueError(f"options.{key}: must be true or false")
+                setattr(opts, key, d[key])
         for key, attr in (
             ("traceMaxNodes", "trace_max_nodes"),
             ("bindingTimeoutSeconds", "binding_timeout_seconds"),
@@ -91,6 +94,7 @@ class SimulationOptions:
             "trace": self.trace,
             "traceMaxNodes": self.trace_max_nodes,
             "bindingTimeoutSeconds": self.binding_timeout_seconds,
+            "suggestions": self.suggestions,
         }
 
 
@@ -123,5 +127,11 @@ def _simulate(snapshot: Snapshot, options: SimulationOptions, progress) -> Simul
     run = build_run(snapshot, options, trace)
     outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
-    result = build_result(snapshot, options, run, outcomes, seconds)
+    suggestions = None
+    if options.suggestions:
+        # After the loop: its final state is what every failed pod saw on its last attempt.
+        from allocator.explanation.suggestions import suggest
+
+        suggestions = suggest(snapshot, run, outcomes)
+    result = build_result(snapshot, options, run, outcomes, seconds, suggestions=suggestions)
     return SimulationOutput(result, trace.to_json() if options.trace else None)

@@ -170,6 +170,7 @@ class Scheduler:
         from allocator.explanation.messages import HOLDERS, HolderIndex
 
         allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
+        self._dry = False  # a trial (see ``trial``): stop at the first commit
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -562,9 +563,11 @@ class Scheduler:
                 self.trace.set(node, "failed", "resources", "device node resources")
                 return self._exceeds(merged(requests, dra), target.available)
             self.trace.set(node, "ok", "allocated")
+            self._stop_trial(target, result)
             self._commit(result, claims)
         elif self.trace.enabled:
             self.trace.add(pod_node, "target", target.trace_label, "ok", "fits")
+        self._stop_trial(target, result)
         for name, value in merged(requests, dra).items():
             target.available[name] = target.available.get(name, 0) - value
         self._record(outcome, result, dra)
@@ -955,6 +958,7 @@ class Scheduler:
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
+        self._stop_trial(nc, plan.result)
         before = set(nc.instance_types)
         if plan.result is not None:
             before.update(plan.result.instance_types)
@@ -968,6 +972,33 @@ class Scheduler:
             self._releases += 1  # freed devices may be in reach of any target
         self.prunes.applied(nc.id, plan.term, plan.stages)
         self._record(outcome, plan.result, plan.dra_resources)
+
+    # --- trials (allocator/explanation/suggestions.py) ----------------------------------------
+
+    def trial(self, pod: Pod, pod_claims: PodClaims, *, counting: bool = True) -> TrialHit | None:
+        """Where ``pod`` would go now: the pod's placement re-run on the current state with
+        nothing committed (no allocation, NodeClaim, name, resources or trace). ``counting``
+        False switches off the device-count pre-check (its bounds know nothing of devices a
+        trial frees). Decisions, and the DFS budget, are those of ``_schedule``."""
+        saved = (self.trace, self.prunes, self.counter, set(self._validated_specs))
+        allocator = self.allocator
+        dfs_nodes = allocator.dfs_nodes  # stats.dfsNodes counts the run's own search only
+        self.trace, self.prunes, self._dry = NULL_TRACE, PruneLog(), True
+        if not counting:
+            self.counter = None
+        try:
+            self._schedule(PodOutcome(pod, pod_claims))
+        except TrialHit as hit:
+            return hit
+        finally:
+            self.trace, self.prunes, self.counter, self._validated_specs = saved
+            allocator.dfs_nodes = dfs_nodes
+            self._dry = False
+        return None
+
+    def _stop_trial(self, target, result) -> None:
+        if self._dry:
+            raise TrialHit(target, result)
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -1044,7 +1075,7 @@ class Scheduler:
         n = self._next_index.get(pool, 1)
         while f"{pool}-{n}" in self.reserved_names:
             n += 1  # never shadow a NodeClaim or node of the snapshot
-        if not peek:
+        if not peek and not self._dry:
             self._next_index[pool] = n + 1
             self.reserved_names.add(f"{pool}-{n}")
         return f"{pool}-{n}"
@@ -1069,6 +1100,13 @@ def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
     claims = outcome.pod_claims.claims
     claim = claims[0].key if claims else outcome.pod.key
     return [whole_funnel(claim, "", 0, None, error)]
+class TrialHit(Exception):
+    """A trial found where the pod would go (raised before anything is committed)."""
+
+    def __init__(self, target, result) -> None:
+        super().__init__(target.name)
+        self.target = target  # ExistingTarget or InFlightNodeClaim (new ones not appended)
+        self.result = result  # AllocationResult, or None for a pod without claims
 
 
 def _spec_key(claim: ResourceClaim) -> tuple | None:

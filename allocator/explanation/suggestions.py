@@ -1,0 +1,1139 @@
+"""Verified single-change suggestions for pods that could not be placed (CONTRACT section 4).
+
+For every failed pod, a bounded list of candidate changes is derived from the pod, its claims,
+the devices in reach, taints, NodePools and the instance type catalog (and from the pod's
+refusal funnel when the loop recorded one). Each candidate is *tried*: the pod's placement is
+re-run with that one change on the scheduler state the pod last saw (``Scheduler.trial``: the
+loop stops after a pass that placed nothing, so the final state is exactly that), and only a
+change that places the pod is reported, with the target the trial found. Changes that touch
+run-wide structures (DeviceClasses, NodePool plans, held devices) are applied by a scoped
+override that is undone after the trial.
+
+Candidates are tried least invasive first (a toleration or a count before a NodePool change
+before freeing someone else's devices), at most ``MAX_TRIALS_PER_POD`` per pod.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from allocator.model import (
+    DeviceSelector,
+    DeviceToleration,
+    NodePool,
+    Pod,
+    ResourceClaim,
+    Snapshot,
+    Taint,
+    Toleration,
+)
+from allocator.requirements import Requirements
+from allocator.scheduling.fit import (
+    cheapest_offering,
+    fits,
+    format_quantity,
+    format_taint,
+    instance_type_info,
+    max_capacity,
+    node_pool_requirements,
+    pod_requests,
+    tolerates,
+    untolerated_taint,
+)
+from allocator.scheduling.initialization import PodClaims, claim_state_before_dfs
+
+MAX_TRIALS_PER_POD = 24
+MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders ...)
+
+# Least invasive first: the pod's own objects, then cluster-wide ones, then other workloads.
+RANK = {
+    "tolerate-taint": 0,
+    "reduce-count": 1,
+    "relax-selector": 2,
+    "drop-constraint": 3,
+    "nodepool-requirement": 4,
+    "nodepool-limit": 5,
+    "instance-type-resources": 6,
+    "add-instance-type": 6,
+    "free-device": 7,
+}
+
+
+@dataclass(slots=True)
+class SuggestionReport:
+    by_pod: dict[str, list[dict]] = field(default_factory=dict)
+    trials: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _Candidate:
+    kind: str
+    change: dict
+    message: str  # the change in words; the verified target is appended
+    pod: Pod | None = None  # the pod as changed (None: unchanged)
+    claims: list[ResourceClaim] | None = None  # the pod's claims as changed
+    override: Callable[[], object] | None = None  # context manager factory (run-wide change)
+    counting: bool = True
+    # reduce-count searches the largest count that fits instead of trying one value.
+    search: Callable[[Callable[[_Candidate], object]], tuple[_Candidate, object] | None] | None = (
+        None
+    )
+    order: int = 0  # within the same rank, the order found (pod's own before NodePool's)
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def suggest(snapshot: Snapshot, run, outcomes) -> SuggestionReport:
+    """Suggestions for every failed pod of ``outcomes`` (placed pods get none)."""
+    started = time.perf_counter()
+    report = SuggestionReport()
+    ctx = _Context(snapshot, run)
+    # Replicas (same namespace, pod spec and claim specs) see the same state and get the same
+    # verified answers: tried once, renamed for the others.
+    seen: dict[str, tuple[dict[str, str], list[dict]]] = {}
+    for outcome in outcomes:
+        if outcome.scheduled:
+            continue
+        signature = _signature(ctx, outcome)
+        names = _names(outcome)
+        if signature is not None and signature in seen:
+            first_names, found = seen[signature]
+            report.by_pod[outcome.pod.key] = _renamed(found, first_names, names)
+            continue
+        found = _for_pod(ctx, outcome, report)
+        report.by_pod[outcome.pod.key] = found
+        if signature is not None:
+            seen[signature] = (names, found)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _signature(ctx: _Context, outcome) -> str | None:
+    """What a trial reads of a pod, or None when a replica could see something else (claims
+    allocated, or shared with other pods)."""
+    claims = outcome.pod_claims.claims
+    if outcome.pod_claims.error is not None or any(
+        c.allocation is not None or c.reserved_for or c.key in ctx.scheduler.claim_users
+        for c in claims
+    ):
+        return None
+    spec = outcome.pod.raw.get("spec") if isinstance(outcome.pod.raw, dict) else None
+    return repr(
+        (
+            outcome.pod.namespace,
+            json.dumps(spec, sort_keys=True, default=str),
+            [repr(c.spec) for c in claims],
+        )
+    )
+
+
+def _names(outcome) -> dict[str, str]:
+    """Names that differ between replicas: the pod's and its claims' (index -> name)."""
+    out = {"pod": outcome.pod.key}
+    for i, c in enumerate(outcome.pod_claims.claims):
+        out[f"claim{i}"] = c.key
+    return out
+
+
+def _renamed(found: list[dict], old: dict[str, str], new: dict[str, str]) -> list[dict]:
+    text = json.dumps(found)
+    pairs = sorted(((old[k], new[k]) for k in old), key=lambda p: -len(p[0]))
+    tokens = {}
+    for i, (before, _) in enumerate(pairs):  # two steps, so that one rename never feeds another
+        token = f"\x00{i}\x00"
+        tokens[token] = pairs[i][1]
+        text = text.replace(json.dumps(before)[1:-1], json.dumps(token)[1:-1])
+    for token, after in tokens.items():
+        text = text.replace(json.dumps(token)[1:-1], json.dumps(after)[1:-1])
+    return json.loads(text)
+
+
+class _Context:
+    """What every pod's candidates read: the run, the catalog, holders of devices."""
+
+    def __init__(self, snapshot: Snapshot, run) -> None:
+        self.snapshot = snapshot
+        self.run = run
+        self.scheduler = run.scheduler
+        self.allocator = run.allocator
+        self._infos = None
+        self._pods_by_key = None
+
+    @property
+    def infos(self):
+        if self._infos is None:
+            known = {i.name: i for plan in self.scheduler.pools for i in plan.instance_types}
+            self._infos = {
+                name: known.get(name) or instance_type_info(it)
+                for name, it in sorted(self.snapshot.instance_types.items())
+            }
+        return self._infos
+
+    @property
+    def pods_by_key(self) -> dict[str, Pod]:
+        if self._pods_by_key is None:
+            self._pods_by_key = {p.key: p for p in self.snapshot.pods}
+        return self._pods_by_key
+
+
+def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
+    if outcome.pod_claims.error is not None:
+        return []  # a claim that does not exist: no placement to re-run
+    candidates: list[_Candidate] = []
+    for build in (
+        _tolerations,
+        _counts,
+        _selectors,
+        _constraints,
+        _pod_requirements,
+        _pool_requirements,
+        _pool_limits,
+        _instance_types,
+        _free_devices,
+    ):
+        candidates.extend(build(ctx, outcome))
+    for i, c in enumerate(candidates):
+        c.order = i
+    candidates.sort(key=lambda c: (RANK[c.kind], c.order))
+
+    budget = [MAX_TRIALS_PER_POD]
+
+    def attempt(candidate: _Candidate):
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        report.trials += 1
+        pod = candidate.pod or outcome.pod
+        claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
+        if candidate.override is None:
+            # Changed claims have new funnel cache keys: cached refusals stay true.
+            return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+        with candidate.override():
+            # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
+            # refusal stale, and what the trial caches is stale once the change is undone.
+            ctx.scheduler.invalidate_funnels()
+            try:
+                return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+            finally:
+                ctx.scheduler.invalidate_funnels()
+
+    out: list[dict] = []
+    seen: set[str] = set()
+    for candidate in candidates:
+        if budget[0] <= 0:
+            break
+        if candidate.search is not None:
+            found = candidate.search(attempt)
+            if found is None:
+                continue
+            candidate, hit = found
+        else:
+            hit = attempt(candidate)
+        if hit is None:
+            continue
+        key = repr((candidate.kind, candidate.change))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(_render(candidate, hit))
+    return out
+
+
+def _render(candidate: _Candidate, hit) -> dict:
+    target = hit.target.target_json()
+    where = f"{target['kind']} {target['name']}" + (" (new)" if target["new"] else "")
+    message = f"{candidate.message}; the pod would then go to {where}"
+    admitted = _devices_of(hit)
+    if candidate.kind == "relax-selector" and admitted:
+        message += f", with {', '.join(admitted[:5])}"
+    return {
+        "kind": candidate.kind,
+        "message": message,
+        "change": candidate.change,
+        "target": target,
+    }
+
+
+def _devices_of(hit) -> list[str]:
+    result = hit.result
+    if result is None:
+        return []
+    its = getattr(hit.target, "instance_types", None)
+    first = [its[0]] if its else None
+    return [
+        f"{d.driver}/{d.pool}/{d.device}"
+        for co in result.claims
+        for d in (co.devices_for(first) if first else co.devices)
+    ]
+
+
+# --- the pod's own objects: claims --------------------------------------------------------
+
+
+def _dfs_claims(ctx: _Context, outcome) -> list[tuple[int, ResourceClaim]]:
+    """The pod's claims that the DFS searches (allocated ones cannot be changed by a spec)."""
+    sched = ctx.scheduler
+    return [
+        (i, c)
+        for i, c in enumerate(outcome.pod_claims.claims)
+        if claim_state_before_dfs(c, sched.deleting_pods, c.key in sched.in_memory)
+        in ("unallocated", "reallocated")
+    ]
+
+
+def _claim_object(ctx: _Context, claim: ResourceClaim) -> tuple[str, str]:
+    """The object a user edits for this claim and the prefix of ``spec.devices``: a claim made
+    from a template is changed through its ResourceClaimTemplate."""
+    if claim.generated_from_template:
+        return (
+            f"ResourceClaimTemplate {claim.namespace}/{claim.generated_from_template}",
+            "spec.spec.devices",
+        )
+    return f"ResourceClaim {claim.namespace}/{claim.name}", "spec.devices"
+
+
+def _with_claim(outcome, index: int, claim: ResourceClaim) -> list[ResourceClaim]:
+    claims = list(outcome.pod_claims.claims)
+    claims[index] = claim
+    return claims
+
+
+def _copy_claim(claim: ResourceClaim) -> ResourceClaim:
+    return dataclasses.replace(claim, spec=copy.deepcopy(claim.spec))
+
+
+def _exact_requests(claim: ResourceClaim):
+    for ri, request in enumerate(claim.spec.requests):
+        if request.exactly is not None:
+            yield ri, request
+
+
+def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    # Node, NodeClaim and NodePool taints the pod does not tolerate: a pod toleration.
+    pod = outcome.pod
+    sched = ctx.scheduler
+    # Only taints that refused the pod somewhere (its reasons name them); NodePools' first, as
+    # new capacity is where a tolerated pod most often fits.
+    refused = " ".join(reason for _, reason in outcome.reasons)
+    taints: dict[tuple, Taint] = {}
+    sources = [(plan.taints, frozenset()) for plan in sched.pools]
+    sources += [(nc.taints, frozenset()) for nc in sched.node_claims]
+    sources += [(t.taints, t.ignored_taint_keys) for t in sched.existing]
+    for source, ignored in sources:
+        for taint in source:
+            if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignored:
+                continue
+            if any(tolerates(t, taint) for t in pod.tolerations):
+                continue
+            if f"taint {format_taint(taint)}" not in refused:
+                continue
+            taints.setdefault((taint.key, taint.value, taint.effect), taint)
+    for taint in list(taints.values())[:MAX_PER_KIND]:
+        added = Toleration(key=taint.key, operator="Exists", effect=taint.effect)
+        changed = dataclasses.replace(pod, tolerations=[*pod.tolerations, added])
+        out.append(
+            _Candidate(
+                "tolerate-taint",
+                {
+                    "object": f"Pod {pod.key}",
+                    "field": "spec.tolerations",
+                    "op": "set",
+                    "value": [_toleration_json(t) for t in changed.tolerations],
+                },
+                f"tolerate taint {format_taint(taint)} in pod {pod.key} "
+                f"(toleration {taint.key} Exists:{taint.effect})",
+                pod=changed,
+            )
+        )
+    # Device taints (slices and DeviceTaintRules) no toleration of a request matches.
+    device_taints = _device_taints(ctx, outcome)
+    tried = 0
+    for index, claim in _dfs_claims(ctx, outcome):
+        obj, prefix = _claim_object(ctx, claim)
+        for ri, request in _exact_requests(claim):
+            for taint in device_taints:
+                if tried >= MAX_PER_KIND:
+                    return out
+                if any(_device_tolerates(t, taint) for t in request.exactly.tolerations):
+                    continue
+                changed = _copy_claim(claim)
+                exact = changed.spec.requests[ri].exactly
+                exact.tolerations.append(
+                    DeviceToleration(key=taint[0], operator="Exists", effect=taint[2])
+                )
+                tried += 1
+                shown = (
+                    f"{taint[0]}={taint[1]}:{taint[2]}" if taint[1] else f"{taint[0]}:{taint[2]}"
+                )
+                out.append(
+                    _Candidate(
+                        "tolerate-taint",
+                        {
+                            "object": obj,
+                            "field": f"{prefix}.requests[{ri}].exactly.tolerations",
+                            "op": "set",
+                            "value": [_device_toleration_json(t) for t in exact.tolerations],
+                        },
+                        f"tolerate device taint {shown} in request {request.name} of claim "
+                        f"{claim.key} (toleration {taint[0]} Exists:{taint[2]})",
+                        claims=_with_claim(outcome, index, changed),
+                    )
+                )
+    return out
+
+
+def _device_taints(ctx: _Context, outcome) -> list[tuple[str, str | None, str]]:
+    """Distinct device taints that refuse devices: from the funnel when there is one, else
+    every NoSchedule/NoExecute taint of a device in the snapshot, most frequent first."""
+    from_funnel = [
+        (t.get("key"), t.get("value"), t.get("effect"))
+        for group in _funnel_groups(outcome, "taint")
+        if isinstance(t := (group.detail or {}).get("taint"), dict)
+    ]
+    if from_funnel:
+        return list(dict.fromkeys(from_funnel))
+    counts: dict[tuple, int] = {}
+
+    def note(taint) -> None:
+        if taint.effect in ("NoSchedule", "NoExecute"):
+            key = (taint.key, taint.value, taint.effect)
+            counts[key] = counts.get(key, 0) + 1
+
+    for s in ctx.snapshot.resource_slices:
+        for d in s.devices:
+            for t in d.taints:
+                note(t)
+    for it in ctx.snapshot.instance_types.values():
+        for tmpl in it.resource_slice_templates:
+            for d in tmpl.devices:
+                for t in d.taints:
+                    note(t)
+    for rule in ctx.snapshot.device_taint_rules:
+        note(rule.taint)
+    return sorted(counts, key=lambda k: (-counts[k], k[0], k[1] or "", k[2]))
+
+
+def _device_tolerates(t: DeviceToleration, taint: tuple) -> bool:
+    key, value, effect = taint
+    if t.effect and t.effect != effect:
+        return False
+    if t.key and t.key != key:
+        return False
+    return t.operator == "Exists" or (t.value or "") == (value or "")
+
+
+def _counts(ctx: _Context, outcome) -> list[_Candidate]:
+    out = []
+    for index, claim in _dfs_claims(ctx, outcome):
+        obj, prefix = _claim_object(ctx, claim)
+        for ri, request in _exact_requests(claim):
+            exact = request.exactly
+            if exact.allocation_mode != "ExactCount" or exact.count <= 1:
+                continue
+            out.append(
+                _Candidate(
+                    "reduce-count",
+                    {},
+                    "",
+                    search=_count_search(outcome, index, claim, ri, obj, prefix),
+                )
+            )
+    return out[:MAX_PER_KIND]
+
+
+def _count_search(outcome, index, claim, ri, obj, prefix):
+    """The largest count that places the pod: a binary search over 1..count-1 (fewer devices
+    are never harder to find, barring constraints; every answer is verified anyway)."""
+    request = claim.spec.requests[ri]
+
+    def candidate(count: int) -> _Candidate:
+        changed = _copy_claim(claim)
+        changed.spec.requests[ri].exactly.count = count
+        return _Candidate(
+            "reduce-count",
+            {
+                "object": obj,
+                "field": f"{prefix}.requests[{ri}].exactly.count",
+                "op": "set",
+                "value": count,
+            },
+            f"reduce request {request.name} of claim {claim.key} from "
+            f"{request.exactly.count} to {count} devices (the largest count that fits)",
+            claims=_with_claim(outcome, index, changed),
+        )
+
+    def search(attempt):
+        lo, hi, best = 1, request.exactly.count - 1, None
+        while lo <= hi:
+            mid = (lo + hi + 1) // 2
+            c = candidate(mid)
+            hit = attempt(c)
+            if hit is not None:
+                best = (c, hit)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    return search
+
+
+def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
+    """Relax one selector expression: drop one conjunct of ``a && b`` (or the whole expression
+    when it has one), a request's own selectors first, then its DeviceClass's."""
+    preferred = {
+        (g.detail or {}).get("expression") for g in _funnel_groups(outcome, "selector", "cel-error")
+    }
+    own, of_class = [], []
+    for index, claim in _dfs_claims(ctx, outcome):
+        obj, prefix = _claim_object(ctx, claim)
+        for ri, request in _exact_requests(claim):
+            exact = request.exactly
+            for si, selector in enumerate(exact.selectors):
+                for dropped, relaxed in _relaxations(selector.cel):
+                    changed = _copy_claim(claim)
+                    _set_selector(changed.spec.requests[ri].exactly.selectors, si, relaxed)
+                    rest = changed.spec.requests[ri].exactly.selectors
+                    own.append(
+                        _Candidate(
+                            "relax-selector",
+                            {
+                                "object": obj,
+                                "field": f"{prefix}.requests[{ri}].exactly.selectors",
+                                "op": "set",
+                                "value": [s.raw for s in rest],
+                            },
+                            f"relax selector {selector.cel!r} of request {request.name} of claim "
+                            f"{claim.key}: drop {dropped!r}",
+                            claims=_with_claim(outcome, index, changed),
+                            order=0 if selector.cel in preferred else 1,
+                        )
+                    )
+            device_class = ctx.allocator.device_classes.get(exact.device_class_name)
+            if device_class is None:
+                continue
+            for si, selector in enumerate(device_class.selectors):
+                for dropped, relaxed in _relaxations(selector.cel):
+                    rest = list(device_class.selectors)
+                    _set_selector(rest, si, relaxed)
+                    of_class.append(
+                        _Candidate(
+                            "relax-selector",
+                            {
+                                "object": f"DeviceClass {device_class.name}",
+                                "field": "spec.selectors",
+                                "op": "set",
+                                "value": [s.raw for s in rest],
+                            },
+                            f"relax selector {selector.cel!r} of DeviceClass "
+                            f"{device_class.name}: drop {dropped!r}",
+                            override=_class_override(ctx, device_class, rest),
+                            order=0 if selector.cel in preferred else 1,
+                        )
+                    )
+    own.sort(key=lambda c: c.order)
+    of_class.sort(key=lambda c: c.order)
+    return (own + of_class)[: MAX_PER_KIND + 1]
+
+
+def _set_selector(selectors: list, index: int, expression: str | None) -> None:
+    """Replace selector ``index`` by ``expression`` (None: remove it)."""
+    if expression is None:
+        del selectors[index]
+    else:
+        selectors[index] = DeviceSelector(cel=expression, raw={"cel": {"expression": expression}})
+
+
+def _relaxations(expression: str | None) -> list[tuple[str, str | None]]:
+    """(what is dropped, the relaxed expression or None) for one selector. A conjunct that
+    only names the driver is kept: without it any driver's devices would match."""
+    if not expression:
+        return []
+    parts = _conjuncts(expression)
+    if len(parts) == 1:
+        return [] if _driver_only(expression) else [(expression, None)]
+    out = []
+    for i, part in enumerate(parts):
+        if _driver_only(part):
+            continue
+        rest = [p for j, p in enumerate(parts) if j != i]
+        out.append((part, " && ".join(rest)))
+    return out
+
+
+def _conjuncts(expression: str) -> list[str]:
+    """Top-level ``&&`` operands (outside brackets and string literals)."""
+    parts, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(expression):
+        ch = expression[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and expression.startswith("&&", i):
+            parts.append(expression[start:i].strip())
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(expression[start:].strip())
+    return [p for p in parts if p]
+
+
+def _driver_only(expression: str) -> bool:
+    return (
+        "device.driver" in expression
+        and "attributes" not in expression
+        and ("capacity" not in expression)
+    )
+
+
+def _class_override(ctx: _Context, device_class, rest):
+    @contextmanager
+    def scope() -> Iterator[None]:
+        classes = ctx.allocator.device_classes
+        classes[device_class.name] = dataclasses.replace(device_class, selectors=rest)
+        try:
+            yield
+        finally:
+            classes[device_class.name] = device_class
+
+    return scope
+
+
+def _constraints(ctx: _Context, outcome) -> list[_Candidate]:
+    out = []
+    for index, claim in _dfs_claims(ctx, outcome):
+        obj, prefix = _claim_object(ctx, claim)
+        for ci, constraint in enumerate(claim.spec.constraints):
+            changed = _copy_claim(claim)
+            del changed.spec.constraints[ci]
+            which = (
+                f"matchAttribute {constraint.match_attribute}"
+                if constraint.match_attribute
+                else f"distinctAttribute {constraint.distinct_attribute}"
+            )
+            out.append(
+                _Candidate(
+                    "drop-constraint",
+                    {
+                        "object": obj,
+                        "field": f"{prefix}.constraints",
+                        "op": "set",
+                        "value": [c.raw for c in changed.spec.constraints],
+                    },
+                    f"drop constraint {which} of claim {claim.key} (no set of devices meets it)",
+                    claims=_with_claim(outcome, index, changed),
+                )
+            )
+    return out[:MAX_PER_KIND]
+
+
+# --- requirements: the pod's, then the NodePools' ------------------------------------------
+
+
+def _pod_requirements(ctx: _Context, outcome) -> list[_Candidate]:
+    pod = outcome.pod
+    out = []
+    for key in sorted(pod.node_selector):
+        rest = {k: v for k, v in pod.node_selector.items() if k != key}
+        out.append(
+            _Candidate(
+                "nodepool-requirement",
+                {
+                    "object": f"Pod {pod.key}",
+                    "field": "spec.nodeSelector",
+                    "op": "set",
+                    "value": rest,
+                },
+                f"drop the pod's node selector {key}={pod.node_selector[key]} (pod {pod.key})",
+                pod=dataclasses.replace(pod, node_selector=rest),
+            )
+        )
+    affinity = pod.required_node_affinity
+    terms = (affinity or {}).get("nodeSelectorTerms") or []
+    if len(terms) == 1 and isinstance(terms[0], dict):
+        expressions = terms[0].get("matchExpressions") or []
+        for ei, expr in enumerate(expressions):
+            new = copy.deepcopy(affinity)
+            del new["nodeSelectorTerms"][0]["matchExpressions"][ei]
+            if not new["nodeSelectorTerms"][0].get("matchExpressions") and not new[
+                "nodeSelectorTerms"
+            ][0].get("matchFields"):
+                new = None  # an empty term matches nothing: drop the affinity instead
+            out.append(
+                _Candidate(
+                    "nodepool-requirement",
+                    {
+                        "object": f"Pod {pod.key}",
+                        "field": "spec.affinity.nodeAffinity."
+                        "requiredDuringSchedulingIgnoredDuringExecution",
+                        "op": "set",
+                        "value": new,
+                    },
+                    f"drop the pod's required node affinity {_req_text(expr)} (pod {pod.key})",
+                    pod=dataclasses.replace(pod, required_node_affinity=new),
+                )
+            )
+    return out[: MAX_PER_KIND + 1]
+
+
+def _req_text(req: dict) -> str:
+    values = req.get("values") or []
+    shown = f" [{' '.join(str(v) for v in values)}]" if values else ""
+    return f"{req.get('key')} {req.get('operator')}{shown}"
+
+
+def _pod_keys(pod: Pod) -> set[str]:
+    keys = set(pod.node_selector)
+    for term in (pod.required_node_affinity or {}).get("nodeSelectorTerms") or []:
+        for expr in (term or {}).get("matchExpressions") or []:
+            keys.add(expr.get("key"))
+    return keys
+
+
+def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
+    """Drop one requirement of a NodePool, where that matters for this pod: it names a key the
+    pod selects on, or it shuts out catalog instance types."""
+    out = []
+    pod_keys = _pod_keys(outcome.pod)
+    for plan in ctx.scheduler.pools:
+        if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
+            continue  # the pod cannot go there whatever the requirements
+        allowed = {i.name for i in plan.instance_types}
+        for ri, req in enumerate(plan.pool.requirements):
+            rest = [r for i, r in enumerate(plan.pool.requirements) if i != ri]
+            pool = dataclasses.replace(plan.pool, requirements=rest)
+            widened = _replan(ctx, plan, pool)
+            gains = {i.name for i in widened.instance_types} - allowed
+            if req.get("key") not in pod_keys and not gains:
+                continue
+            out.append(
+                _Candidate(
+                    "nodepool-requirement",
+                    {
+                        "object": f"NodePool {plan.pool.name}",
+                        "field": "spec.template.spec.requirements",
+                        "op": "set",
+                        "value": rest,
+                    },
+                    f"drop requirement {_req_text(req)} of NodePool {plan.pool.name}",
+                    override=_plan_override(ctx, plan, widened),
+                )
+            )
+    return out[: MAX_PER_KIND + 1]
+
+
+def _replan(ctx: _Context, plan, pool: NodePool, limits=None):
+    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered)."""
+    reqs = node_pool_requirements(pool)
+    its = [i for i in ctx.infos.values() if reqs.intersects(i.requirements) is None]
+    return dataclasses.replace(
+        plan,
+        pool=pool,
+        requirements=reqs,
+        instance_types=its,
+        limits=plan.limits if limits is None else limits,
+    )
+
+
+def _plan_override(ctx: _Context, plan, replacement):
+    """The NodePool plan replaced for the trial; attribute bindings follow its instance types
+    (setup builds them from each NodePool's types)."""
+
+    @contextmanager
+    def scope() -> Iterator[None]:
+        from allocator.bindings import AttributeBindings
+        from allocator.scheduling.initialization import binding_instance_types
+
+        sched, allocator = ctx.scheduler, ctx.allocator
+        saved, saved_bindings = sched.pools, allocator.bindings
+        sched.pools = [replacement if p is plan else p for p in saved]
+        if {i.name for i in replacement.instance_types} - {i.name for i in plan.instance_types}:
+            per_pool = {p.pool.name: p.instance_types for p in sched.pools}
+            allocator.bindings = AttributeBindings.build(
+                binding_instance_types(ctx.snapshot, per_pool)
+            )
+        try:
+            yield
+        finally:
+            sched.pools, allocator.bindings = saved, saved_bindings
+
+    return scope
+
+
+def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
+    """Raise a NodePool's limits just enough for its largest allowed instance type."""
+    out = []
+    sched = ctx.scheduler
+    for plan in sched.pools:
+        if plan.limits is None or not plan.instance_types:
+            continue
+        if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
+            continue
+        remaining = sched._remaining(plan)
+        biggest = max_capacity(plan.instance_types)
+        raised = dict(plan.limits)
+        grew = []
+        for name, limit in plan.limits.items():
+            short = biggest.get(name, 0) - remaining.get(name, 0)
+            if short > 0:
+                raised[name] = limit + short
+                grew.append(
+                    f"{name} from {format_quantity(name, limit)} to "
+                    f"{format_quantity(name, raised[name])} "
+                    f"(+{format_quantity(name, short)})"
+                )
+        if not grew:
+            continue
+        value = {name: format_quantity(name, v) for name, v in sorted(raised.items())}
+        out.append(
+            _Candidate(
+                "nodepool-limit",
+                {
+                    "object": f"NodePool {plan.pool.name}",
+                    "field": "spec.limits",
+                    "op": "set",
+                    "value": value,
+                },
+                f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
+                override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
+            )
+        )
+    return out[:MAX_PER_KIND]
+
+
+def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
+    """Catalog instance types no NodePool allows, cheapest first: widen the first NodePool the
+    pod tolerates so that it allows the type. ``instance-type-resources`` when the pod's cpu /
+    memory fit no allowed type but fit this one, else ``add-instance-type``."""
+    sched = ctx.scheduler
+    plans = [p for p in sched.pools if untolerated_taint(outcome.pod.tolerations, p.taints) is None]
+    if not plans:
+        return []
+    allowed = {i.name for p in sched.pools for i in p.instance_types}
+    requests = pod_requests(outcome.pod)
+    fits_allowed = any(fits(requests, i.capacity) for p in plans for i in p.instance_types)
+    unpriced = Requirements()
+    priced = []
+    for name, info in ctx.infos.items():
+        if name in allowed:
+            continue
+        price = cheapest_offering(info, unpriced)
+        if price is not None and fits(requests, info.capacity):
+            priced.append((price, name, info))
+    priced.sort(key=lambda e: (e[0], e[1]))
+    plan = plans[0]
+    out = []
+    for price, name, info in priced[:MAX_PER_KIND]:
+        widened = _widen(plan.pool.requirements, info)
+        pool = dataclasses.replace(plan.pool, requirements=widened)
+        replacement = _replan(ctx, plan, pool)
+        if name not in {i.name for i in replacement.instance_types}:
+            continue
+        kind = "add-instance-type" if fits_allowed else "instance-type-resources"
+        why = (
+            "no allowed instance type has enough devices"
+            if fits_allowed
+            else f"no allowed instance type has the pod's resources ({_resources(requests)})"
+        )
+        out.append(
+            _Candidate(
+                kind,
+                {
+                    "object": f"NodePool {plan.pool.name}",
+                    "field": "spec.template.spec.requirements",
+                    "op": "set",
+                    "value": widened,
+                },
+                f"allow instance type {name} (${price:g}/h) in NodePool {plan.pool.name}: {why}",
+                override=_plan_override(ctx, plan, replacement),
+            )
+        )
+    return out
+
+
+def _resources(requests) -> str:
+    return ", ".join(
+        f"{k}={format_quantity(k, v)}" for k, v in sorted(requests.items()) if k != "pods"
+    )
+
+
+def _widen(requirements: list[dict], info) -> list[dict]:
+    """The NodePool's requirements changed as little as possible to admit ``info``."""
+    out = []
+    for req in requirements:
+        key = req.get("key")
+        single = Requirements.from_node_selector_requirements(
+            [{k: v for k, v in req.items() if k in ("key", "operator", "values")}]
+        )
+        if single.intersects(info.requirements) is None:
+            out.append(req)
+            continue
+        own = info.requirements.get(key) if info.requirements.has(key) else None
+        value = own.any() if own is not None else None
+        op = req.get("operator")
+        if op == "In" and value is not None:
+            out.append({**req, "values": sorted({*req.get("values", []), value})})
+        elif op == "NotIn" and own is not None:
+            kept = [v for v in req.get("values", []) if not own.has(v)]
+            if kept:
+                out.append({**req, "values": kept})
+        # Exists / DoesNotExist / Gt / Lt that shut it out: dropped.
+    return out
+
+
+# --- other workloads: free held devices ----------------------------------------------------
+
+
+def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
+    """Devices held by claims of running pods: delete those pods (as ``--disrupt`` frees
+    them). One holding claim at a time, fewest pods first; then every holder on one node."""
+    holders = _holders(ctx, outcome)
+    if not holders:
+        return []
+    out = []
+    singles = sorted(holders, key=lambda h: (len(h[1]), h[0].key))[:MAX_PER_KIND]
+    groups = [[h] for h in singles]
+    by_node: dict[str, list] = {}
+    for h in holders:
+        by_node.setdefault(h[2] or "", []).append(h)
+    for node, held in sorted(by_node.items()):
+        if len(held) > 1 and node:
+            groups.append(held)
+    for group in groups[: MAX_PER_KIND + 2]:
+        pods = sorted({p for _, ps, _ in group for p in ps})
+        devices = {d.device_id for c, _, _ in group for d in c.allocation.devices}
+        claims = ", ".join(c.key for c, _, _ in group)
+        objects = [f"Pod {p}" for p in pods]
+        out.append(
+            _Candidate(
+                "free-device",
+                {"object": objects[0], "op": "delete", "objects": objects},
+                f"free {len(devices)} devices held by claim {claims}: delete pod {', '.join(pods)}",
+                override=_free_override(ctx, devices, pods),
+                counting=False,
+            )
+        )
+    return out
+
+
+def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str | None]]:
+    """(claim, pods it is reserved for, their node) for in-cluster claims whose devices the run
+    counts as allocated, reserved only for bound pods (not pods of this run)."""
+    preallocated = ctx.allocator.tracker.preallocated
+    pending = {p.key for p in ctx.run.pods.pending}
+    wanted = _drivers_of_interest(ctx, outcome)
+    named = {
+        h.get("claim")
+        for g in _funnel_groups(outcome, "allocated")
+        for h in (g.detail or {}).get("holders") or ()
+        if isinstance(h, dict)
+    }
+    own = {c.key for c in outcome.pod_claims.claims}
+    out = []
+    for claim in ctx.snapshot.resource_claims.values():
+        if claim.allocation is None or claim.key in own:
+            continue
+        if named and claim.key not in named:
+            continue
+        devices = [d for d in claim.allocation.devices if d.device_id in preallocated]
+        if not devices or (wanted and not any(d.driver in wanted for d in devices)):
+            continue
+        pods = [
+            f"{claim.namespace}/{r.name}"
+            for r in claim.reserved_for
+            if r.resource == "pods" and r.api_group in ("", None)
+        ]
+        if not pods or any(p in pending or p not in ctx.pods_by_key for p in pods):
+            continue
+        nodes = {ctx.pods_by_key[p].node_name for p in pods}
+        out.append((claim, pods, nodes.pop() if len(nodes) == 1 else None))
+    return out
+
+
+def _drivers_of_interest(ctx: _Context, outcome) -> set[str]:
+    """Drivers the pod's requests may use, read off their DeviceClass selectors (empty: any)."""
+    drivers = set()
+    known = {s.driver for s in ctx.snapshot.resource_slices}
+    for _, claim in _dfs_claims(ctx, outcome):
+        for request in claim.spec.requests:
+            subs = (
+                [request.exactly]
+                if request.exactly
+                else [s.request for s in request.first_available]
+            )
+            for sub in subs:
+                dc = ctx.allocator.device_classes.get(sub.device_class_name)
+                text = " ".join(s.cel or "" for s in (dc.selectors if dc else ()))
+                text += " ".join(s.cel or "" for s in sub.selectors)
+                found = {d for d in known if f'"{d}"' in text}
+                if not found:
+                    return set()
+                drivers |= found
+    return drivers
+
+
+def _free_override(ctx: _Context, devices: set, pods: list[str]):
+    @contextmanager
+    def scope() -> Iterator[None]:
+        tracker = ctx.allocator.tracker
+        saved = tracker.preallocated
+        tracker.preallocated = saved - devices
+        # Shared-counter ledgers seed the same devices (DRAPartitionableDevices).
+        ledgers = []
+        for ext in ctx.allocator.extensions.values():
+            seed = getattr(getattr(ext, "counters", None), "seed", None)
+            if isinstance(seed, set):
+                ledgers.append((seed, seed & devices))
+                seed -= devices
+        # The deleted pods' requests go back to their nodes.
+        returned = []
+        by_node = {t.node_name: t for t in ctx.scheduler.existing if t.node_name}
+        for key in pods:
+            pod = ctx.pods_by_key[key]
+            target = by_node.get(pod.node_name)
+            if target is None:
+                continue
+            for name, value in pod_requests(pod).items():
+                target.available[name] = target.available.get(name, 0) + value
+                returned.append((target, name, value))
+        try:
+            yield
+        finally:
+            tracker.preallocated = saved
+            for seed, removed in ledgers:
+                seed |= removed
+            for target, name, value in returned:
+                target.available[name] -= value
+
+    return scope
+
+
+# --- the funnel (issue 9), when the loop recorded it ----------------------------------------
+
+
+def _funnel_groups(outcome, *reasons: str):
+    """Rejection groups of the pod's funnels with these reasons ([] before the funnel lands)."""
+    funnels = getattr(outcome, "funnels", None) or ()
+    out = []
+    for entry in funnels:
+        funnel = entry[1] if isinstance(entry, tuple) else entry
+        for group in getattr(funnel, "rejections", ()) or ():
+            if group.reason in reasons:
+                out.append(group)
+    return out
+
+
+# --- JSON of model objects -----------------------------------------------------------------
+
+
+def _toleration_json(t: Toleration) -> dict:
+    out: dict = {}
+    if t.key:
+        out["key"] = t.key
+    out["operator"] = t.operator
+    if t.value:
+        out["value"] = t.value
+    if t.effect:
+        out["effect"] = t.effect
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
+    return out
+
+
+def _device_toleration_json(t: DeviceToleration) -> dict:
+    return _toleration_json(t)  # same fields
+
+
+# --- applying a change to the snapshot's documents (tests, the pages' YAML patch) -----------
+
+
+def apply_change(documents: list[dict], change: dict) -> list[dict]:
+    """The raw documents with ``change`` applied: ``set`` writes ``value`` at ``field`` of the
+    object named ``object`` (``Kind namespace/name`` or ``Kind name``); ``delete`` removes
+    every object of ``objects``. The input is left untouched."""
+    if change.get("op") == "delete":
+        gone = set(change.get("objects") or [change["object"]])
+        kept = [copy.deepcopy(d) for d in documents if _object_name(d) not in gone]
+        for doc in kept:
+            if doc.get("kind") == "ResourceClaim":
+                _release(doc, gone)
+        return kept
+    out = []
+    for doc in documents:
+        doc = copy.deepcopy(doc)
+        if _object_name(doc) == change["object"]:
+            _set_path(doc, change["field"], copy.deepcopy(change["value"]))
+        out.append(doc)
+    return out
+
+
+def _release(claim: dict, gone: set[str]) -> None:
+    """What the resourceclaim controller does when pods go: drop them from ``reservedFor``
+    and deallocate a claim that nobody reserves any more."""
+    status = claim.get("status")
+    if not isinstance(status, dict) or not status.get("reservedFor"):
+        return
+    ns = (claim.get("metadata") or {}).get("namespace") or "default"
+    before = status["reservedFor"]
+    status["reservedFor"] = [
+        r
+        for r in before
+        if not (r.get("resource") == "pods" and f"Pod {ns}/{r.get('name')}" in gone)
+    ]
+    if len(status["reservedFor"]) < len(before) and not status["reservedFor"]:
+        status.pop("allocation", None)
+        status.pop("reservedFor", None)
+
+
+def _object_name(doc: dict) -> str:
+    meta = doc.get("metadata") or {}
+    ns = meta.get("namespace")
+    if ns is None and doc.get("kind") in _NAMESPACED:
+        ns = "default"
+    name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+    return f"{doc.get('kind')} {name}"
+
+
+_NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate"}
+
+
+def _set_path(doc: dict, path: str, value) -> None:
+    """``spec.devices.requests[0].exactly.count`` style paths; missing maps are created."""
+    steps: list[str | int] = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        steps.append(name)
+        while rest:
+            index, _, rest = rest.partition("]")
+            steps.append(int(index))
+            rest = rest.lstrip("[")
+    node = doc
+    for step, following in zip(steps, steps[1:], strict=False):
+        if isinstance(step, int):
+            node = node[step]
+        else:
+            if node.get(step) is None:
+                node[step] = [] if isinstance(following, int) else {}
+            node = node[step]
+    last = steps[-1]
+    if value is None and isinstance(last, str):
+        node.pop(last, None)
+    else:
+        node[last] = value

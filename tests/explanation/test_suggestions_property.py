@@ -1,0 +1,138 @@
+"""End to end: a suggestion applied to the snapshot itself places the pod where it said.
+
+Generated clusters: an optional GPU node (some devices tainted, some held by a running pod,
+maybe a node taint), an optional GPU NodePool (instance families, taint, cpu limit) and a
+catalog of p5.48xlarge / p4d.24xlarge / g5.xlarge, with one pending pod asking for 1..10 GPUs,
+maybe a productName selector, an arch node selector, a toleration. The pending pod is the only
+one, so "where" is well-defined: the re-run creates NodeClaims under the same names as the trial
+(``<nodepool>-1``) and an existing node is named as it is. Every suggestion of the failed pod is
+applied to the raw documents (``apply_change``), the snapshot simulated again, and the pod must
+be placed on exactly the suggested target.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator.explanation.suggestions import apply_change
+from tests.scheduling.k8s import (
+    GPU,
+    claim,
+    device_class,
+    families,
+    gpu,
+    instance_type,
+    node,
+    node_pool,
+    offering,
+    pod,
+    pod_result,
+    request,
+    resource_slice,
+    run,
+    template,
+)
+
+MODELS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
+DEVICE_TAINT = {"key": "nvidia.com/ecc-errors", "value": "true", "effect": "NoSchedule"}
+POOL_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def rarely(draw) -> bool:
+    """True one time in four: each problem alone is common, all of them at once rare."""
+    return draw(st.integers(0, 3)) == 0
+
+
+@st.composite
+def clusters(draw) -> list[dict]:
+    docs: list[dict] = [device_class(GPU)]
+    if not rarely(draw):
+        devices = []
+        for i in range(draw(st.integers(0, 3))):
+            device = gpu(i, draw(st.sampled_from(MODELS)))
+            if rarely(draw):
+                device["taints"] = [DEVICE_TAINT]
+            devices.append(device)
+        node_taints = [POOL_TAINT] if rarely(draw) else None
+        docs += [
+            node("gpu-node-1", cpu="64", memory="512Gi", taints=node_taints),
+            resource_slice("gpu-node-1-gpus", node="gpu-node-1", devices=devices),
+        ]
+        if devices and rarely(draw):
+            docs += [
+                claim(
+                    "old-job-gpu",
+                    [request("gpu")],
+                    allocated=[("gpu", GPU, "gpu-node-1", devices[0]["name"])],
+                    reserved_for=["old-job-0"],
+                ),
+                pod("old-job-0", cpu="16", node_name="gpu-node-1", claims={"gpu": "old-job-gpu"}),
+            ]
+    if not rarely(draw):
+        fams = draw(st.sampled_from([["p5"], ["g5"], ["p5", "g5"], ["p4d", "g5"]]))
+        docs.append(
+            node_pool(
+                "gpu-pool",
+                requirements=families(*fams),
+                taints=[POOL_TAINT] if rarely(draw) else None,
+                limits={"cpu": "100"} if rarely(draw) else None,
+            )
+        )
+    docs += [
+        instance_type("p5.48xlarge", gpus=8, offerings=[offering("us-west-2a", 98.32)]),
+        instance_type(
+            "p4d.24xlarge",
+            cpu="96",
+            memory="1152Gi",
+            gpus=8,
+            model=MODELS[1],
+            offerings=[offering("us-west-2a", 32.77)],
+        ),
+        instance_type(
+            "g5.xlarge",
+            cpu="4",
+            memory="16Gi",
+            gpus=1,
+            model="NVIDIA A10G",
+            offerings=[offering("us-west-2a", 1.006)],
+        ),
+    ]
+    model = draw(st.sampled_from([None, None, MODELS[0], "NVIDIA B200"]))
+    selectors = [f'device.attributes["{GPU}"].productName == "{model}"'] if model else []
+    docs.append(
+        template(
+            "train-gpu",
+            [
+                request(
+                    "gpu", count=draw(st.sampled_from([1, 1, 2, 3, 4, 8, 10])), selectors=selectors
+                )
+            ],
+        )
+    )
+    docs.append(
+        pod(
+            "train-0",
+            cpu=draw(st.sampled_from(["2", "2", "8", "120"])),
+            memory="8Gi",
+            templates={"gpu": "train-gpu"},
+            node_selector={"kubernetes.io/arch": "arm64"} if rarely(draw) else None,
+            tolerations=[{**POOL_TAINT, "operator": "Equal"}] if rarely(draw) else None,
+        )
+    )
+    return docs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_a_suggested_change_applied_to_the_snapshot_places_the_pod_where_it_said(docs):
+    entry = pod_result(run(docs), "default/train-0")
+    if entry["scheduled"]:
+        assert entry["suggestions"] == []
+        return
+    for suggestion in entry["suggestions"]:
+        again = pod_result(
+            run(apply_change(docs, suggestion["change"]), suggestions=False), "default/train-0"
+        )
+        assert again["scheduled"], (suggestion, again["error"])
+        assert again["target"] == suggestion["target"], suggestion
