@@ -189,7 +189,7 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     empty = {"devices": [], "slicesSeen": 0, "access": ""}
     if model is None:
         return empty
-    slices = [s for s in model.resource_slices if s.driver == driver and s.pool == pool]
+    slices = pool_slices(model, driver, pool)
     if not slices:
         return empty
     newest = max(s.generation for s in slices)
@@ -508,3 +508,53 @@ def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
         ),
         key=lambda r: r["key"] or "",
     )
+
+
+# --- downloads and indexes ----------------------------------------------------------------------
+
+
+def node_pool_documents(snapshot) -> dict[str, dict]:
+    """The snapshot's NodePools as uploaded, by name (for the NodeClaim manifests)."""
+    model = snapshot_model(snapshot)
+    if model is not None:
+        return {name: np.raw for name, np in model.node_pools.items()}
+    return {
+        (raw.get("metadata") or {}).get("name"): raw
+        for kind, raw in snapshot.documents()
+        if kind == "NodePool"
+    }
+
+
+_pool_indexes: OrderedDict[int, dict] = OrderedDict()
+
+
+def pool_slices(model, driver: str, pool: str) -> list:
+    """The ResourceSlices of one pool, from an index built once per snapshot model (a page of
+    pools on a 1,000-node cluster must not scan every slice per pool)."""
+    if model is None:
+        return []
+
+    def build():
+        index: dict[tuple[str, str], list] = {}
+        for s in model.resource_slices:
+            index.setdefault((s.driver, s.pool), []).append(s)
+        return model, index
+
+    owner, index = _remember(_pool_indexes, id(model), build)
+    if owner is not model:  # an id reused after the model it indexed was dropped
+        with _lock:
+            _pool_indexes.pop(id(model), None)
+        owner, index = _remember(_pool_indexes, id(model), build)
+    return index.get((driver, pool), [])
+
+
+def result_json_bytes(run) -> bytes:
+    import json
+
+    return json.dumps(run.result, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def trace_json_bytes(run) -> bytes:
+    import zlib
+
+    return b"null" if run.trace_blob is None else zlib.decompress(bytes(run.trace_blob))

@@ -21,6 +21,22 @@ urlpatterns = [
         views.pod_review,
         name="pod-review",
     ),
+    path("runs/<int:run_id>/result.json", views.download_result, name="download-result"),
+    path("runs/<int:run_id>/trace.json", views.download_trace, name="download-trace"),
+    path(
+        "runs/<int:run_id>/nodeclaims.yaml", views.download_node_claims, name="download-nodeclaims"
+    ),
+    path(
+        "runs/<int:run_id>/nodeclaims/<str:name>.yaml",
+        views.download_node_claim,
+        name="download-nodeclaim",
+    ),
+    path(
+        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/reasons/",
+        views.pod_reasons,
+        name="pod-reasons",
+    ),
+    path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel-run"),
     path("runs/<int:run_id>/tree/children/", views.tree_children, name="tree-children"),
     path("runs/<int:run_id>/tree/nodes/<int:node_id>/", views.tree_node, name="tree-node"),
     path("runs/<int:run_id>/tree/reveal/<int:node_id>/", views.tree_reveal, name="tree-reveal"),

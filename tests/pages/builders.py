@@ -332,3 +332,190 @@ def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict
     )
     run.refresh_from_db()
     return run
+
+
+# --- a big failing run (issue 11: bounded pages) ----------------------------------------------
+
+
+def big_cluster_documents(nodes: int = 1000, gpus: int = 8) -> list[dict]:
+    """``nodes`` registered p5.48xlarge nodes, each with a ResourceSlice of ``gpus`` H100s."""
+    docs: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": GPU},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+        },
+    ]
+    for i in range(nodes):
+        name = f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal"
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/arch": "amd64",
+                        "topology.kubernetes.io/zone": "us-west-2a",
+                        "node.kubernetes.io/instance-type": "p5.48xlarge",
+                    },
+                },
+                "status": {"allocatable": {"cpu": "190", "memory": "2000Gi", "pods": "110"}},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": GPU,
+                    "nodeName": name,
+                    "pool": {"name": f"pool-{i}", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {
+                            "name": f"gpu-{g}",
+                            "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}},
+                        }
+                        for g in range(gpus)
+                    ],
+                },
+            }
+        )
+    return docs
+
+
+def big_failing_result(nodes: int = 1000, failed: int = 100, placed: int = 100) -> dict:
+    """The result of a run where ``failed`` pods ask for a model that none of ``nodes`` nodes
+    has: one ``reasons`` entry per pod and node, as results were before aggregation (the worst
+    case a page meets), with the funnel and suggestions of CONTRACT section 4."""
+    names = [f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(nodes)]
+    pods = []
+    for p in range(placed):
+        node = names[p % nodes]
+        pods.append(
+            {
+                "pod": f"ml/train-{p}",
+                "scheduled": True,
+                "target": {"kind": "Node", "name": node, "new": False},
+                "claims": [
+                    {
+                        "claim": f"ml/train-{p}-gpu",
+                        "state": "unallocated",
+                        "devices": [
+                            {
+                                "request": "gpu",
+                                "driver": GPU,
+                                "pool": f"pool-{p % nodes}",
+                                "device": "gpu-0",
+                                "source": "in-cluster",
+                                "instanceType": None,
+                            }
+                        ],
+                        "nodeSelector": None,
+                    }
+                ],
+                "error": None,
+            }
+        )
+    for p in range(failed):
+        reason = (
+            "allocating dynamic resources, request gpu: 0 of 1 devices available "
+            '(8 rejected by selector: productName is "NVIDIA H100 80GB HBM3")'
+        )
+        pods.append(
+            {
+                "pod": f"ml/infer-b200-{p}",
+                "scheduled": False,
+                "target": None,
+                "claims": [
+                    {
+                        "claim": f"ml/infer-b200-{p}-gpu",
+                        "state": "unallocated",
+                        "devices": [],
+                        "nodeSelector": None,
+                    }
+                ],
+                "error": f"could not schedule pod, {reason}",
+                "reasons": [{"target": f"node/{n}", "reason": reason} for n in names],
+                "explanation": [b200_funnel(f"ml/infer-b200-{p}-gpu", nodes, names[:5])],
+                "suggestions": [],
+            }
+        )
+    return {
+        "schemaVersion": "v1",
+        "pods": pods,
+        "nodeClaims": [],
+        "stats": {
+            "pods": len(pods),
+            "scheduled": placed,
+            "failed": failed,
+            "dfsNodes": nodes * failed,
+            "seconds": 12.5,
+        },
+        "featureGates": {"DRADeviceTaints": True},
+        "pools": [
+            {
+                "driver": GPU,
+                "pool": f"pool-{i}",
+                "nodeName": names[i],
+                "generation": 1,
+                "resourceSliceCount": 1,
+                "totalDevices": 8,
+                "allocatedDevices": 1 if i < placed else 0,
+                "availableDevices": 7 if i < placed else 8,
+                "unavailableDevices": 0,
+                "validationError": None,
+            }
+            for i in range(nodes)
+        ],
+        "deviceTaintRules": [],
+        "warnings": [],
+    }
+
+
+def b200_funnel(claim: str, targets: int, example_nodes: list[str]) -> dict:
+    """A selector on a model nobody has: every H100 of every node refused by ``selector``."""
+    return {
+        "claim": claim,
+        "request": "gpu",
+        "needed": 1,
+        "instanceType": None,
+        "targets": targets,
+        "exampleTargets": [f"node/{n}" for n in example_nodes],
+        "candidates": 8,
+        "usable": 0,
+        "rejections": [
+            {
+                "reason": "selector",
+                "devices": 8,
+                "message": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200": '
+                'productName is "NVIDIA H100 80GB HBM3" on 8 devices',
+                "exampleDevices": [f"{GPU}/pool-0/gpu-{g}" for g in range(5)],
+                "detail": {
+                    "expression": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"',
+                    "source": "request gpu",
+                    "values": {"productName": ["NVIDIA H100 80GB HBM3"]},
+                },
+            }
+        ],
+    }
+
+
+def make_big_run(owner, nodes: int = 1000, failed: int = 100):
+    """A snapshot of ``nodes`` GPU nodes and a finished run of it where ``failed`` pods fail
+    on every node (no trace: the page must stay bounded without one)."""
+    import json
+
+    from dra_web.runs.models import Run
+    from dra_web.runs.services import store_output
+    from dra_web.snapshots.services import create_snapshot
+
+    body = json.dumps(big_cluster_documents(nodes))
+    snapshot = create_snapshot(owner, [("big-cluster.json", body)], f"{nodes} GPU nodes")
+    run = Run.objects.create(snapshot=snapshot, owner=owner, options={"timeout": 5})
+    store_output(run.pk, big_failing_result(nodes, failed), None)
+    run.refresh_from_db()
+    return run
