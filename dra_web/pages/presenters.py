@@ -85,6 +85,15 @@ def target_group(target: str | None, node_claims: Collection[str] = ()) -> str:
     return "NodeClaims"
 
 
+def target_name(target: str | None, node_claims: Collection[str] = ()) -> str:
+    """One naming of the run's NodeClaims on every page: the result's ``node/NAME`` for a
+    NodeClaim this run creates reads ``nodeclaim/NAME`` (as in the search tree)."""
+    target = target or ""
+    if target.startswith("node/") and target[5:] in node_claims:
+        return "nodeclaim/" + target[5:]
+    return target
+
+
 def aggregate_reasons(reasons: list[dict[str, Any]], node_claims: Collection[str] = ()) -> str:
     """``0/12 nodes: 8 no free device, 4 incompatible requirements; 0/2 NodePools: ...``.
 
@@ -302,6 +311,7 @@ def reason_groups(
         for example in examples:
             if len(row["examples"]) >= REASON_EXAMPLES:
                 break
+            example = target_name(example, node_claims)
             if example and example not in row["examples"]:
                 row["examples"].append(example)
     for row in groups.values():
@@ -581,4 +591,101 @@ def instance_types_by_price(
         low = rows[0]["price"]
         for r in rows:
             r["cheapest"] = r["price"] == low
+    return rows
+
+
+# --- the diff, by cause ------------------------------------------------------------------------
+
+
+def _outcome_text(node: dict[str, Any] | None) -> str:
+    if not node:
+        return "absent"
+    status = node.get("status") or "ok"
+    return f"{status} ({node['reason']})" if node.get("reason") else status
+
+
+def divergence_causes(divergences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trace diff's divergence points grouped by what changed: (kind of node, outcome in
+    A, outcome in B). One disrupted node moves many pods the same way; they read as one
+    cause with a count, not dozens of rows."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for d in divergences or []:
+        node = d.get("a") or d.get("b") or {}
+        kind = node.get("kind") or ""
+        if d.get("type") == "onlyInA":
+            a, b = _outcome_text(d.get("a")), "not tried"
+        elif d.get("type") == "onlyInB":
+            a, b = "not tried", _outcome_text(d.get("b"))
+        else:
+            a, b = _outcome_text(d.get("a")), _outcome_text(d.get("b"))
+        key = (kind, a, b)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {
+                "kind": kind,
+                "a": a,
+                "b": b,
+                "type": d.get("type"),
+                "count": 0,
+                "subtree": 0,
+                "examples": [],
+            }
+        g["count"] += 1
+        g["subtree"] += d.get("subtree") or 0
+        if len(g["examples"]) < 10:
+            message = (d.get("b") or {}).get("message") or (d.get("a") or {}).get("message")
+            g["examples"].append({"path": d.get("path") or [], "message": message or ""})
+    return sorted(groups.values(), key=lambda g: (-g["subtree"], -g["count"], g["kind"]))
+
+
+def error_changes(changed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Pods failed in both runs whose error changed: ``cause`` when the reason's phrase
+    changed, ``reworded`` when only the wording did (other node names, counts...)."""
+    out: dict[str, list[dict[str, Any]]] = {"cause": [], "reworded": []}
+    for x in changed or []:
+        pa, pb = reason_phrase(x.get("a")), reason_phrase(x.get("b"))
+        entry = {**x, "phraseA": pa, "phraseB": pb}
+        out["reworded" if pa == pb else "cause"].append(entry)
+    return out
+
+
+def _funnel_counts(pod: dict[str, Any]) -> dict[tuple[str, str, str], int]:
+    counts: dict[tuple[str, str, str], int] = {}
+    for f in pod.get("explanation") or []:
+        if not isinstance(f, dict):
+            continue
+        for r in f.get("rejections") or []:
+            key = (f.get("claim") or "", f.get("request") or "", r.get("reason") or "")
+            devices = r.get("devices") if isinstance(r.get("devices"), int) else 0
+            counts[key] = max(counts.get(key, 0), devices)
+    return counts
+
+
+def funnel_diff(
+    result_a: dict[str, Any] | None, result_b: dict[str, Any] | None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """Refused devices by cause, per failed pod's request, in A against B: the rows that
+    differ (a cause that appeared, went away, or refused another number of devices)."""
+    pods_a = {p.get("pod"): p for p in (result_a or {}).get("pods") or []}
+    pods_b = {p.get("pod"): p for p in (result_b or {}).get("pods") or []}
+    rows = []
+    for name in sorted(set(pods_a) | set(pods_b), key=str):
+        ca = _funnel_counts(pods_a.get(name) or {})
+        cb = _funnel_counts(pods_b.get(name) or {})
+        for key in sorted(set(ca) | set(cb)):
+            if ca.get(key) == cb.get(key):
+                continue
+            claim, request, reason = key
+            rows.append(
+                {
+                    "pod": name,
+                    "claim": claim,
+                    "request": request,
+                    "reason": reason,
+                    "a": ca.get(key),
+                    "b": cb.get(key),
+                }
+            )
+            if len(rows) >= limit:
+                return rows
     return rows

@@ -313,7 +313,37 @@ def trace_children_window(
     nodes = trace_children(run, parent, offset=offset, limit=limit)
     if expand:
         expand_ok_paths(run, nodes, expand)
+    if parent is None:
+        passes = root_passes(run)
+        for n in nodes:
+            if n.get("kind") == "pod" and n["id"] in passes:
+                n["pass"] = passes[n["id"]]
     return {"parent": parent, "offset": offset, "total": total, "nodes": nodes}
+
+
+_passes: OrderedDict[tuple[int, str], dict[int, int]] = OrderedDict()
+
+
+def root_passes(run) -> dict[int, int]:
+    """The retry pass of each pod attempt at the root of the trace (the n-th attempt of a pod
+    is in pass n: a pass tries every pod left once), for runs with more than one pass; {}
+    otherwise."""
+    from dra_web.runs.models import TraceNode
+
+    def build():
+        seen: dict[str, int] = {}
+        out: dict[int, int] = {}
+        rows = (
+            TraceNode.objects.filter(run=run, parent=None, kind="pod")
+            .order_by("node_id")
+            .values_list("node_id", "label")
+        )
+        for node_id, label in rows.iterator():
+            seen[label] = seen.get(label, 0) + 1
+            out[node_id] = seen[label]
+        return out if any(n > 1 for n in seen.values()) else {}
+
+    return _remember(_passes, (run.pk, str(run.finished_at)), build)
 
 
 def trace_search_page(run, q=None, *, reason=None, status=None, kind=None, limit=100) -> dict:
@@ -558,3 +588,27 @@ def trace_json_bytes(run) -> bytes:
     import zlib
 
     return b"null" if run.trace_blob is None else zlib.decompress(bytes(run.trace_blob))
+
+
+_reason_group_cache: OrderedDict[tuple, tuple] = OrderedDict()
+_REASON_GROUPS_KEPT = 2000
+
+
+def pod_reason_groups(run, pod: dict, node_claims) -> tuple[list[dict], int]:
+    """A failed pod's ``reasons`` grouped (presenters.reason_groups) and the targets they
+    stand for, kept per process: a finished run never changes, and grouping a pod refused by
+    thousands of nodes is the costliest part of its run page."""
+    from dra_web.pages import presenters
+
+    key = (run.pk, str(run.finished_at), pod.get("pod"))
+    with _lock:
+        if key in _reason_group_cache:
+            _reason_group_cache.move_to_end(key)
+            return _reason_group_cache[key]
+    reasons = pod.get("reasons") or []
+    value = (presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons))
+    with _lock:
+        _reason_group_cache[key] = value
+        while len(_reason_group_cache) > _REASON_GROUPS_KEPT:
+            _reason_group_cache.popitem(last=False)
+    return value

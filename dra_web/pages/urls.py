@@ -8,6 +8,8 @@ app_name = "pages"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    # Browsers ask for /favicon.ico whatever the page says: send them to the SVG.
+    path("favicon.ico", views.favicon, name="favicon"),
     path("upload/", views.upload, name="upload"),
     path("runs/start/", views.start_run, name="start-run"),
     path("snapshots/<int:snapshot_id>/", views.snapshot_detail, name="snapshot"),

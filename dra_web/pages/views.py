@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -35,6 +37,14 @@ TREE_PAGE = 200
 
 def _page(request, items, per_page, param="page"):
     return Paginator(items, per_page).get_page(request.GET.get(param))
+
+
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links: send them to the SVG (no login)."""
+    from django.templatetags.static import static
+
+    return redirect(static("favicon.svg"), permanent=True)
 
 
 # --- dashboard -----------------------------------------------------------------------------
@@ -183,14 +193,15 @@ def snapshot_detail(request, snapshot_id):
 # --- run ---------------------------------------------------------------------------------------
 
 
-def _explain(pod: dict, names, links) -> None:
+def _explain(run, pod: dict, names, links) -> None:
     """A failed pod's reasons grouped (bounded whatever the cluster size), its funnel and its
     suggestions as the pages show them."""
     if "reason_groups" in pod:
         return
-    pod["reason_groups"] = presenters.reason_groups(pod.get("reasons") or [], names)
-    pod["aggregate"] = presenters.aggregate_groups(pod["reason_groups"])
-    pod["target_count"] = presenters.target_count(pod.get("reasons") or [])
+    groups, count = page_selectors.pod_reason_groups(run, pod, names)
+    pod["reason_groups"] = [dict(g) for g in groups]
+    pod["aggregate"] = presenters.aggregate_groups(groups)
+    pod["target_count"] = count
     pod["funnels"] = presenters.funnel_view(pod.get("explanation"), links)
     pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"))
     pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
@@ -299,7 +310,7 @@ def run_detail(request, run_id):
     # thousands of nodes costs what one page of them costs.
     for pod in [*failed_shown, *placements_page, *review_page]:
         if not pod.get("scheduled"):
-            _explain(pod, names, links)
+            _explain(run, pod, names, links)
     pools = []
     for pool in pools_page:
         extra = page_selectors.pool_view(model, pool.get("driver"), pool.get("pool"))
@@ -330,6 +341,7 @@ def run_detail(request, run_id):
             "node_claims": _node_claims(view, model, run),
             "pools": pools,
             "pools_page": pools_page,
+            "node_claim_names_json": json.dumps(sorted(n for n in names if n)),
             "failed_shown": failed_shown,
             "reviews": reviews,
             "review_page": review_page,
@@ -365,7 +377,11 @@ def run_diff(request, run_a, run_b):
         "option_changes": presenters.option_changes(a.options, b.options),
     }
     if a.result and b.result:
-        ctx["diff"] = run_selectors.diff_runs(a, b)
+        diff = run_selectors.diff_runs(a, b)
+        ctx["diff"] = diff
+        ctx["causes"] = presenters.divergence_causes((diff.get("trace") or {}).get("divergences"))
+        ctx["errors"] = presenters.error_changes((diff.get("pods") or {}).get("changedErrors"))
+        ctx["funnels"] = presenters.funnel_diff(a.result, b.result)
     return render(request, "pages/diff.html", ctx)
 
 
@@ -383,6 +399,7 @@ def pod_review(request, run_id, namespace, name):
     pod = dict(pod)
     run_url = reverse("pages:run", args=[run.pk])
     _explain(
+        run,
         pod,
         names,
         presenters.pool_links(

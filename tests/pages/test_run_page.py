@@ -123,9 +123,15 @@ def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client,
     assert "failed in B" in html and "ml/train-1" in html
     assert "options changed" in html and "featureGates" not in html
     assert "only in A" in html and "gpu-pool-1" in html
-    assert "Where the search trees first differ" in html
-    # The device under the p5.48xlarge candidate is where the searches went apart.
-    assert "gpu.nvidia.com/p5-gpus/gpu-0" in html
+    assert "Where the search trees differ, by cause" in html
+    # The device under the p5.48xlarge candidate is where the searches went apart: one
+    # cause, a device that was ok in A and refused by a taint in B.
+    causes = html[html.index('class="data compact causes"') :]
+    assert "gpu.nvidia.com/p5-gpus/gpu-0" in causes
+    assert "failed (taint)" in causes
+    # Decisions come first, the search trees last.
+    assert html.index("Placements that changed") < html.index("Figures")
+    assert html.index("Figures") < html.index("Where the search trees differ")
     pick = browser_client.get(reverse("pages:diff-pick", args=[a.pk]), {"other": b.pk})
     assert pick["Location"] == reverse("pages:diff", args=[a.pk, b.pk])
 

@@ -145,3 +145,9 @@ def without_managed_fields(raw):
 def managed_fields(raw):
     meta = raw.get("metadata") if isinstance(raw, dict) else None
     return (meta or {}).get("managedFields") if isinstance(meta, dict) else None
+
+
+@register.filter
+def indent_yaml(text: str, spaces: int = 2) -> str:
+    pad = " " * int(spaces)
+    return "\n".join(pad + line if line else line for line in str(text).rstrip("\n").split("\n"))
