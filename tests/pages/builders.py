@@ -118,11 +118,17 @@ def gpu_training_trace(*, second_train_placed: bool = True) -> dict:
             "selector",
             'device.attributes["gpu.nvidia.com"].model == "A100" is false (model H100)',
         )
-    nc = t.add(pod, "target", "nodepool/gpu-pool", "failed", "selector")
-    for name in ("g6e.xlarge", "p5.48xlarge"):
-        t.add(
-            nc, "instanceType", name, "pruned", "selector", "no device matches", instanceType=name
-        )
+    nc = t.add(pod, "target", "nodepool/gpu-pool (new gpu-pool-2)", "failed", "selector")
+    t.add(
+        nc,
+        "instanceType",
+        "g6e.xlarge",
+        "pruned",
+        "selector",
+        "no device matches",
+        instanceType="g6e.xlarge",
+    )
+    funnel_trace_node(t, nc)
     # notebook: the template's selector does not compile.
     pod = t.add(None, "pod", "ml/notebook", "failed", "selector", COMPILE_ERROR)
     t.add(
@@ -281,6 +287,23 @@ def gpu_training_result(*, second_train_placed: bool = True) -> dict:
             ],
         },
     ]
+    pods[2]["explanation"] = a100_funnels()
+    pods[2]["suggestions"] = a100_suggestions()
+    pods[3]["explanation"] = [
+        {
+            "claim": "ml/notebook-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": None,
+            "targets": 2,
+            "exampleTargets": [f"node/{NODE}", "nodepool/gpu-pool"],
+            "candidates": 0,
+            "usable": 0,
+            "rejections": [],
+            "message": COMPILE_ERROR,
+        }
+    ]
+    pods[3]["suggestions"] = []
     scheduled = sum(1 for p in pods if p["scheduled"])
     return {
         "schemaVersion": "v1",
@@ -314,6 +337,117 @@ def gpu_training_result(*, second_train_placed: bool = True) -> dict:
         "disruption": None,
         "warnings": [],
     }
+
+
+A100_SELECTOR = 'device.attributes["gpu.nvidia.com"].model == "A100"'
+
+
+def a100_funnels() -> list[dict]:
+    """infer-a100's funnels: on the node, gpu-0 is held by eval-0 and gpu-1 is an H100; on a
+    new p5.48xlarge every template GPU is an H100."""
+    return [
+        {
+            "claim": "ml/infer-a100-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": None,
+            "targets": 1,
+            "exampleTargets": [f"node/{NODE}"],
+            "candidates": 2,
+            "usable": 0,
+            "rejections": [
+                {
+                    "reason": "selector",
+                    "devices": 1,
+                    "message": f'{A100_SELECTOR}: model is "H100" on 1 device',
+                    "exampleDevices": [f"{GPU}/ip-10-0-1-7/gpu-1"],
+                    "detail": {
+                        "expression": A100_SELECTOR,
+                        "source": "request gpu",
+                        "values": {"model": ["H100"]},
+                    },
+                },
+                {
+                    "reason": "allocated",
+                    "devices": 1,
+                    "message": "allocated to claim ml/eval-0-gpu (reserved for pod ml/eval-0)",
+                    "exampleDevices": [f"{GPU}/ip-10-0-1-7/gpu-0"],
+                    "detail": {
+                        "holders": [
+                            {"claim": "ml/eval-0-gpu", "pods": ["ml/eval-0"], "inRun": False}
+                        ]
+                    },
+                },
+            ],
+        },
+        {
+            "claim": "ml/infer-a100-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": "p5.48xlarge",
+            "targets": 1,
+            "exampleTargets": ["nodepool/gpu-pool"],
+            "candidates": 8,
+            "usable": 0,
+            "rejections": [
+                {
+                    "reason": "selector",
+                    "devices": 8,
+                    "message": f'{A100_SELECTOR}: model is "H100" on 8 devices',
+                    "exampleDevices": [f"{GPU}/p5-gpus/gpu-{i}" for i in range(5)],
+                    "detail": {
+                        "expression": A100_SELECTOR,
+                        "source": "request gpu",
+                        "values": {"model": ["H100"]},
+                    },
+                }
+            ],
+        },
+    ]
+
+
+def a100_suggestions() -> list[dict]:
+    """Two verified changes for infer-a100: widen the selector, or free eval-0's GPU."""
+    return [
+        {
+            "kind": "relax-selector",
+            "message": f"drop the selector {A100_SELECTOR}: 8 H100 devices of p5.48xlarge "
+            "would match",
+            "change": {
+                "object": "ResourceClaimTemplate ml/one-a100",
+                "field": "spec.spec.devices.requests[0].exactly.selectors",
+                "op": "set",
+                "value": [],
+            },
+            "target": {"kind": "NodeClaim", "name": "gpu-pool-2", "new": True},
+        },
+        {
+            "kind": "free-device",
+            "message": "gpu-0 of the node is held by ml/eval-0-gpu: delete pod ml/eval-0",
+            "change": {
+                "object": "Pod ml/eval-0",
+                "objects": ["Pod ml/eval-0"],
+                "op": "delete",
+            },
+            "target": {"kind": "Node", "name": NODE, "new": False},
+        },
+    ]
+
+
+def funnel_trace_node(trace: Trace, parent: int) -> int:
+    """A target refused by counting (CONTRACT section 5): its reason is the decisive cause
+    and it carries the funnel (without targets/exampleTargets)."""
+    funnel = {k: v for k, v in a100_funnels()[1].items() if k not in ("targets", "exampleTargets")}
+    return trace.add(
+        parent,
+        "instanceType",
+        "p5.48xlarge",
+        "pruned",
+        "selector",
+        funnel["rejections"][0]["message"],
+        instanceType="p5.48xlarge",
+        funnel=[funnel],
+    )
 
 
 def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict | None = None):
