@@ -361,13 +361,19 @@ def funnel_view(
                 driver, _, rest = str(ref).partition("/")
                 pool, _, _device = rest.rpartition("/")
                 devices.append({"text": ref, "href": pool_href.get((driver, pool))})
+            detail = r.get("detail") if isinstance(r.get("detail"), dict) else {}
+            message = r.get("message") or ""
+            expression = detail.get("expression") or ""
             rows.append(
                 {
                     "reason": r.get("reason") or "",
                     "devices": r.get("devices") or 0,
-                    "message": r.get("message") or "",
+                    "message": message,
+                    # Shown apart only when the message does not already quote it.
+                    "expression": "" if expression in message else expression,
+                    "source": detail.get("source") or "",
                     "examples": devices,
-                    "detail": r.get("detail") or {},
+                    "detail": detail,
                 }
             )
         rows.sort(key=lambda r: -r["devices"] if isinstance(r["devices"], int) else 0)
