@@ -591,6 +591,10 @@ def pod_reasons(request, run_id, namespace, name):
     if pod is None:
         raise Http404(f"pod {key} is not in run #{run.pk}")
     page = _page(request, pod.get("reasons") or [], REASONS_PER_PAGE, "page")
+    names = presenters.node_claim_names(run.result)
+    page.object_list = [
+        {**r, "target": presenters.target_name(r.get("target"), names)} for r in page.object_list
+    ]
     return render(
         request,
         "pages/_reason_list.html",
