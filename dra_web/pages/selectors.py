@@ -209,6 +209,16 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     return {"devices": devices, "slicesSeen": len(current), "access": access}
 
 
+def pool_summary(model, driver: str, pool: str) -> dict[str, Any]:
+    """What a pool's row shows without its devices: how many, slices seen, which nodes."""
+    view = pool_view(model, driver, pool)
+    return {
+        "device_count": len(view["devices"]),
+        "slices_seen": view["slicesSeen"],
+        "access": view["access"],
+    }
+
+
 def _find_device(slices, driver: str, pool: str, device: str):
     """The named device in any of ``slices`` (slices or templates) of that driver and pool."""
     for s in slices:

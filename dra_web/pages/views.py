@@ -313,17 +313,10 @@ def run_detail(request, run_id):
             _explain(run, pod, names, links)
     pools = []
     for pool in pools_page:
-        extra = page_selectors.pool_view(model, pool.get("driver"), pool.get("pool"))
-        devices = extra["devices"]
-        pools.append(
-            {
-                **pool,
-                "devices": devices[:POOL_DEVICES_SHOWN],
-                "device_count": len(devices),
-                "slices_seen": extra["slicesSeen"],
-                "access": extra["access"],
-            }
-        )
+        # The devices themselves load when a row is opened (pool_devices): 50 pools of a
+        # 1,000-node cluster would otherwise be most of the page.
+        extra = page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))
+        pools.append({**pool, **extra})
     reason_counts = page_selectors.trace_reason_counts(run)
     taint_excluded = page_selectors.with_ancestor_labels(
         run,
@@ -614,3 +607,18 @@ def cancel_run(request, run_id):
     else:
         messages.info(request, f"Run #{run.pk} is being cancelled.")
     return redirect("pages:run", run_id=run.pk)
+
+
+@login_required
+@require_GET
+def pool_devices(request, run_id):
+    """One in-cluster pool's devices (htmx partial of the Pools tab)."""
+    run = _finished_run(run_id)
+    model = page_selectors.snapshot_model(run.snapshot)
+    extra = page_selectors.pool_view(model, request.GET.get("driver"), request.GET.get("pool"))
+    devices = extra["devices"]
+    return render(
+        request,
+        "pages/_pool_devices.html",
+        {"devices": devices[:POOL_DEVICES_SHOWN], "device_count": len(devices)},
+    )

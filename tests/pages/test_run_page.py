@@ -88,8 +88,21 @@ def test_pools_section_has_one_row_per_pool_and_its_devices(browser_client, run)
     pools = _between(html, 'id="panel-pools"', 'id="panel-review"')
     assert f"node {NODE}" in pools
     assert "1/1" in pools  # slices seen / declared
-    assert "model=H100" in pools and "memory=80Gi" in pools
     assert ">valid<" in pools
+    # The devices load when the row is opened (an htmx partial): the page stays small.
+    assert "model=H100" not in pools
+    assert (
+        f'hx-get="/runs/{run.pk}/pools/devices/?driver=gpu.nvidia.com&amp;pool=ip-10-0-1-7"'
+        in pools
+    )
+    devices = _html(
+        browser_client.get(
+            reverse("pages:pool-devices", args=[run.pk]),
+            {"driver": "gpu.nvidia.com", "pool": "ip-10-0-1-7"},
+        )
+    )
+    assert "model=H100" in devices and "memory=80Gi" in devices
+    assert "gpu-0" in devices and "gpu-1" in devices
 
 
 def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
