@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Collection
+from functools import lru_cache
 from typing import Any
 
 # Short phrases for the reasons a target refuses a pod, in the order they are tested. The
@@ -46,6 +47,12 @@ _DRA_PREFIX = "allocating dynamic resources"
 
 def reason_phrase(reason: str | None) -> str:
     """The short phrase a reason is counted under."""
+    return _reason_phrase(reason or "")
+
+
+@lru_cache(maxsize=4096)
+def _reason_phrase(reason: str) -> str:
+    # Cached: a failed pod on 1,000 nodes repeats a handful of reasons 1,000 times.
     text = _NODEPOOL_PREFIX.sub("", (reason or "").strip())
     dra = text.lower().startswith(_DRA_PREFIX)
     if dra:
@@ -67,7 +74,10 @@ def reason_phrase(reason: str | None) -> str:
 def target_group(target: str | None, node_claims: Collection[str] = ()) -> str:
     """``nodepool/NAME`` -> NodePools; ``node/NAME`` -> NodeClaims when NAME is one this run
     creates (the result names them ``node/`` too), nodes otherwise."""
-    prefix, _, name = (target or "").partition("/")
+    target = target or ""
+    if target.startswith("node/"):  # the common case first: thousands of nodes
+        return "NodeClaims" if target[5:] in node_claims else "nodes"
+    prefix, _, name = target.partition("/")
     if prefix.lower() == "nodepool":
         return "NodePools"
     if prefix.lower() == "node" and name not in node_claims:
@@ -75,17 +85,30 @@ def target_group(target: str | None, node_claims: Collection[str] = ()) -> str:
     return "NodeClaims"
 
 
+def target_name(target: str | None, node_claims: Collection[str] = ()) -> str:
+    """One naming of the run's NodeClaims on every page: the result's ``node/NAME`` for a
+    NodeClaim this run creates reads ``nodeclaim/NAME`` (as in the search tree)."""
+    target = target or ""
+    if target.startswith("node/") and target[5:] in node_claims:
+        return "nodeclaim/" + target[5:]
+    return target
+
+
 def aggregate_reasons(reasons: list[dict[str, Any]], node_claims: Collection[str] = ()) -> str:
     """``0/12 nodes: 8 no free device, 4 incompatible requirements; 0/2 NodePools: ...``.
 
     Groups are nodes, then in-flight NodeClaims, then NodePools last (as Karpenter logs).
     """
+    return aggregate_groups(reason_groups(reasons, node_claims))
+
+
+def aggregate_groups(rows: list[dict[str, Any]]) -> str:
+    """``aggregate_reasons`` from the rows of ``reason_groups`` (computed once per pod)."""
     groups: OrderedDict[str, Counter] = OrderedDict(
         (name, Counter()) for name in ("nodes", "NodeClaims", "NodePools")
     )
-    for entry in reasons or []:
-        group = target_group(entry.get("target"), node_claims)
-        groups[group][reason_phrase(entry.get("reason"))] += 1
+    for row in rows:
+        groups[row["group"]][row["phrase"]] += row["count"]
     parts = []
     for name, counts in groups.items():
         total = sum(counts.values())
@@ -129,9 +152,6 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
     failed = [p for p in pods if not p.get("scheduled")]
     scheduled = [p for p in pods if p.get("scheduled")]
     node_claims = list(result.get("nodeClaims") or [])
-    names = node_claim_names(result)
-    for pod in failed:
-        pod["aggregate"] = aggregate_reasons(pod.get("reasons") or [], names)
     for nc in node_claims:
         nc["cost"] = node_claim_cost(nc)
     stats = dict(result.get("stats") or {})
@@ -254,3 +274,424 @@ def device_conditions(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, An
                     entry["bindingTimeoutSeconds"] = claim.get("bindingTimeoutSeconds")
                     binding.append(entry)
     return {"tolerated": tolerated, "binding": binding, "excluded": excluded}
+
+
+# --- bounded reasons: one row per (target group, reason), not one per target ---------------
+
+REASON_EXAMPLES = 5
+
+
+def reason_groups(
+    reasons: list[dict[str, Any]], node_claims: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Targets that refused a pod the same way, as one row each: ``{group, reason, phrase,
+    count, examples}``; nodes first, then NodeClaims, then NodePools, larger groups first.
+
+    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, CONTRACT
+    section 4) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
+    one row whatever the result's form."""
+    order = {"nodes": 0, "NodeClaims": 1, "NodePools": 2}
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in reasons or []:
+        target = entry.get("target") or ""
+        group = target_group(target, node_claims)
+        reason = entry.get("reason") or ""
+        row = groups.get((group, reason))
+        if row is None:
+            row = groups[(group, reason)] = {
+                "group": group,
+                "reason": reason,
+                "phrase": reason_phrase(reason),
+                "count": 0,
+                "examples": [],
+            }
+        count = entry.get("targets")
+        row["count"] += count if isinstance(count, int) and count > 0 else 1
+        examples = entry.get("exampleTargets") or [target]
+        for example in examples:
+            if len(row["examples"]) >= REASON_EXAMPLES:
+                break
+            example = target_name(example, node_claims)
+            if example and example not in row["examples"]:
+                row["examples"].append(example)
+    for row in groups.values():
+        row["more"] = max(0, row["count"] - len(row["examples"]))
+    return sorted(groups.values(), key=lambda r: (order[r["group"]], -r["count"], r["reason"]))
+
+
+def target_count(reasons: list[dict[str, Any]]) -> int:
+    """How many targets ``reasons`` stands for (aggregated entries count for their targets)."""
+    total = 0
+    for entry in reasons or []:
+        count = entry.get("targets")
+        total += count if isinstance(count, int) and count > 0 else 1
+    return total
+
+
+# --- the refusal funnel (CONTRACT section 4, pods[].explanation) ----------------------------
+
+
+def pool_anchor(driver: str, pool: str) -> str:
+    """The id of a pool's row on the Pools tab (the template's ``pool-<driver>-<pool>``)."""
+    return "pool-" + _anchor(driver) + "-" + _anchor(pool)
+
+
+def _anchor(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", key or "").strip("-")
+
+
+def funnel_view(
+    explanation: list[dict[str, Any]] | None, pool_href: dict[tuple[str, str], str] | None = None
+) -> list[dict[str, Any]]:
+    """Each funnel of a failed pod as the page shows it: a heading (claim, request, how many
+    targets refused it this way) and one row per rejection reason, largest first, with its
+    example devices linked to their pool's row (``pool_href`` maps (driver, pool) to a URL;
+    devices of instance type templates have no pool row and stay plain)."""
+    pool_href = pool_href or {}
+    out = []
+    for funnel in explanation or []:
+        if not isinstance(funnel, dict):
+            continue
+        rows = []
+        for r in funnel.get("rejections") or []:
+            if not isinstance(r, dict):
+                continue
+            devices = []
+            for ref in r.get("exampleDevices") or []:
+                driver, _, rest = str(ref).partition("/")
+                pool, _, _device = rest.rpartition("/")
+                devices.append({"text": ref, "href": pool_href.get((driver, pool))})
+            detail = r.get("detail") if isinstance(r.get("detail"), dict) else {}
+            message = r.get("message") or ""
+            expression = detail.get("expression") or ""
+            rows.append(
+                {
+                    "reason": r.get("reason") or "",
+                    "devices": r.get("devices") or 0,
+                    "message": message,
+                    # Shown apart only when the message does not already quote it.
+                    "expression": "" if expression in message else expression,
+                    "source": detail.get("source") or "",
+                    "examples": devices,
+                    "detail": detail,
+                }
+            )
+        rows.sort(key=lambda r: -r["devices"] if isinstance(r["devices"], int) else 0)
+        out.append(
+            {
+                "claim": funnel.get("claim") or "",
+                "request": funnel.get("request") or "",
+                "needed": funnel.get("needed"),
+                "instanceType": funnel.get("instanceType"),
+                "targets": funnel.get("targets"),
+                "exampleTargets": funnel.get("exampleTargets") or [],
+                "candidates": funnel.get("candidates"),
+                "usable": funnel.get("usable"),
+                "message": funnel.get("message") or funnel.get("whole") or "",
+                "rows": rows,
+                "decisive": rows[0]["reason"] if rows else "",
+            }
+        )
+    return out
+
+
+def pool_links(
+    pools: list[dict[str, Any]], base: str = "", per_page: int = 50, current_page: int = 1
+) -> dict[tuple[str, str], str]:
+    """(driver, pool) -> the URL of its row on the (paginated) Pools tab: ``#pool-...`` on the
+    page being shown, ``<base>?olpage=N#pool-...`` on another page or from another page."""
+    out = {}
+    for i, p in enumerate(pools or []):
+        page = i // per_page + 1
+        key = (p.get("driver") or "", p.get("pool") or "")
+        frag = "#" + pool_anchor(*key)
+        out[key] = frag if (page == current_page and not base) else f"{base}?olpage={page}{frag}"
+    return out
+
+
+# --- suggestions (CONTRACT section 4, pods[].suggestions) ------------------------------------
+
+_FIELD_PART = re.compile(r"^(?P<name>[^\[\]]+)(?:\[(?P<index>\d+)\])?$")
+
+
+def _object_ref(ref: str) -> tuple[str, str | None, str]:
+    """``"ResourceClaim default/train-0-gpu"`` -> (kind, namespace, name); cluster-scoped
+    objects (``"NodePool gpu"``) have no namespace."""
+    kind, _, key = (ref or "").strip().partition(" ")
+    namespace, sep, name = key.partition("/")
+    return (kind, namespace, name) if sep else (kind, None, key)
+
+
+def _dump(value: Any, indent: int) -> list[str]:
+    import yaml
+
+    text = yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=100)
+    return [" " * indent + line for line in text.rstrip("\n").split("\n")]
+
+
+def _scalar(value: Any) -> str | None:
+    """The one-line YAML of a scalar, None for a mapping or list."""
+    import yaml
+
+    if isinstance(value, dict | list):
+        return None
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def set_patch_yaml(obj: str, field: str, value: Any) -> str:
+    """An ``op: set`` change as the object's header and the field path set to the value, the
+    way one would write it in the object's YAML (a list index as ``- # [i]``)."""
+    kind, namespace, name = _object_ref(obj)
+    lines = [f"kind: {kind}", "metadata:", f"  name: {name}"]
+    if namespace:
+        lines.append(f"  namespace: {namespace}")
+    parts = [p for p in (field or "").split(".") if p]
+    indent = 0
+    for i, part in enumerate(parts):
+        m = _FIELD_PART.match(part)
+        key, index = (m.group("name"), m.group("index")) if m else (part, None)
+        last = i == len(parts) - 1
+        pad = " " * indent
+        if last and index is None:
+            scalar = _scalar(value)
+            if scalar is not None:
+                lines.append(f"{pad}{key}: {scalar}")
+            elif value in ([], {}):
+                lines.append(f"{pad}{key}: {'[]' if value == [] else '{}'}")
+            else:
+                lines.append(f"{pad}{key}:")
+                lines.extend(_dump(value, indent + 2 if isinstance(value, dict) else indent))
+            break
+        lines.append(f"{pad}{key}:")
+        if index is not None:
+            lines.append(f"{pad}- # [{index}]")
+            indent += 2
+            if last:
+                scalar = _scalar(value)
+                lines[-1] = f"{pad}- {scalar}  # [{index}]" if scalar is not None else lines[-1]
+                if scalar is None:
+                    lines.extend(_dump(value, indent))
+                break
+        else:
+            indent += 2
+    return "\n".join(lines) + "\n"
+
+
+def delete_commands(objects: list[str]) -> str:
+    """``op: delete``: the kubectl lines that remove the objects (the way ``--disrupt``
+    frees the devices they hold)."""
+    lines = []
+    for ref in objects:
+        kind, namespace, name = _object_ref(ref)
+        ns = f" -n {namespace}" if namespace else ""
+        lines.append(f"kubectl delete {kind.lower() or 'pod'}{ns} {name}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Each suggestion with its change as a copyable patch (YAML for ``set``, kubectl lines
+    for ``delete``) and its target in words."""
+    out = []
+    for s in suggestions or []:
+        if not isinstance(s, dict):
+            continue
+        change = s.get("change") or {}
+        op = change.get("op") or "set"
+        if op == "delete":
+            objects = change.get("objects") or [change.get("object")]
+            patch = delete_commands([o for o in objects if o])
+            language = "shell"
+        else:
+            patch = set_patch_yaml(
+                change.get("object") or "", change.get("field") or "", change.get("value")
+            )
+            language = "yaml"
+        out.append(
+            {
+                "kind": s.get("kind") or "",
+                "message": s.get("message") or "",
+                "op": op,
+                "object": change.get("object") or "",
+                "field": change.get("field") or "",
+                "patch": patch,
+                "language": language,
+                "target": target_text(s.get("target")),
+            }
+        )
+    return out
+
+
+# --- downloads: each new NodeClaim as Karpenter would create it -------------------------------
+
+
+def node_claim_manifest(nc: dict[str, Any], node_pool_raw: dict[str, Any] | None) -> dict:
+    """A NodeClaim of the result as the ``karpenter.sh/v1`` object Karpenter would create from
+    its NodePool: the template's labels (and ``karpenter.sh/nodepool``), the run's annotations
+    (``karpenter.sh/requested-dra-drivers`` among them), the requirements the run computed,
+    the template's nodeClassRef, taints, startupTaints, expireAfter and
+    terminationGracePeriod."""
+    template = ((node_pool_raw or {}).get("spec") or {}).get("template") or {}
+    tmeta = template.get("metadata") or {}
+    tspec = template.get("spec") or {}
+    pool = nc.get("nodePool") or ""
+    labels = {**(tmeta.get("labels") or {}), "karpenter.sh/nodepool": pool}
+    annotations = {**(tmeta.get("annotations") or {}), **(nc.get("annotations") or {})}
+    spec: dict[str, Any] = {}
+    for key in ("taints", "startupTaints"):
+        if tspec.get(key):
+            spec[key] = tspec[key]
+    spec["requirements"] = [
+        {
+            "key": r.get("key"),
+            "operator": r.get("operator"),
+            **({"values": list(r["values"])} if r.get("values") else {}),
+            **({"minValues": r["minValues"]} if r.get("minValues") else {}),
+        }
+        for r in nc.get("requirements") or []
+        if isinstance(r, dict)
+    ]
+    if tspec.get("nodeClassRef"):
+        spec["nodeClassRef"] = tspec["nodeClassRef"]
+    for key in ("expireAfter", "terminationGracePeriod"):
+        if tspec.get(key):
+            spec[key] = tspec[key]
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": nc.get("name") or "",
+            "labels": dict(sorted(labels.items())),
+            "annotations": dict(sorted(annotations.items())),
+        },
+        "spec": spec,
+    }
+
+
+def manifests_yaml(manifests: list[dict]) -> str:
+    import yaml
+
+    return "---\n".join(
+        yaml.safe_dump(m, sort_keys=False, default_flow_style=False, width=100) for m in manifests
+    )
+
+
+# --- object YAML as kubectl shows it -----------------------------------------------------------
+
+
+def without_managed_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The object without ``metadata.managedFields`` (kubectl hides them by default)."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return raw
+    return {**raw, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def instance_types_by_price(
+    names: list[str] | None, prices: dict[str, float]
+) -> list[dict[str, Any]]:
+    """A NodeClaim's instance types, cheapest offering first (unpriced last, by name), the
+    cheapest marked: the one Karpenter launches when every offering is available."""
+    rows = [{"name": n, "price": prices.get(n), "cheapest": False} for n in names or []]
+    rows.sort(key=lambda r: (r["price"] is None, r["price"] or 0.0, r["name"]))
+    if rows and rows[0]["price"] is not None:
+        low = rows[0]["price"]
+        for r in rows:
+            r["cheapest"] = r["price"] == low
+    return rows
+
+
+# --- the diff, by cause ------------------------------------------------------------------------
+
+
+def _outcome_text(node: dict[str, Any] | None) -> str:
+    if not node:
+        return "absent"
+    status = node.get("status") or "ok"
+    return f"{status} ({node['reason']})" if node.get("reason") else status
+
+
+def divergence_causes(divergences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trace diff's divergence points grouped by what changed: (kind of node, outcome in
+    A, outcome in B). One disrupted node moves many pods the same way; they read as one
+    cause with a count, not dozens of rows."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for d in divergences or []:
+        node = d.get("a") or d.get("b") or {}
+        kind = node.get("kind") or ""
+        if d.get("type") == "onlyInA":
+            a, b = _outcome_text(d.get("a")), "not tried"
+        elif d.get("type") == "onlyInB":
+            a, b = "not tried", _outcome_text(d.get("b"))
+        else:
+            a, b = _outcome_text(d.get("a")), _outcome_text(d.get("b"))
+        key = (kind, a, b)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {
+                "kind": kind,
+                "a": a,
+                "b": b,
+                "type": d.get("type"),
+                "count": 0,
+                "subtree": 0,
+                "examples": [],
+            }
+        g["count"] += 1
+        g["subtree"] += d.get("subtree") or 0
+        if len(g["examples"]) < 10:
+            message = (d.get("b") or {}).get("message") or (d.get("a") or {}).get("message")
+            g["examples"].append({"path": d.get("path") or [], "message": message or ""})
+    return sorted(groups.values(), key=lambda g: (-g["subtree"], -g["count"], g["kind"]))
+
+
+def error_changes(changed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Pods failed in both runs whose error changed: ``cause`` when the reason's phrase
+    changed, ``reworded`` when only the wording did (other node names, counts...)."""
+    out: dict[str, list[dict[str, Any]]] = {"cause": [], "reworded": []}
+    for x in changed or []:
+        pa, pb = reason_phrase(x.get("a")), reason_phrase(x.get("b"))
+        entry = {**x, "phraseA": pa, "phraseB": pb}
+        out["reworded" if pa == pb else "cause"].append(entry)
+    return out
+
+
+def _funnel_counts(pod: dict[str, Any]) -> dict[tuple[str, str, str], int]:
+    counts: dict[tuple[str, str, str], int] = {}
+    for f in pod.get("explanation") or []:
+        if not isinstance(f, dict):
+            continue
+        for r in f.get("rejections") or []:
+            key = (f.get("claim") or "", f.get("request") or "", r.get("reason") or "")
+            devices = r.get("devices") if isinstance(r.get("devices"), int) else 0
+            counts[key] = max(counts.get(key, 0), devices)
+    return counts
+
+
+def funnel_diff(
+    result_a: dict[str, Any] | None, result_b: dict[str, Any] | None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """Refused devices by cause, per failed pod's request, in A against B: the rows that
+    differ (a cause that appeared, went away, or refused another number of devices)."""
+    pods_a = {p.get("pod"): p for p in (result_a or {}).get("pods") or []}
+    pods_b = {p.get("pod"): p for p in (result_b or {}).get("pods") or []}
+    rows = []
+    for name in sorted(set(pods_a) | set(pods_b), key=str):
+        ca = _funnel_counts(pods_a.get(name) or {})
+        cb = _funnel_counts(pods_b.get(name) or {})
+        for key in sorted(set(ca) | set(cb)):
+            if ca.get(key) == cb.get(key):
+                continue
+            claim, request, reason = key
+            rows.append(
+                {
+                    "pod": name,
+                    "claim": claim,
+                    "request": request,
+                    "reason": reason,
+                    "a": ca.get(key),
+                    "b": cb.get(key),
+                }
+            )
+            if len(rows) >= limit:
+                return rows
+    return rows

@@ -189,7 +189,7 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     empty = {"devices": [], "slicesSeen": 0, "access": ""}
     if model is None:
         return empty
-    slices = [s for s in model.resource_slices if s.driver == driver and s.pool == pool]
+    slices = pool_slices(model, driver, pool)
     if not slices:
         return empty
     newest = max(s.generation for s in slices)
@@ -207,6 +207,16 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     else:
         access = "—"
     return {"devices": devices, "slicesSeen": len(current), "access": access}
+
+
+def pool_summary(model, driver: str, pool: str) -> dict[str, Any]:
+    """What a pool's row shows without its devices: how many, slices seen, which nodes."""
+    view = pool_view(model, driver, pool)
+    return {
+        "device_count": len(view["devices"]),
+        "slices_seen": view["slicesSeen"],
+        "access": view["access"],
+    }
 
 
 def _find_device(slices, driver: str, pool: str, device: str):
@@ -313,7 +323,37 @@ def trace_children_window(
     nodes = trace_children(run, parent, offset=offset, limit=limit)
     if expand:
         expand_ok_paths(run, nodes, expand)
+    if parent is None:
+        passes = root_passes(run)
+        for n in nodes:
+            if n.get("kind") == "pod" and n["id"] in passes:
+                n["pass"] = passes[n["id"]]
     return {"parent": parent, "offset": offset, "total": total, "nodes": nodes}
+
+
+_passes: OrderedDict[tuple[int, str], dict[int, int]] = OrderedDict()
+
+
+def root_passes(run) -> dict[int, int]:
+    """The retry pass of each pod attempt at the root of the trace (the n-th attempt of a pod
+    is in pass n: a pass tries every pod left once), for runs with more than one pass; {}
+    otherwise."""
+    from dra_web.runs.models import TraceNode
+
+    def build():
+        seen: dict[str, int] = {}
+        out: dict[int, int] = {}
+        rows = (
+            TraceNode.objects.filter(run=run, parent=None, kind="pod")
+            .order_by("node_id")
+            .values_list("node_id", "label")
+        )
+        for node_id, label in rows.iterator():
+            seen[label] = seen.get(label, 0) + 1
+            out[node_id] = seen[label]
+        return out if any(n > 1 for n in seen.values()) else {}
+
+    return _remember(_passes, (run.pk, str(run.finished_at)), build)
 
 
 def trace_search_page(run, q=None, *, reason=None, status=None, kind=None, limit=100) -> dict:
@@ -508,3 +548,77 @@ def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
         ),
         key=lambda r: r["key"] or "",
     )
+
+
+# --- downloads and indexes ----------------------------------------------------------------------
+
+
+def node_pool_documents(snapshot) -> dict[str, dict]:
+    """The snapshot's NodePools as uploaded, by name (for the NodeClaim manifests)."""
+    model = snapshot_model(snapshot)
+    if model is not None:
+        return {name: np.raw for name, np in model.node_pools.items()}
+    return {
+        (raw.get("metadata") or {}).get("name"): raw
+        for kind, raw in snapshot.documents()
+        if kind == "NodePool"
+    }
+
+
+_pool_indexes: OrderedDict[int, dict] = OrderedDict()
+
+
+def pool_slices(model, driver: str, pool: str) -> list:
+    """The ResourceSlices of one pool, from an index built once per snapshot model (a page of
+    pools on a 1,000-node cluster must not scan every slice per pool)."""
+    if model is None:
+        return []
+
+    def build():
+        index: dict[tuple[str, str], list] = {}
+        for s in model.resource_slices:
+            index.setdefault((s.driver, s.pool), []).append(s)
+        return model, index
+
+    owner, index = _remember(_pool_indexes, id(model), build)
+    if owner is not model:  # an id reused after the model it indexed was dropped
+        with _lock:
+            _pool_indexes.pop(id(model), None)
+        owner, index = _remember(_pool_indexes, id(model), build)
+    return index.get((driver, pool), [])
+
+
+def result_json_bytes(run) -> bytes:
+    import json
+
+    return json.dumps(run.result, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def trace_json_bytes(run) -> bytes:
+    import zlib
+
+    return b"null" if run.trace_blob is None else zlib.decompress(bytes(run.trace_blob))
+
+
+_reason_group_cache: OrderedDict[tuple, tuple] = OrderedDict()
+_REASON_GROUPS_KEPT = 2000
+
+
+def pod_reason_groups(run, pod: dict, node_claims) -> tuple[list[dict], int]:
+    """A failed pod's ``reasons`` grouped (presenters.reason_groups) and the targets they
+    stand for, kept per process: a finished run never changes, and grouping a pod refused by
+    thousands of nodes is the costliest part of its run page."""
+    from dra_web.pages import presenters
+
+    key = (run.pk, str(run.finished_at), pod.get("pod"))
+    with _lock:
+        if key in _reason_group_cache:
+            _reason_group_cache.move_to_end(key)
+            return _reason_group_cache[key]
+    reasons = pod.get("reasons") or []
+    value = (presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons))
+    with _lock:
+        _reason_group_cache[key] = value
+        while len(_reason_group_cache) > _REASON_GROUPS_KEPT:
+            _reason_group_cache.popitem(last=False)
+    return value

@@ -8,6 +8,8 @@ app_name = "pages"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    # Browsers ask for /favicon.ico whatever the page says: send them to the SVG.
+    path("favicon.ico", views.favicon, name="favicon"),
     path("upload/", views.upload, name="upload"),
     path("runs/start/", views.start_run, name="start-run"),
     path("snapshots/<int:snapshot_id>/", views.snapshot_detail, name="snapshot"),
@@ -21,6 +23,23 @@ urlpatterns = [
         views.pod_review,
         name="pod-review",
     ),
+    path("runs/<int:run_id>/result.json", views.download_result, name="download-result"),
+    path("runs/<int:run_id>/trace.json", views.download_trace, name="download-trace"),
+    path(
+        "runs/<int:run_id>/nodeclaims.yaml", views.download_node_claims, name="download-nodeclaims"
+    ),
+    path(
+        "runs/<int:run_id>/nodeclaims/<str:name>.yaml",
+        views.download_node_claim,
+        name="download-nodeclaim",
+    ),
+    path(
+        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/reasons/",
+        views.pod_reasons,
+        name="pod-reasons",
+    ),
+    path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel-run"),
+    path("runs/<int:run_id>/pools/devices/", views.pool_devices, name="pool-devices"),
     path("runs/<int:run_id>/tree/children/", views.tree_children, name="tree-children"),
     path("runs/<int:run_id>/tree/nodes/<int:node_id>/", views.tree_node, name="tree-node"),
     path("runs/<int:run_id>/tree/reveal/<int:node_id>/", views.tree_reveal, name="tree-reveal"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -27,11 +29,22 @@ OBJECTS_PER_PAGE = 40
 PLACEMENTS_PER_PAGE = 25
 REVIEWS_PER_PAGE = 50
 POOL_DEVICES_SHOWN = 200
+POOLS_PER_PAGE = 50
+FAILED_IN_SUMMARY = 20
+REASONS_PER_PAGE = 100
 TREE_PAGE = 200
 
 
 def _page(request, items, per_page, param="page"):
     return Paginator(items, per_page).get_page(request.GET.get(param))
+
+
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links: send them to the SVG (no login)."""
+    from django.templatetags.static import static
+
+    return redirect(static("favicon.svg"), permanent=True)
 
 
 # --- dashboard -----------------------------------------------------------------------------
@@ -180,6 +193,20 @@ def snapshot_detail(request, snapshot_id):
 # --- run ---------------------------------------------------------------------------------------
 
 
+def _explain(run, pod: dict, names, links) -> None:
+    """A failed pod's reasons grouped (bounded whatever the cluster size), its funnel and its
+    suggestions as the pages show them."""
+    if "reason_groups" in pod:
+        return
+    groups, count = page_selectors.pod_reason_groups(run, pod, names)
+    pod["reason_groups"] = [dict(g) for g in groups]
+    pod["aggregate"] = presenters.aggregate_groups(groups)
+    pod["target_count"] = count
+    pod["funnels"] = presenters.funnel_view(pod.get("explanation"), links)
+    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"))
+    pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
+
+
 def _placements(run, view, specs, page):
     items = []
     for pod in page:
@@ -217,9 +244,14 @@ def _node_claims(view, model, run):
         "bindingConditions",
         "initializationGating",
     }
+    prices = presenters.cheapest_prices(model.instance_types) if model is not None else {}
     out = []
     for nc in view["node_claims"]:
         devices = held.get(nc.get("name") or "", [])
+        templates = nc.get("templateSlices") or [
+            {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
+            for it in nc.get("instanceTypes") or []
+        ]
         out.append(
             {
                 **nc,
@@ -230,10 +262,9 @@ def _node_claims(view, model, run):
                 "before": nc.get("requirementsBeforeDRA")
                 or nc.get("requirementsBefore")
                 or page_selectors.node_pool_requirements(model, nc.get("nodePool")),
-                "templates": [
-                    {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
-                    for it in nc.get("instanceTypes") or []
-                ],
+                "by_price": presenters.instance_types_by_price(nc.get("instanceTypes"), prices),
+                "templates_with": [t for t in templates if t.get("slices")],
+                "templates_without": [t for t in templates if not t.get("slices")],
                 "tolerated": [d for d in devices if d.get("tolerations")],
                 "binding": [
                     d
@@ -269,19 +300,23 @@ def run_detail(request, run_id):
     for pod in view["failed"]:
         pod["review"] = reviews.get(pod.get("pod"))
     review_page = _page(request, view["failed"], REVIEWS_PER_PAGE, "rpage")
+    pools_page = _page(request, view["pools"], POOLS_PER_PAGE, "olpage")
+    links = presenters.pool_links(
+        view["pools"], per_page=POOLS_PER_PAGE, current_page=pools_page.number
+    )
+    names = presenters.node_claim_names(run.result)
+    failed_shown = view["failed"][:FAILED_IN_SUMMARY]
+    # Only the pods this page shows are explained: a run with thousands of failed pods on
+    # thousands of nodes costs what one page of them costs.
+    for pod in [*failed_shown, *placements_page, *review_page]:
+        if not pod.get("scheduled"):
+            _explain(run, pod, names, links)
     pools = []
-    for pool in view["pools"]:
-        extra = page_selectors.pool_view(model, pool.get("driver"), pool.get("pool"))
-        devices = extra["devices"]
-        pools.append(
-            {
-                **pool,
-                "devices": devices[:POOL_DEVICES_SHOWN],
-                "device_count": len(devices),
-                "slices_seen": extra["slicesSeen"],
-                "access": extra["access"],
-            }
-        )
+    for pool in pools_page:
+        # The devices themselves load when a row is opened (pool_devices): 50 pools of a
+        # 1,000-node cluster would otherwise be most of the page.
+        extra = page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))
+        pools.append({**pool, **extra})
     reason_counts = page_selectors.trace_reason_counts(run)
     taint_excluded = page_selectors.with_ancestor_labels(
         run,
@@ -298,6 +333,9 @@ def run_detail(request, run_id):
             "placements_page": placements_page,
             "node_claims": _node_claims(view, model, run),
             "pools": pools,
+            "pools_page": pools_page,
+            "node_claim_names_json": json.dumps(sorted(n for n in names if n)),
+            "failed_shown": failed_shown,
             "reviews": reviews,
             "review_page": review_page,
             "reason_counts": reason_counts,
@@ -332,7 +370,11 @@ def run_diff(request, run_a, run_b):
         "option_changes": presenters.option_changes(a.options, b.options),
     }
     if a.result and b.result:
-        ctx["diff"] = run_selectors.diff_runs(a, b)
+        diff = run_selectors.diff_runs(a, b)
+        ctx["diff"] = diff
+        ctx["causes"] = presenters.divergence_causes((diff.get("trace") or {}).get("divergences"))
+        ctx["errors"] = presenters.error_changes((diff.get("pods") or {}).get("changedErrors"))
+        ctx["funnels"] = presenters.funnel_diff(a.result, b.result)
     return render(request, "pages/diff.html", ctx)
 
 
@@ -347,7 +389,16 @@ def pod_review(request, run_id, namespace, name):
     if pod is None:
         raise Http404(f"pod {key} is not in run #{run.pk}")
     names = presenters.node_claim_names(run.result)
-    pod = {**pod, "aggregate": presenters.aggregate_reasons(pod.get("reasons") or [], names)}
+    pod = dict(pod)
+    run_url = reverse("pages:run", args=[run.pk])
+    _explain(
+        run,
+        pod,
+        names,
+        presenters.pool_links(
+            (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
+        ),
+    )
     specs = page_selectors.claim_specs(run.snapshot.documents())
     pod["claims_view"] = [
         {**c, "intent": page_selectors.claim_intent(specs, key, c.get("claim") or "")}
@@ -457,3 +508,117 @@ def tree_search(request, run_id):
 def tree_overview(request, run_id):
     run = run_selectors.get_run(run_id)
     return JsonResponse(page_selectors.trace_overview(run))
+
+
+# --- downloads, partials and actions of the run page -----------------------------------------
+
+
+def _attachment(body: bytes | str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _finished_run(run_id):
+    run = run_selectors.get_run(run_id)
+    if run.status != "succeeded" or not run.result:
+        raise Http404(f"run #{run.pk} is {run.status}: it has no result yet")
+    return run
+
+
+@login_required
+@require_GET
+def download_result(request, run_id):
+    run = _finished_run(run_id)
+    return _attachment(
+        page_selectors.result_json_bytes(run), "application/json", f"run-{run.pk}-result.json"
+    )
+
+
+@login_required
+@require_GET
+def download_trace(request, run_id):
+    run = _finished_run(run_id)
+    if run.trace_blob is None:
+        raise Http404(f"run #{run.pk} recorded no trace")
+    return _attachment(
+        page_selectors.trace_json_bytes(run), "application/json", f"run-{run.pk}-trace.json"
+    )
+
+
+def _node_claim_yaml(run, wanted: str | None) -> str:
+    pools = page_selectors.node_pool_documents(run.snapshot)
+    manifests = [
+        presenters.node_claim_manifest(nc, pools.get(nc.get("nodePool")))
+        for nc in run.result.get("nodeClaims") or []
+        if wanted is None or nc.get("name") == wanted
+    ]
+    if wanted is not None and not manifests:
+        raise Http404(f"run #{run.pk} creates no NodeClaim {wanted}")
+    return presenters.manifests_yaml(manifests)
+
+
+@login_required
+@require_GET
+def download_node_claims(request, run_id):
+    run = _finished_run(run_id)
+    return _attachment(
+        _node_claim_yaml(run, None), "application/yaml", f"run-{run.pk}-nodeclaims.yaml"
+    )
+
+
+@login_required
+@require_GET
+def download_node_claim(request, run_id, name):
+    run = _finished_run(run_id)
+    return _attachment(_node_claim_yaml(run, name), "application/yaml", f"{name}.yaml")
+
+
+@login_required
+@require_GET
+def pod_reasons(request, run_id, namespace, name):
+    """Every target that refused a pod, a page at a time (htmx partial of the run page)."""
+    run = _finished_run(run_id)
+    key = f"{namespace}/{name}"
+    pod = next((p for p in run.result.get("pods") or [] if p.get("pod") == key), None)
+    if pod is None:
+        raise Http404(f"pod {key} is not in run #{run.pk}")
+    page = _page(request, pod.get("reasons") or [], REASONS_PER_PAGE, "page")
+    names = presenters.node_claim_names(run.result)
+    page.object_list = [
+        {**r, "target": presenters.target_name(r.get("target"), names)} for r in page.object_list
+    ]
+    return render(
+        request,
+        "pages/_reason_list.html",
+        {"run": run, "pod": pod, "page": page, "namespace": namespace, "name": name},
+    )
+
+
+@login_required
+@require_POST
+def cancel_run(request, run_id):
+    """Cancel a queued or running run (the runs service stops its worker)."""
+    run = run_selectors.get_run(run_id)
+    try:
+        run_services.cancel_run(run, request.user)
+    except Exception as e:  # the service's refusals (not yours, finished...): say why, no 500
+        messages.error(request, f"Could not cancel run #{run.pk}: {e}")
+    else:
+        messages.info(request, f"Run #{run.pk} is being cancelled.")
+    return redirect("pages:run", run_id=run.pk)
+
+
+@login_required
+@require_GET
+def pool_devices(request, run_id):
+    """One in-cluster pool's devices (htmx partial of the Pools tab)."""
+    run = _finished_run(run_id)
+    model = page_selectors.snapshot_model(run.snapshot)
+    extra = page_selectors.pool_view(model, request.GET.get("driver"), request.GET.get("pool"))
+    devices = extra["devices"]
+    return render(
+        request,
+        "pages/_pool_devices.html",
+        {"devices": devices[:POOL_DEVICES_SHOWN], "device_count": len(devices)},
+    )

@@ -66,23 +66,98 @@ function setupTabs() {
         }
       });
     }
-    // Deep links: #tree, #pools ... or an anchor inside a tab (#pod-default-train-0).
-    const hash = decodeURIComponent(window.location.hash.slice(1));
-    let initial = tabs.find((t) => t.dataset.tab === hash);
-    if (!initial && hash) {
-      const target = document.getElementById(hash);
-      const panel = target && target.closest("[role=tabpanel]");
-      if (panel) initial = tabs.find((t) => t.getAttribute("aria-controls") === panel.id);
-      if (initial) {
-        select(initial, false, false);
-        if (target.tagName === "DETAILS") target.open = true;
-        target.scrollIntoView();
-        continue;
+    // Deep links: #tree, #pools ... or an anchor inside a tab (#pod-default-train-0), or a
+    // search tree node (#node-123, revealed by tree.js). Followed on load and on hashchange
+    // (a link to another pod or pool of the same page).
+    const follow = (first) => {
+      const hash = decodeURIComponent(window.location.hash.slice(1));
+      let initial = tabs.find((t) => t.dataset.tab === hash);
+      if (!initial && /^node-\d+$/.test(hash)) initial = tabs.find((t) => t.dataset.tab === "tree");
+      if (!initial && hash) {
+        const target = document.getElementById(hash);
+        const panel = target && target.closest("[role=tabpanel]");
+        if (panel) initial = tabs.find((t) => t.getAttribute("aria-controls") === panel.id);
+        if (initial) {
+          select(initial, false, false);
+          for (let up = target; up; up = up.parentElement.closest("details")) {
+            if (up.tagName === "DETAILS") up.open = true;
+            if (!up.parentElement) break;
+          }
+          target.scrollIntoView();
+          target.classList.add("linked");
+          return;
+        }
       }
-    }
-    select(initial || tabs[0], false, false);
+      if (initial || first) select(initial || tabs[0], false, false);
+    };
+    follow(true);
+    window.addEventListener("hashchange", () => follow(false));
   }
 }
+
+// Times are sent in UTC (<time datetime="...Z">); show them in the browser's zone, with the
+// UTC time kept on hover.
+function localTimes(root = document) {
+  const pad = (n) => String(n).padStart(2, "0");
+  for (const t of root.querySelectorAll("time[datetime]")) {
+    if (t.dataset.local) continue;
+    const when = new Date(t.getAttribute("datetime"));
+    if (Number.isNaN(when.getTime())) continue;
+    const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local";
+    const date = `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())}`;
+    const clock = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
+    const seconds = (t.dataset.format || "").includes("s") ? `:${pad(when.getSeconds())}` : "";
+    t.textContent = `${date} ${clock}${seconds}`;
+    t.title = `${t.title || t.getAttribute("datetime")} · shown in ${zone}`;
+    t.dataset.local = zone;
+  }
+}
+
+async function copyText(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    // No clipboard permission (plain http, old browser): select the text for Ctrl+C.
+    const area = document.createElement("textarea");
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    document.execCommand && document.execCommand("copy");
+    area.remove();
+  }
+  if (button) {
+    const before = button.textContent;
+    button.dataset.copied = text;
+    button.textContent = "Copied";
+    setTimeout(() => { button.textContent = before; }, 1500);
+  }
+}
+
+// Copy buttons: [data-copy] copies the patch beside it, [data-copy-link] a stable link to
+// an anchor of this page (or to the page itself).
+function setupCopy() {
+  document.addEventListener("click", (ev) => {
+    const copy = ev.target.closest("[data-copy]");
+    if (copy) {
+      const body = copy.closest(".patch")?.querySelector(".patch-body") || document.getElementById(copy.dataset.copy);
+      if (body) copyText(body.textContent, copy);
+      ev.preventDefault();
+      return;
+    }
+    const link = ev.target.closest("[data-copy-link]");
+    if (link) {
+      const anchor = link.dataset.copyLink || "";
+      const url = `${window.location.origin}${window.location.pathname}${anchor}`;
+      copyText(url, link);
+      if (anchor) history.replaceState(null, "", anchor);
+      ev.preventDefault();
+    }
+  });
+}
+
+localTimes();
+document.addEventListener("htmx:afterSwap", (ev) => localTimes(ev.target));
+setupCopy();
 
 setupDropzones();
 setupTabs();

@@ -34,6 +34,26 @@ function childCountOf(n) {
   return 0;
 }
 
+// A new NodeClaim's attempt is labelled "nodepool/POOL (new NAME)" by the trace, with NAME
+// the name it would get. One naming on every page: a NodeClaim the run creates reads
+// "nodeclaim/NAME (new, nodepool/POOL)" as everywhere else; a name the run never created is
+// not shown (it was only a candidate).
+const NEW_TARGET = /^nodepool\/(\S+) \(new ([^)]+)\)$/;
+
+export function displayLabel(n, parentLabel, nodeClaims) {
+  const label = n.label || "";
+  const m = NEW_TARGET.exec(label);
+  if (m) {
+    return nodeClaims.has(m[2]) ? `nodeclaim/${m[2]} (new, nodepool/${m[1]})` : `nodepool/${m[1]} (a new NodeClaim, not launched)`;
+  }
+  if (label) return label;
+  if (n.kind === "instanceType") {
+    if (n.instanceType) return n.instanceType;
+    return parentLabel ? `devices of ${parentLabel}` : "the node's own devices";
+  }
+  return n.claim || n.request || n.nodeClaim || n.node || `#${n.id}`;
+}
+
 async function getJSON(url) {
   const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
   if (!res.ok) throw new Error(`${res.status} ${res.statusText} for ${url}`);
@@ -54,6 +74,7 @@ export class SearchTree {
     this.resultsEl = root.querySelector(".search-results");
     this.statusEl = root.querySelector(".tree-status");
     this.items = new Map(); // id -> li
+    this.nodeClaims = new Set(JSON.parse(root.dataset.nodeClaims || "[]"));
     this.paintedAt = null;
   }
 
@@ -66,6 +87,13 @@ export class SearchTree {
     this.bindKeys();
     this.bindToolbar();
     if (this.overviewUrl) this.drawOverview().catch((e) => this.say(`overview: ${e.message}`));
+    // A link to a node (#node-123) opens the tree at it; so does following one later.
+    const follow = () => {
+      const m = /^#node-(\d+)$/.exec(window.location.hash);
+      if (m) this.reveal(Number(m[1])).catch((e) => this.say(`could not open node ${m[1]}: ${e.message}`));
+    };
+    follow();
+    window.addEventListener("hashchange", follow);
   }
 
   say(text) {
@@ -80,8 +108,10 @@ export class SearchTree {
 
   // --- rendering --------------------------------------------------------------------------
 
-  makeItem(n, level) {
+  makeItem(n, level, parentLi = null) {
     const count = childCountOf(n);
+    const parentLabel = parentLi ? parentLi._display : "";
+    const display = displayLabel(n, parentLabel, this.nodeClaims);
     const li = el("li", {
       role: "treeitem",
       "aria-level": String(level + 1),
@@ -102,7 +132,8 @@ export class SearchTree {
       el("span", { class: "twisty", "aria-hidden": "true", text: count ? "▸" : "" }),
       el("span", { class: "status-dot", "aria-hidden": "true" }),
       el("span", { class: "kind", text: n.kind || "" }),
-      el("span", { class: "label", text: n.label || `#${n.id}` }),
+      el("span", { class: "label", text: display }),
+      n.pass ? el("span", { class: "pass tag", text: `pass ${n.pass}` }) : null,
       n.status !== "ok" && n.reason ? el("span", { class: "reason", text: n.reason }) : null,
       sizeText ? el("span", { class: "size", text: `(${sizeText})` }) : null,
     );
@@ -118,6 +149,7 @@ export class SearchTree {
     li.append(row);
     li._node = n;
     li._level = level;
+    li._display = display;
     this.items.set(n.id, li);
     return li;
   }
@@ -131,7 +163,8 @@ export class SearchTree {
     }
     if (payload) {
       // the page's head already asked for it
-    } else if (first || !this.apiUrl) {
+    } else if (first || !this.apiUrl || parentId === null) {
+      // Roots always come from the page's own endpoint: it labels each pod's retry pass.
       // The first page opens the successful paths server-side, in one round trip.
       const params = { parent: parentId === null ? "" : parentId, offset, limit: PAGE };
       if (first) params.expand = AUTO_EXPAND_BUDGET;
@@ -170,9 +203,10 @@ export class SearchTree {
       container.append(earlier);
     }
     const frag = document.createDocumentFragment();
+    const parentLi = parentId === null ? null : this.items.get(parentId) || null;
     for (const n of nodes) {
       if (this.items.has(n.id)) continue;
-      const li = this.makeItem(n, level);
+      const li = this.makeItem(n, level, parentLi);
       frag.append(li);
       if (Array.isArray(n.expanded)) {
         const { group } = this.markOpen(li);
@@ -295,19 +329,33 @@ export class SearchTree {
       if (v === null || v === undefined || v === "") return;
       dl.append(el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : String(v)));
     };
+    const link = `${window.location.origin}${window.location.pathname}#node-${d.id}`;
     add("node", `#${d.id} ${d.kind}`);
-    add("label", d.label);
+    add("label", li._display || d.label);
+    if (li._display && d.label && li._display !== d.label) add("trace label", d.label);
+    if (li._node.pass) add("retry pass", li._node.pass);
+    add(
+      "link",
+      el("a", {
+        href: `#node-${d.id}`,
+        class: "node-link",
+        "data-copy-link": `#node-${d.id}`,
+        title: "Copy a link that opens the tree at this node",
+        text: link,
+      }),
+    );
     add("status", el("span", { class: `badge ${d.status}`, text: d.status }));
     add("reason", d.reason);
     add("message", d.message ? el("code", { text: d.message }) : null);
     add("children", d.childCount);
     add("below", d.descendants);
-    const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "intent", "descendants", "failedDescendants"]);
+    const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "intent", "descendants", "failedDescendants", "funnel", "pass"]);
     for (const [k, v] of Object.entries(d)) {
       if (skip.has(k)) continue;
       add(k, typeof v === "object" ? el("code", { text: JSON.stringify(v) }) : v);
     }
-    const parts = [el("h3", { class: "mt0", text: d.label || `#${d.id}` }), dl];
+    const parts = [el("h3", { class: "mt0", text: li._display || d.label || `#${d.id}` }), dl];
+    if (Array.isArray(d.funnel) && d.funnel.length) parts.push(...this.funnelTables(d.funnel));
     if (d.path && d.path.length) {
       const crumbs = el("ol", { class: "reasons" });
       for (const p of d.path) crumbs.append(el("li", {}, el("span", { class: "target", text: `${p.kind} ` }), p.label));
@@ -315,7 +363,7 @@ export class SearchTree {
     }
     if (d.device_info) {
       const info = d.device_info;
-      parts.push(el("h3", { text: `Device ${info.driver}/${info.pool}/${info.device}` }));
+      parts.push(el("h3", { text: `Device ${info.driver}/${info.pool}/${info.name || info.device || d.device || ""}` }));
       if (info.attributes) parts.push(el("pre", { class: "code", text: JSON.stringify(info.attributes, null, 2) }));
       if (info.capacity && Object.keys(info.capacity).length) parts.push(el("p", { class: "muted", text: "capacity" }), el("pre", { class: "code", text: JSON.stringify(info.capacity, null, 2) }));
       if (info.taints && info.taints.length) parts.push(el("p", { class: "muted", text: "taints" }), el("pre", { class: "code", text: JSON.stringify(info.taints, null, 2) }));
@@ -341,6 +389,21 @@ export class SearchTree {
       for (const s of d.selectors) parts.push(el("pre", { class: "code cel", text: s }));
     }
     this.detailEl.replaceChildren(...parts);
+  }
+
+  // A node refused by counting carries the funnel of its refusal (CONTRACT section 5).
+  funnelTables(funnels) {
+    const out = [el("h3", { text: "Why the devices were refused" })];
+    for (const f of funnels) {
+      out.push(el("p", { class: "funnel-head" }, el("span", { class: "mono", text: f.claim || "" }), ` · request ${f.request || ""}${f.needed ? ` needs ${f.needed}` : ""} · ${f.usable ?? 0} of ${f.candidates ?? 0} usable${f.instanceType ? ` · ${f.instanceType}` : ""}`));
+      if (f.message) out.push(el("p", { class: "error wrap", text: f.message }));
+      const body = el("tbody");
+      for (const r of f.rejections || []) {
+        body.append(el("tr", {}, el("td", {}, el("span", { class: "badge muted reason-code", text: r.reason })), el("td", { class: "num", text: String(r.devices) }), el("td", { class: "wrap", text: r.message || "" }), el("td", { class: "mono", text: (r.exampleDevices || []).join("\n") })));
+      }
+      out.push(el("table", { class: "data compact funnel-table" }, el("thead", {}, el("tr", {}, el("th", { text: "Reason" }), el("th", { class: "num", text: "Devices" }), el("th", { text: "Why" }), el("th", { text: "Examples" }))), body));
+    }
+    return out;
   }
 
   // --- search, filter and reveal ------------------------------------------------------------
@@ -377,7 +440,7 @@ export class SearchTree {
           el("button", {
             type: "button",
             "data-id": String(r.id),
-            text: `#${r.id} ${(r.pathLabels || []).slice(0, 2).map((l) => `${l} › `).join("")}${r.kind} ${r.label}${r.reason ? ` — ${r.reason}` : ""}`,
+            text: `#${r.id} ${(r.pathLabels || []).slice(0, 2).map((l) => `${displayLabel({ label: l }, "", this.nodeClaims)} › `).join("")}${r.kind} ${displayLabel(r, "", this.nodeClaims)}${r.reason ? ` — ${r.reason}` : ""}`,
             title: (r.pathLabels || []).concat([r.label]).join(" › "),
             onclick: () => this.reveal(r.id),
           }),

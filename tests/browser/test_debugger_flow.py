@@ -199,7 +199,7 @@ def test_diff_two_runs(logged_in):
     page.click("form[aria-label='Compare with another run'] button")
     page.wait_for_url(re.compile(r"/runs/\d+/diff/\d+/$"))
     expect(page.locator("h1")).to_contain_text(f"#{second_id}")
-    expect(page.locator("#tree-h")).to_have_text("Where the search trees first differ")
+    expect(page.locator("#tree-h")).to_have_text("Where the search trees differ, by cause")
     expect(page.locator("#placements-h")).to_be_visible()
     shot(page, "diff")
 

@@ -118,11 +118,17 @@ def gpu_training_trace(*, second_train_placed: bool = True) -> dict:
             "selector",
             'device.attributes["gpu.nvidia.com"].model == "A100" is false (model H100)',
         )
-    nc = t.add(pod, "target", "nodepool/gpu-pool", "failed", "selector")
-    for name in ("g6e.xlarge", "p5.48xlarge"):
-        t.add(
-            nc, "instanceType", name, "pruned", "selector", "no device matches", instanceType=name
-        )
+    nc = t.add(pod, "target", "nodepool/gpu-pool (new gpu-pool-2)", "failed", "selector")
+    t.add(
+        nc,
+        "instanceType",
+        "g6e.xlarge",
+        "pruned",
+        "selector",
+        "no device matches",
+        instanceType="g6e.xlarge",
+    )
+    funnel_trace_node(t, nc)
     # notebook: the template's selector does not compile.
     pod = t.add(None, "pod", "ml/notebook", "failed", "selector", COMPILE_ERROR)
     t.add(
@@ -281,6 +287,23 @@ def gpu_training_result(*, second_train_placed: bool = True) -> dict:
             ],
         },
     ]
+    pods[2]["explanation"] = a100_funnels()
+    pods[2]["suggestions"] = a100_suggestions()
+    pods[3]["explanation"] = [
+        {
+            "claim": "ml/notebook-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": None,
+            "targets": 2,
+            "exampleTargets": [f"node/{NODE}", "nodepool/gpu-pool"],
+            "candidates": 0,
+            "usable": 0,
+            "rejections": [],
+            "message": COMPILE_ERROR,
+        }
+    ]
+    pods[3]["suggestions"] = []
     scheduled = sum(1 for p in pods if p["scheduled"])
     return {
         "schemaVersion": "v1",
@@ -316,6 +339,117 @@ def gpu_training_result(*, second_train_placed: bool = True) -> dict:
     }
 
 
+A100_SELECTOR = 'device.attributes["gpu.nvidia.com"].model == "A100"'
+
+
+def a100_funnels() -> list[dict]:
+    """infer-a100's funnels: on the node, gpu-0 is held by eval-0 and gpu-1 is an H100; on a
+    new p5.48xlarge every template GPU is an H100."""
+    return [
+        {
+            "claim": "ml/infer-a100-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": None,
+            "targets": 1,
+            "exampleTargets": [f"node/{NODE}"],
+            "candidates": 2,
+            "usable": 0,
+            "rejections": [
+                {
+                    "reason": "selector",
+                    "devices": 1,
+                    "message": f'{A100_SELECTOR}: model is "H100" on 1 device',
+                    "exampleDevices": [f"{GPU}/ip-10-0-1-7/gpu-1"],
+                    "detail": {
+                        "expression": A100_SELECTOR,
+                        "source": "request gpu",
+                        "values": {"model": ["H100"]},
+                    },
+                },
+                {
+                    "reason": "allocated",
+                    "devices": 1,
+                    "message": "allocated to claim ml/eval-0-gpu (reserved for pod ml/eval-0)",
+                    "exampleDevices": [f"{GPU}/ip-10-0-1-7/gpu-0"],
+                    "detail": {
+                        "holders": [
+                            {"claim": "ml/eval-0-gpu", "pods": ["ml/eval-0"], "inRun": False}
+                        ]
+                    },
+                },
+            ],
+        },
+        {
+            "claim": "ml/infer-a100-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": "p5.48xlarge",
+            "targets": 1,
+            "exampleTargets": ["nodepool/gpu-pool"],
+            "candidates": 8,
+            "usable": 0,
+            "rejections": [
+                {
+                    "reason": "selector",
+                    "devices": 8,
+                    "message": f'{A100_SELECTOR}: model is "H100" on 8 devices',
+                    "exampleDevices": [f"{GPU}/p5-gpus/gpu-{i}" for i in range(5)],
+                    "detail": {
+                        "expression": A100_SELECTOR,
+                        "source": "request gpu",
+                        "values": {"model": ["H100"]},
+                    },
+                }
+            ],
+        },
+    ]
+
+
+def a100_suggestions() -> list[dict]:
+    """Two verified changes for infer-a100: widen the selector, or free eval-0's GPU."""
+    return [
+        {
+            "kind": "relax-selector",
+            "message": f"drop the selector {A100_SELECTOR}: 8 H100 devices of p5.48xlarge "
+            "would match",
+            "change": {
+                "object": "ResourceClaimTemplate ml/one-a100",
+                "field": "spec.spec.devices.requests[0].exactly.selectors",
+                "op": "set",
+                "value": [],
+            },
+            "target": {"kind": "NodeClaim", "name": "gpu-pool-2", "new": True},
+        },
+        {
+            "kind": "free-device",
+            "message": "gpu-0 of the node is held by ml/eval-0-gpu: delete pod ml/eval-0",
+            "change": {
+                "object": "Pod ml/eval-0",
+                "objects": ["Pod ml/eval-0"],
+                "op": "delete",
+            },
+            "target": {"kind": "Node", "name": NODE, "new": False},
+        },
+    ]
+
+
+def funnel_trace_node(trace: Trace, parent: int) -> int:
+    """A target refused by counting (CONTRACT section 5): its reason is the decisive cause
+    and it carries the funnel (without targets/exampleTargets)."""
+    funnel = {k: v for k, v in a100_funnels()[1].items() if k not in ("targets", "exampleTargets")}
+    return trace.add(
+        parent,
+        "instanceType",
+        "p5.48xlarge",
+        "pruned",
+        "selector",
+        funnel["rejections"][0]["message"],
+        instanceType="p5.48xlarge",
+        funnel=[funnel],
+    )
+
+
 def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict | None = None):
     from dra_web.runs.models import Run
     from dra_web.runs.services import store_output
@@ -330,5 +464,192 @@ def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict
         gpu_training_result(second_train_placed=second_train_placed),
         gpu_training_trace(second_train_placed=second_train_placed),
     )
+    run.refresh_from_db()
+    return run
+
+
+# --- a big failing run (issue 11: bounded pages) ----------------------------------------------
+
+
+def big_cluster_documents(nodes: int = 1000, gpus: int = 8) -> list[dict]:
+    """``nodes`` registered p5.48xlarge nodes, each with a ResourceSlice of ``gpus`` H100s."""
+    docs: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": GPU},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+        },
+    ]
+    for i in range(nodes):
+        name = f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal"
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/arch": "amd64",
+                        "topology.kubernetes.io/zone": "us-west-2a",
+                        "node.kubernetes.io/instance-type": "p5.48xlarge",
+                    },
+                },
+                "status": {"allocatable": {"cpu": "190", "memory": "2000Gi", "pods": "110"}},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": GPU,
+                    "nodeName": name,
+                    "pool": {"name": f"pool-{i}", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {
+                            "name": f"gpu-{g}",
+                            "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}},
+                        }
+                        for g in range(gpus)
+                    ],
+                },
+            }
+        )
+    return docs
+
+
+def big_failing_result(nodes: int = 1000, failed: int = 100, placed: int = 100) -> dict:
+    """The result of a run where ``failed`` pods ask for a model that none of ``nodes`` nodes
+    has: one ``reasons`` entry per pod and node, as results were before aggregation (the worst
+    case a page meets), with the funnel and suggestions of CONTRACT section 4."""
+    names = [f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(nodes)]
+    pods = []
+    for p in range(placed):
+        node = names[p % nodes]
+        pods.append(
+            {
+                "pod": f"ml/train-{p}",
+                "scheduled": True,
+                "target": {"kind": "Node", "name": node, "new": False},
+                "claims": [
+                    {
+                        "claim": f"ml/train-{p}-gpu",
+                        "state": "unallocated",
+                        "devices": [
+                            {
+                                "request": "gpu",
+                                "driver": GPU,
+                                "pool": f"pool-{p % nodes}",
+                                "device": "gpu-0",
+                                "source": "in-cluster",
+                                "instanceType": None,
+                            }
+                        ],
+                        "nodeSelector": None,
+                    }
+                ],
+                "error": None,
+            }
+        )
+    for p in range(failed):
+        reason = (
+            "allocating dynamic resources, request gpu: 0 of 1 devices available "
+            '(8 rejected by selector: productName is "NVIDIA H100 80GB HBM3")'
+        )
+        pods.append(
+            {
+                "pod": f"ml/infer-b200-{p}",
+                "scheduled": False,
+                "target": None,
+                "claims": [
+                    {
+                        "claim": f"ml/infer-b200-{p}-gpu",
+                        "state": "unallocated",
+                        "devices": [],
+                        "nodeSelector": None,
+                    }
+                ],
+                "error": f"could not schedule pod, {reason}",
+                "reasons": [{"target": f"node/{n}", "reason": reason} for n in names],
+                "explanation": [b200_funnel(f"ml/infer-b200-{p}-gpu", nodes, names[:5])],
+                "suggestions": [],
+            }
+        )
+    return {
+        "schemaVersion": "v1",
+        "pods": pods,
+        "nodeClaims": [],
+        "stats": {
+            "pods": len(pods),
+            "scheduled": placed,
+            "failed": failed,
+            "dfsNodes": nodes * failed,
+            "seconds": 12.5,
+        },
+        "featureGates": {"DRADeviceTaints": True},
+        "pools": [
+            {
+                "driver": GPU,
+                "pool": f"pool-{i}",
+                "nodeName": names[i],
+                "generation": 1,
+                "resourceSliceCount": 1,
+                "totalDevices": 8,
+                "allocatedDevices": 1 if i < placed else 0,
+                "availableDevices": 7 if i < placed else 8,
+                "unavailableDevices": 0,
+                "validationError": None,
+            }
+            for i in range(nodes)
+        ],
+        "deviceTaintRules": [],
+        "warnings": [],
+    }
+
+
+def b200_funnel(claim: str, targets: int, example_nodes: list[str]) -> dict:
+    """A selector on a model nobody has: every H100 of every node refused by ``selector``."""
+    return {
+        "claim": claim,
+        "request": "gpu",
+        "needed": 1,
+        "instanceType": None,
+        "targets": targets,
+        "exampleTargets": [f"node/{n}" for n in example_nodes],
+        "candidates": 8,
+        "usable": 0,
+        "rejections": [
+            {
+                "reason": "selector",
+                "devices": 8,
+                "message": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200": '
+                'productName is "NVIDIA H100 80GB HBM3" on 8 devices',
+                "exampleDevices": [f"{GPU}/pool-0/gpu-{g}" for g in range(5)],
+                "detail": {
+                    "expression": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"',
+                    "source": "request gpu",
+                    "values": {"productName": ["NVIDIA H100 80GB HBM3"]},
+                },
+            }
+        ],
+    }
+
+
+def make_big_run(owner, nodes: int = 1000, failed: int = 100):
+    """A snapshot of ``nodes`` GPU nodes and a finished run of it where ``failed`` pods fail
+    on every node (no trace: the page must stay bounded without one)."""
+    import json
+
+    from dra_web.runs.models import Run
+    from dra_web.runs.services import store_output
+    from dra_web.snapshots.services import create_snapshot
+
+    body = json.dumps(big_cluster_documents(nodes))
+    snapshot = create_snapshot(owner, [("big-cluster.json", body)], f"{nodes} GPU nodes")
+    run = Run.objects.create(snapshot=snapshot, owner=owner, options={"timeout": 5})
+    store_output(run.pk, big_failing_result(nodes, failed), None)
     run.refresh_from_db()
     return run

@@ -88,8 +88,21 @@ def test_pools_section_has_one_row_per_pool_and_its_devices(browser_client, run)
     pools = _between(html, 'id="panel-pools"', 'id="panel-review"')
     assert f"node {NODE}" in pools
     assert "1/1" in pools  # slices seen / declared
-    assert "model=H100" in pools and "memory=80Gi" in pools
     assert ">valid<" in pools
+    # The devices load when the row is opened (an htmx partial): the page stays small.
+    assert "model=H100" not in pools
+    assert (
+        f'hx-get="/runs/{run.pk}/pools/devices/?driver=gpu.nvidia.com&amp;pool=ip-10-0-1-7"'
+        in pools
+    )
+    devices = _html(
+        browser_client.get(
+            reverse("pages:pool-devices", args=[run.pk]),
+            {"driver": "gpu.nvidia.com", "pool": "ip-10-0-1-7"},
+        )
+    )
+    assert "model=H100" in devices and "memory=80Gi" in devices
+    assert "gpu-0" in devices and "gpu-1" in devices
 
 
 def test_running_run_shows_progress_and_polls(browser_client, snapshot, maria):
@@ -123,9 +136,15 @@ def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client,
     assert "failed in B" in html and "ml/train-1" in html
     assert "options changed" in html and "featureGates" not in html
     assert "only in A" in html and "gpu-pool-1" in html
-    assert "Where the search trees first differ" in html
-    # The device under the p5.48xlarge candidate is where the searches went apart.
-    assert "gpu.nvidia.com/p5-gpus/gpu-0" in html
+    assert "Where the search trees differ, by cause" in html
+    # The device under the p5.48xlarge candidate is where the searches went apart: one
+    # cause, a device that was ok in A and refused by a taint in B.
+    causes = html[html.index('class="data compact causes"') :]
+    assert "gpu.nvidia.com/p5-gpus/gpu-0" in causes
+    assert "failed (taint)" in causes
+    # Decisions come first, the search trees last.
+    assert html.index("Placements that changed") < html.index("Figures")
+    assert html.index("Figures") < html.index("Where the search trees differ")
     pick = browser_client.get(reverse("pages:diff-pick", args=[a.pk]), {"other": b.pk})
     assert pick["Location"] == reverse("pages:diff", args=[a.pk, b.pk])
 

@@ -7,7 +7,7 @@ import re
 
 import yaml
 from django import template
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
 register = template.Library()
@@ -114,3 +114,40 @@ def page_url(context, param: str, value) -> str:
     query = context["request"].GET.copy()
     query[param] = value
     return "?" + query.urlencode()
+
+
+@register.filter
+def utctime(value, fmt: str = "Y-m-d H:i:s"):
+    """A ``<time>`` in UTC (``datetime="...Z"``, the UTC time on hover); static/js/app.js
+    shows it in the browser's zone. ``—`` for no time."""
+    from datetime import UTC
+
+    from django.utils.dateformat import format as date_format
+
+    if not value:
+        return "—"
+    utc = value.astimezone(UTC)
+    iso = utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = date_format(utc, fmt)
+    return format_html(
+        '<time datetime="{}" title="{} UTC" data-format="{}">{} UTC</time>', iso, text, fmt, text
+    )
+
+
+@register.filter
+def without_managed_fields(raw):
+    from dra_web.pages.presenters import without_managed_fields as strip
+
+    return strip(raw) if isinstance(raw, dict) else raw
+
+
+@register.filter
+def managed_fields(raw):
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    return (meta or {}).get("managedFields") if isinstance(meta, dict) else None
+
+
+@register.filter
+def indent_yaml(text: str, spaces: int = 2) -> str:
+    pad = " " * int(spaces)
+    return "\n".join(pad + line if line else line for line in str(text).rstrip("\n").split("\n"))

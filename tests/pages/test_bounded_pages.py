@@ -1,0 +1,61 @@
+"""Issue 11 item 4: the run page of a run where 100 pods fail on 1,000 nodes stays small and
+fast (it was 22 MB of HTML and 4-12 s): reasons are grouped, long lists paginated or loaded
+on demand."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.urls import reverse
+
+from tests.pages.builders import make_big_run
+
+MB = 1024 * 1024
+
+
+@pytest.fixture
+def big_run(maria):
+    return make_big_run(maria, nodes=1000, failed=100)
+
+
+def test_run_page_of_a_1000_node_failing_run_is_small_and_fast(browser_client, big_run):
+    url = reverse("pages:run", args=[big_run.pk])
+    first = time.process_time()
+    response = browser_client.get(url)  # parses the snapshot: the cold page
+    cold = time.process_time() - first
+    assert response.status_code == 200
+    # CPU time of this process, best of three: the machine is shared, wall time is not ours.
+    # Measured about 0.25 s warm and 0.2 MB (22 MB and 4-12 s before); generous margins.
+    warm = []
+    for _ in range(3):
+        start = time.process_time()
+        response = browser_client.get(url)
+        warm.append(time.process_time() - start)
+    html = response.content.decode()
+    assert len(response.content) < 3 * MB, f"{len(response.content) / MB:.1f} MB"
+    assert len(response.content) < MB // 2, f"{len(response.content) / MB:.2f} MB"
+    assert min(warm) < 1.0, f"{min(warm):.2f} s"
+    assert cold < 3.0, f"{cold:.2f} s"
+    # Still says what a user needs: the cause, from the funnel, and how many nodes refused.
+    assert "1000 nodes" in html or "1000 <span" in html
+    assert "productName is &quot;NVIDIA H100 80GB HBM3&quot; on 8 devices" in html
+    # 1,000 pools: one page of them, the rest behind pagination.
+    assert "Page 1 of 20" in html
+
+
+def test_every_target_is_listed_on_demand_a_page_at_a_time(browser_client, big_run):
+    url = reverse("pages:pod-reasons", args=[big_run.pk, "ml", "infer-b200-7"])
+    html = browser_client.get(url, {"page": 3}).content.decode()
+    assert html.count('<span class="target">') == 100
+    assert "Entries 201–300 of 1000" in html
+    assert "ip-10-0-0-200.us-west-2.compute.internal" in html  # the 201st node
+
+
+def test_pool_links_of_the_funnel_point_at_the_pools_page_that_shows_the_pool(
+    browser_client, big_run
+):
+    html = browser_client.get(reverse("pages:run", args=[big_run.pk])).content.decode()
+    # pool-0 is on the first page of pools: a same-page anchor.
+    assert 'href="#pool-gpu-nvidia-com-pool-0"' in html
+    assert 'id="pool-gpu-nvidia-com-pool-0"' in html
