@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from dra_web.accounts.views import ThrottledLoginView
 from dra_web.health import healthz
 
 api_patterns = [
@@ -19,6 +20,8 @@ api_patterns = [
 
 urlpatterns = [
     path("api/", include(api_patterns)),
+    # The login form with the failed-login throttle; the rest of Django's auth views as is.
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),

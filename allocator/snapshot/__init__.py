@@ -6,6 +6,12 @@
 1, Lists flattened).
 """
 
-from allocator.snapshot.loader import KINDS, SnapshotError, load_files, load_paths
+from allocator.snapshot.loader import (
+    KINDS,
+    SnapshotError,
+    load_documents,
+    load_files,
+    load_paths,
+)
 
-__all__ = ["KINDS", "SnapshotError", "load_files", "load_paths"]
+__all__ = ["KINDS", "SnapshotError", "load_documents", "load_files", "load_paths"]

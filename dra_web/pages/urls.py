@@ -17,7 +17,7 @@ urlpatterns = [
     path("runs/<int:run_id>/diff/", views.diff_pick, name="diff-pick"),
     path("runs/<int:run_a>/diff/<int:run_b>/", views.run_diff, name="diff"),
     path(
-        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/review/",
+        "runs/<int:run_id>/pods/<path:namespace>/<path:name>/review/",
         views.pod_review,
         name="pod-review",
     ),

@@ -184,7 +184,7 @@ def stack(request, redis_url, tmp_path_factory):
         "DATABASE_URL": db_url,
         # One Redis database per stack: a broker is never shared by two databases.
         "REDIS_URL": f"{redis_url}/{request.param_index}",
-        "SECRET_KEY": "integration-test-secret-key-not-for-production",
+        "SECRET_KEY": "integration-test-secret-key-not-for-production-" + "x7Qp2Lm9Zr4Tb8Wc",
         "DEBUG": "false",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DRA_WEB_RUN_HEARTBEAT_SECONDS": "0.5",
