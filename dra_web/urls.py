@@ -18,6 +18,10 @@ api_patterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]
 
+handler400 = "dra_web.errors.bad_request"
+handler404 = "dra_web.errors.not_found"
+handler500 = "dra_web.errors.server_error"
+
 urlpatterns = [
     path("api/", include(api_patterns)),
     # The login form with the failed-login throttle; the rest of Django's auth views as is.

@@ -79,6 +79,7 @@ def normalise_options(options: dict | None) -> dict:
         options = {}
     if not isinstance(options, dict):
         raise RunOptionsError("options: must be an object")
+    _check_number_sizes(options)
     SimulationOptions, _ = _simulation()
     try:
         parsed = SimulationOptions.from_json(options)
@@ -90,6 +91,21 @@ def normalise_options(options: dict | None) -> dict:
 
 
 MAX_OPTION_INT = 2**31 - 1
+
+
+def _check_number_sizes(options: dict) -> None:
+    """Numbers past any bound are refused before they are converted (a 400-digit integer has
+    no float)."""
+    bounds = {
+        "timeout": settings.DRA_WEB_MAX_TIMEOUT_SECONDS,
+        "traceMaxNodes": settings.DRA_WEB_MAX_TRACE_NODES,
+        "bindingTimeoutSeconds": MAX_OPTION_INT,
+    }
+    for key, bound in bounds.items():
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > bound:
+            shown = int(bound) if float(bound).is_integer() else bound
+            raise RunOptionsError(f"options.{key}: at most {shown}")
 
 
 def _check_bounds(parsed) -> None:
