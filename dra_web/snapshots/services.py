@@ -209,7 +209,11 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
     """The allocator's typed snapshot, built from the decoded documents stored at upload (no
     YAML parse again); the stored files are the fallback for documents that do not load."""
     try:
-        return snapshot_loader.load_documents(snapshot.documents())
+        loaded = snapshot_loader.load_documents(snapshot.documents())
+        # Skipped documents (unknown kinds) are not stored: their warnings are, with the
+        # snapshot, and the result reports them as a run on the files would.
+        loaded.warnings[:0] = list(snapshot.warnings or [])
+        return loaded
     except snapshot_loader.SnapshotError:
         log.warning("snapshot %s: stored documents did not load, re-parsing its files", snapshot.pk)
         return snapshot_loader.load_files(
