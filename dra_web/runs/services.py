@@ -51,8 +51,13 @@ class _TimeLimit:
             and threading.current_thread() is threading.main_thread()
         )
         self.previous = None
+        self.expired = False
 
     def _expired(self, signum, frame) -> None:
+        # Raised where the signal lands; if that is a place that swallows it (a gc callback,
+        # a __del__), the timer fires again shortly and __exit__ raises it at the latest.
+        self.expired = True
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
         raise RunTimeLimitExceeded()
 
     def __enter__(self) -> _TimeLimit:
@@ -61,10 +66,12 @@ class _TimeLimit:
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous or signal.SIG_DFL)
+            if self.expired and exc_type is None:
+                raise RunTimeLimitExceeded()
 
 
 def _simulation():
@@ -300,16 +307,15 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
     try:
         # The heartbeat covers loading, the search and the store: a long store is not a lost
         # worker. The store only lands on a run still `running` (not reaped, not cancelled).
-        with (
-            _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS),
-            _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS),
-        ):
-            from dra_web.snapshots.services import load_snapshot
+        with _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS):
+            with _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS):
+                from dra_web.snapshots.services import load_snapshot
 
-            SimulationOptions, simulate = _simulation()
-            loaded = load_snapshot(run.snapshot)
-            options = SimulationOptions.from_json(run.options)
-            output = simulate(loaded, options, progress=progress)
+                SimulationOptions, simulate = _simulation()
+                loaded = load_snapshot(run.snapshot)
+                options = SimulationOptions.from_json(run.options)
+                output = simulate(loaded, options, progress=progress)
+            # The time limit is the simulation's; the store of a finished search completes.
             stored = store_output(run_id, output.result, output.trace, expect_status=Run.RUNNING)
         if not stored:
             log.warning(

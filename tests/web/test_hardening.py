@@ -482,3 +482,18 @@ def test_anyone_may_change_a_verdict_and_the_thread_keeps_every_change(run, user
         ("bob", "resolved the review"),
     ]
     assert all(e["at"] is not None for e in entries)
+
+
+def test_a_time_limit_swallowed_where_it_landed_is_raised_on_exit():
+    import contextlib
+    import time
+
+    limit = run_services._TimeLimit(0.01)
+    # Swallowed where it lands, as a gc callback or a library's catch-all would.
+    with (
+        pytest.raises(run_services.RunTimeLimitExceeded),
+        limit,
+        contextlib.suppress(BaseException),
+    ):
+        time.sleep(0.2)
+    assert limit.expired
