@@ -252,7 +252,10 @@ class _Options:
         return options
 
 
-def test_recording_a_failure_reconnects_until_the_database_is_back(run, monkeypatch):
+def test_recording_a_failure_reconnects_until_the_database_is_back(
+    run, monkeypatch, transactional_db
+):
+    # transactional_db: the retry closes the connection, which a test transaction cannot take.
     calls = []
     real = run_services._fail
 
