@@ -500,3 +500,35 @@ def test_a_time_limit_swallowed_where_it_landed_is_raised_on_exit():
     ):
         time.sleep(0.2)
     assert limit.expired
+
+
+def test_run_page_and_diff_render_a_pod_named_with_slashes(client, user, snapshot, _web_settings):
+    """The run page and the diff link each failed pod's review: any name must reverse."""
+    from allocator.simulation import SimulationOptions, simulate
+
+    docs = synthetic_cluster(nodes=1, running_pods=0, pending_pods=1, gpus_per_pod=99)
+    loaded = snapshot_services.load_snapshot(
+        snapshot_services.create_snapshot(user, [("big.yaml", to_yaml(docs))])
+    )
+    output = simulate(loaded, SimulationOptions(trace=False))
+    failed = [p for p in output.result["pods"] if not p["scheduled"]]
+    assert failed
+    for pod in failed:
+        pod["pod"] = pod["pod"] + "/odd name?"
+    runs = []
+    for _ in range(2):
+        run = Run.objects.create(snapshot=snapshot, owner=user)
+        run_services.store_output(run.pk, output.result, None)
+        runs.append(run)
+    client.force_login(user)
+    page = client.get(f"/runs/{runs[0].pk}/")
+    assert page.status_code == 200
+    name = failed[0]["pod"].partition("/")[2]
+    assert f"/pods/{failed[0]['pod'].partition('/')[0]}/" in page.content.decode()
+    assert "odd%20name%3F/review/" in page.content.decode(), name
+    diff = client.get(f"/runs/{runs[0].pk}/diff/{runs[1].pk}/")
+    assert diff.status_code == 200
+    review = client.get(
+        reverse("pages:pod-review", args=[runs[0].pk, *failed[0]["pod"].split("/", 1)])
+    )
+    assert review.status_code == 200
