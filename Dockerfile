@@ -18,7 +18,8 @@ RUN mkdir -p allocator dra_web && touch allocator/__init__.py dra_web/__init__.p
 COPY . .
 
 # collectstatic needs settings but no database; the key is a build-time placeholder only.
-RUN SECRET_KEY=collectstatic-only DEBUG=false python manage.py collectstatic --noinput \
+RUN SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" DEBUG=false \
+    python manage.py collectstatic --noinput \
     && useradd --system --uid 10001 --home /app dra \
     && chown -R dra /app
 USER dra

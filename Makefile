@@ -9,7 +9,7 @@ SYSTEM_PACKAGES := redis-server postgresql chromium chromium-driver
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench fuzz fuzz-cli lint format system-deps venv demo clean
+.PHONY: run test bench fuzz fuzz-cli fuzz-api lint format system-deps venv demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,24 +36,30 @@ system-deps:
 demo: $(STAMP)
 	$(PY) -m allocator simulate examples/demo-snapshot.yaml
 
+# runserver plus a Celery worker (scripts/run-dev.sh); without REDIS_URL the broker is a
+# directory (kombu's filesystem transport). The demo user is created here, for local use only.
+run: export DRA_WEB_BROKER_DIR := $(if $(REDIS_URL),,$(or $(DRA_WEB_BROKER_DIR),$(CURDIR)/.celery-broker))
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_demo_user
 	$(PY) manage.py load_demo
 	-$(PY) -m allocator simulate examples/demo-snapshot.yaml
-	@echo "dra-web on http://$(HOST):$(PORT)/ (log in with the user printed above)"
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	@echo "log in with the user printed above"
+	PY=$(PY) HOST=$(HOST) PORT=$(PORT) bash scripts/run-dev.sh
 
 test: system-deps $(STAMP)
 	$(PY) -m ruff check allocator dra_web tests bench
 	$(PY) -m ruff format --check allocator dra_web tests bench
 	bash scripts/run-tests.sh
 
-# Long fuzzing runs (FUZZ_EXAMPLES cases each, default 5000); `make test` runs a few hundred.
-fuzz: fuzz-cli
+# Long fuzzing runs (FUZZ_EXAMPLES cases each); `make test` runs a few hundred of each.
+fuzz: fuzz-cli fuzz-api
 
 fuzz-cli: $(STAMP)
 	bash scripts/fuzz-cli.sh
+
+fuzz-api: $(STAMP)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-3000} $(PY) -m pytest -q -p no:cacheprovider tests/web/test_api_fuzz.py
 
 bench: $(STAMP)
 	$(PY) bench/cel_bench.py

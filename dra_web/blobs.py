@@ -3,24 +3,91 @@
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
+
+# A NUL character as compact JSON writes it (an odd number of backslashes before "u0000":
+# an even number is an escaped backslash followed by the text "u0000").
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+class UnstorableText(ValueError):
+    """A string that no database text column can hold (NUL, a lone UTF-16 surrogate)."""
 
 
 def pack(value: Any, level: int = 6) -> bytes:
     return zlib.compress(
-        json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), level
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(
+            "utf-8", "surrogatepass"
+        ),
+        level,
     )
+
+
+try:  # about 2x faster on big snapshots when installed; the standard library otherwise
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
 
 
 def unpack(blob: bytes | memoryview | None) -> Any:
     if blob is None:
         return None
-    return json.loads(zlib.decompress(bytes(blob)).decode("utf-8"))
+    data = zlib.decompress(bytes(blob))
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass  # e.g. a lone surrogate in an old trace: the standard library reads it
+    return json.loads(data.decode("utf-8", "surrogatepass"))
+
+
+def _json_key(key: Any) -> str:
+    # The string json.dumps itself writes for a non-string key (YAML allows 1.5: or true:).
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, float):
+        return json.dumps(key)
+    return str(key)
+
+
+def _string_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_json_key(k): _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v) for v in value]
+    return value
 
 
 def canonical(value: Any) -> bytes:
-    """One byte form per JSON value (sorted keys, no spaces) for content hashing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    """One byte form per JSON value (sorted keys, no spaces) for content hashing.
+
+    Keys of mixed types (a YAML ``1.5:`` beside string keys) are compared as the strings JSON
+    writes for them. Raises ``UnstorableText`` for a NUL or a lone surrogate in any string.
+    """
+    dump = dict(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text = json.dumps(value, **dump)
+    except TypeError:
+        text = json.dumps(_string_keys(value), **dump)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UnstorableText(
+            f"a lone UTF-16 surrogate ({text[exc.start]!r}) is not valid text"
+        ) from None
+    if _NUL_ESCAPE.search(data):
+        raise UnstorableText("a NUL character (\\u0000) is not allowed in text")
+    return data
+
+
+def check_storable(value: Any) -> None:
+    """Raise ``UnstorableText`` when ``value`` holds a string a database cannot store."""
+    canonical(value)

@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from dra_web.accounts.views import ThrottledLoginView
 from dra_web.health import healthz
 
 api_patterns = [
@@ -17,8 +18,14 @@ api_patterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]
 
+handler400 = "dra_web.errors.bad_request"
+handler404 = "dra_web.errors.not_found"
+handler500 = "dra_web.errors.server_error"
+
 urlpatterns = [
     path("api/", include(api_patterns)),
+    # The login form with the failed-login throttle; the rest of Django's auth views as is.
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),

@@ -1100,6 +1100,8 @@ def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
     claims = outcome.pod_claims.claims
     claim = claims[0].key if claims else outcome.pod.key
     return [whole_funnel(claim, "", 0, None, error)]
+
+
 class TrialHit(Exception):
     """A trial found where the pod would go (raised before anything is committed)."""
 

@@ -16,7 +16,7 @@ from allocator.snapshot.bounds import (
     check_document,
 )
 from allocator.snapshot.errors import BoundError, SnapshotError
-from allocator.snapshot.loader import KINDS, load_files, load_paths
+from allocator.snapshot.loader import KINDS, load_documents, load_files, load_paths
 
 __all__ = [
     "KINDS",
@@ -27,6 +27,7 @@ __all__ = [
     "BoundError",
     "SnapshotError",
     "check_document",
+    "load_documents",
     "load_files",
     "load_paths",
 ]

@@ -216,6 +216,28 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
     return snapshot
 
 
+def load_documents(documents: list[tuple[str, dict]], file: str = "stored") -> Snapshot:
+    """Build a Snapshot from documents already decoded and normalised by an earlier load
+    (``Snapshot.documents``: (kind, raw) in load order), skipping the YAML/JSON parse.
+
+    The same objects come out as from ``load_files`` of the original files; problems name
+    ``FILE doc N`` with N the document's place in ``documents``.
+    """
+    problems: list[str] = []
+    snapshot = Snapshot()
+    seen: dict[tuple[str, str], str] = {}
+    for index, (kind, raw) in enumerate(documents, start=1):
+        if isinstance(raw, dict) and raw.get("kind") != kind:
+            problems.append(f"{file} doc {index}: stored as {kind} but holds {raw.get('kind')}")
+            continue
+        _load_object(RawObject(file, index, raw), snapshot, problems, seen)
+    if problems:
+        raise SnapshotError(problems)
+    if not snapshot.documents:
+        raise SnapshotError(["snapshot holds no recognised objects"])
+    return snapshot
+
+
 def _expand(path: str) -> list[str]:
     if os.path.isdir(path):
         return [

@@ -1,6 +1,6 @@
 """Page paths (CONTRACT section 7) and the search tree's JSON helpers; included at the root."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from dra_web.pages import views
 
@@ -18,8 +18,9 @@ urlpatterns = [
     path("runs/<int:run_id>/status/", views.run_status, name="run-status"),
     path("runs/<int:run_id>/diff/", views.diff_pick, name="diff-pick"),
     path("runs/<int:run_a>/diff/<int:run_b>/", views.run_diff, name="diff"),
-    path(
-        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/review/",
+    # Any pod name (slashes, newlines, spaces ...) reverses and resolves.
+    re_path(
+        r"^runs/(?P<run_id>[0-9]+)/pods/(?P<namespace>[\s\S]+)/(?P<name>[\s\S]+)/review/$",
         views.pod_review,
         name="pod-review",
     ),

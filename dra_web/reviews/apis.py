@@ -32,10 +32,29 @@ class CommentSerializer(serializers.ModelSerializer):
 class ReviewSerializer(serializers.ModelSerializer):
     comments = CommentSerializer(many=True, read_only=True)
     runId = serializers.IntegerField(source="run_id", read_only=True)
+    openedBy = serializers.SerializerMethodField()
+    verdictBy = serializers.SerializerMethodField()
 
     class Meta:
         model = Review
-        fields = ["id", "runId", "pod", "verdict", "state", "created", "updated", "comments"]
+        fields = [
+            "id",
+            "runId",
+            "pod",
+            "verdict",
+            "verdictBy",
+            "state",
+            "openedBy",
+            "created",
+            "updated",
+            "comments",
+        ]
+
+    def get_openedBy(self, obj) -> str | None:
+        return obj.opened_by.get_username() if obj.opened_by else None
+
+    def get_verdictBy(self, obj) -> str | None:
+        return obj.verdict_by.get_username() if obj.verdict_by else None
 
 
 class ReviewInputSerializer(serializers.Serializer):

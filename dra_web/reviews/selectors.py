@@ -35,3 +35,18 @@ def run_ids_with_open_review() -> set[int]:
 def open_review_run_ids() -> set[int]:
     """Same as ``run_ids_with_open_review`` (the name runs.selectors.run_list calls)."""
     return run_ids_with_open_review()
+
+
+def thread(review: Review) -> list[dict]:
+    """The review's history, oldest first: every comment, verdict and state change with its
+    author and time (``event`` is empty for a plain comment)."""
+    return [
+        {
+            "id": c.pk,
+            "author": c.author.get_username() if c.author else None,
+            "at": c.created,
+            "event": c.event,
+            "body": c.body,
+        }
+        for c in review.comments.select_related("author").order_by("created", "id")
+    ]

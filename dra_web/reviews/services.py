@@ -45,14 +45,19 @@ def set_verdict(run, pod: str, user, verdict: str, body: str = "") -> Review:
         raise ReviewError(f"verdict: must be one of {', '.join(valid)}")
     review = _review(run, pod, user)
     if review.verdict != verdict:
+        # Anyone on the team may set or change a verdict; the thread records who, when and
+        # what it was before, so a change never silently replaces someone's call.
+        event = (
+            f"changed the verdict from {valid.get(review.verdict, review.verdict)} to "
+            f"{valid[verdict]}"
+            if review.verdict
+            else f"set the verdict to {valid[verdict]}"
+        )
         review.verdict = verdict
         review.verdict_by = user
         review.save(update_fields=["verdict", "verdict_by", "updated"])
         Comment.objects.create(
-            review=review,
-            author=user,
-            body=(body or "").strip(),
-            event=f"set the verdict to {valid[verdict]}",
+            review=review, author=user, body=(body or "").strip()[:MAX_COMMENT], event=event
         )
     elif (body or "").strip():
         add_comment(run, pod, user, body)

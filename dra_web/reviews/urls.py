@@ -1,6 +1,9 @@
-"""Review API paths; included at the site root, so they carry their full /api/ prefix."""
+"""Review API paths; included at the site root, so they carry their full /api/ prefix.
 
-from django.urls import path
+Pod names are matched with ``path``: any name reverses and resolves (a name with ``/`` too);
+the view joins namespace and name again, so where the split falls does not matter."""
+
+from django.urls import path, re_path
 
 from dra_web.reviews import apis
 
@@ -8,13 +11,14 @@ app_name = "reviews"
 
 urlpatterns = [
     path("api/runs/<int:run_id>/reviews/", apis.RunReviewsApi.as_view(), name="run-reviews"),
-    path(
-        "api/runs/<int:run_id>/pods/<str:namespace>/<str:name>/review/",
+    # Any pod name (slashes, newlines, spaces ...) reverses and resolves.
+    re_path(
+        r"^api/runs/(?P<run_id>[0-9]+)/pods/(?P<namespace>[\s\S]+)/(?P<name>[\s\S]+)/review/$",
         apis.PodReviewApi.as_view(),
         name="pod-review",
     ),
-    path(
-        "api/runs/<int:run_id>/pods/<str:namespace>/<str:name>/review/comments/",
+    re_path(
+        r"^api/runs/(?P<run_id>[0-9]+)/pods/(?P<namespace>[\s\S]+)/(?P<name>[\s\S]+)/review/comments/$",
         apis.PodReviewCommentsApi.as_view(),
         name="pod-review-comments",
     ),

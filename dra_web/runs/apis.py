@@ -101,6 +101,24 @@ class RunDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class RunCancelApi(APIView):
+    @extend_schema(
+        operation_id="runs_cancel",
+        request=None,
+        responses={200: RunSerializer, 409: OpenApiTypes.OBJECT},
+        description="Fail a queued or running run as cancelled and stop its worker task.",
+    )
+    def post(self, request, run_id: int):
+        run = selectors.get_run(run_id)
+        try:
+            run = services.cancel_run(run, request.user)
+        except services.RunNotCancellable as exc:
+            return Response(
+                {"detail": str(exc), "status": run.status}, status=status.HTTP_409_CONFLICT
+            )
+        return Response(RunSerializer(run).data)
+
+
 def _int_param(value: str | None, field: str) -> int | None:
     if value is None or value == "" or value in ("root", "null"):
         return None

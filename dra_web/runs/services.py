@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import signal
 import threading
+import time
 import traceback
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
-from django.db.models import Q
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 import allocator
@@ -48,8 +51,13 @@ class _TimeLimit:
             and threading.current_thread() is threading.main_thread()
         )
         self.previous = None
+        self.expired = False
 
     def _expired(self, signum, frame) -> None:
+        # Raised where the signal lands; if that is a place that swallows it (a gc callback,
+        # a __del__), the timer fires again shortly and __exit__ raises it at the latest.
+        self.expired = True
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
         raise RunTimeLimitExceeded()
 
     def __enter__(self) -> _TimeLimit:
@@ -58,10 +66,12 @@ class _TimeLimit:
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous or signal.SIG_DFL)
+            if self.expired and exc_type is None:
+                raise RunTimeLimitExceeded()
 
 
 def _simulation():
@@ -76,13 +86,47 @@ def normalise_options(options: dict | None) -> dict:
         options = {}
     if not isinstance(options, dict):
         raise RunOptionsError("options: must be an object")
+    _check_number_sizes(options)
     SimulationOptions, _ = _simulation()
     try:
         parsed = SimulationOptions.from_json(options)
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
         message = str(exc) if str(exc).startswith("options") else f"options: {exc}"
         raise RunOptionsError(message) from None
+    _check_bounds(parsed)
     return parsed.to_json()
+
+
+MAX_OPTION_INT = 2**31 - 1
+
+
+def _check_number_sizes(options: dict) -> None:
+    """Numbers past any bound are refused before they are converted (a 400-digit integer has
+    no float)."""
+    bounds = {
+        "timeout": settings.DRA_WEB_MAX_TIMEOUT_SECONDS,
+        "traceMaxNodes": settings.DRA_WEB_MAX_TRACE_NODES,
+        "bindingTimeoutSeconds": MAX_OPTION_INT,
+    }
+    for key, bound in bounds.items():
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > bound:
+            shown = int(bound) if float(bound).is_integer() else bound
+            raise RunOptionsError(f"options.{key}: at most {shown}")
+
+
+def _check_bounds(parsed) -> None:
+    """The web's own bounds: a run holds a worker, and its options are stored as JSON."""
+    limit = settings.DRA_WEB_MAX_TIMEOUT_SECONDS
+    if not math.isfinite(parsed.timeout) or parsed.timeout > limit:
+        raise RunOptionsError(
+            f"options.timeout: at most {limit:g} seconds per Allocate (DRA_WEB_MAX_TIMEOUT_SECONDS)"
+        )
+    nodes = settings.DRA_WEB_MAX_TRACE_NODES
+    if parsed.trace_max_nodes > nodes:
+        raise RunOptionsError(f"options.traceMaxNodes: at most {nodes} (DRA_WEB_MAX_TRACE_NODES)")
+    if parsed.binding_timeout_seconds > MAX_OPTION_INT:
+        raise RunOptionsError(f"options.bindingTimeoutSeconds: at most {MAX_OPTION_INT}")
 
 
 def _check_disrupt(snapshot, names: list[str]) -> None:
@@ -120,9 +164,14 @@ def _enqueue(run_id: int, task_id: str) -> None:
 
     try:
         execute_run_task.apply_async(args=[run_id], task_id=task_id)
-    except Exception as exc:  # broker down: the run must not stay queued forever
+    except Exception:  # broker down: the run must not stay queued forever
+        # The broker's address stays in the log: users see what happened, not where.
         log.exception("could not queue run %s", run_id)
-        _fail(run_id, f"could not queue the run: the task broker is unreachable ({exc})")
+        _fail(
+            run_id,
+            "could not queue the run: the task broker is unreachable; "
+            "try again when it is back (the server log has the details)",
+        )
 
 
 def _fail(run_id: int, message: str, *, only_unfinished: bool = True) -> int:
@@ -130,6 +179,37 @@ def _fail(run_id: int, message: str, *, only_unfinished: bool = True) -> int:
     if only_unfinished:
         qs = qs.exclude(status__in=Run.FINISHED)
     return qs.update(status=Run.FAILED, error=message, finished_at=timezone.now())
+
+
+def _fail_reconnecting(run_id: int, message: str, *, attempts: int = 20, pause: float = 1.0):
+    """Record a failure even when the error was the database going away: drop the broken
+    connection and retry while it comes back (a PostgreSQL restart takes a few seconds)."""
+    for attempt in range(attempts):
+        try:
+            return _fail(run_id, message)
+        except DatabaseError:
+            log.warning("run %s: failure not recorded yet (database down?)", run_id)
+            connection.close()
+            if attempt + 1 < attempts:
+                time.sleep(pause)
+    log.error("run %s: could not record its failure: %s", run_id, message)
+    return 0
+
+
+# Host, port, user and URL credentials that database and broker errors carry.
+_CONNECTION_DETAILS = [
+    (re.compile(r'(?:connection to )?server at "[^"]*"(?: \([^)]*\))?,? port \d+'), "server"),
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"]+"), "<url>"),
+    (re.compile(r"\b(host|hostaddr|port|user|password|dbname)=\S+"), r"\1=…"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<address>"),
+    (re.compile(r'for user "[^"]*"'), "for user …"),
+]
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _CONNECTION_DETAILS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 class _Heartbeat:
@@ -151,6 +231,7 @@ class _Heartbeat:
                     )
                 except Exception:  # a locked database must not kill the run
                     log.warning("heartbeat of run %s not written", self.run_id, exc_info=True)
+                    connection.close()  # a lost connection: reconnect on the next beat
         finally:
             connection.close()
 
@@ -219,29 +300,42 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
         if stamp - last[0] < interval and done < total:
             return
         last[0] = stamp
-        Run.objects.filter(pk=run_id).update(
+        Run.objects.filter(pk=run_id, status=Run.RUNNING).update(
             progress_done=done, progress_total=total, heartbeat_at=now
         )
 
     try:
-        with (
-            _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS),
-            _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS),
-        ):
-            from dra_web.snapshots.services import load_snapshot
+        # The heartbeat covers loading, the search and the store: a long store is not a lost
+        # worker. The store only lands on a run still `running` (not reaped, not cancelled).
+        with _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS):
+            with _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS):
+                from dra_web.snapshots.services import load_snapshot
 
-            SimulationOptions, simulate = _simulation()
-            loaded = load_snapshot(run.snapshot)
-            options = SimulationOptions.from_json(run.options)
-            output = simulate(loaded, options, progress=progress)
-        store_output(run_id, output.result, output.trace)
+                SimulationOptions, simulate = _simulation()
+                loaded = load_snapshot(run.snapshot)
+                options = SimulationOptions.from_json(run.options)
+                output = simulate(loaded, options, progress=progress)
+            # The time limit is the simulation's; the store of a finished search completes.
+            stored = store_output(run_id, output.result, output.trace, expect_status=Run.RUNNING)
+        if not stored:
+            log.warning(
+                "run %s was finished meanwhile (reaped or cancelled): result dropped", run_id
+            )
     except BaseException as exc:
         message = _failure_message(exc)
-        log.warning("run %s failed: %s", run_id, message)
-        _fail(run_id, message)
+        log.warning("run %s failed: %s", run_id, message, exc_info=isinstance(exc, DatabaseError))
+        _fail_reconnecting(run_id, message)
         if not isinstance(exc, Exception | RunTimeLimitExceeded):
             raise  # worker shutdown and the like: let Celery see it
-    return Run.objects.filter(pk=run_id).first()
+    return _reload(run_id)
+
+
+def _reload(run_id: int) -> Run | None:
+    try:
+        return Run.objects.filter(pk=run_id).first()
+    except DatabaseError:
+        connection.close()
+        return None
 
 
 def _failure_message(exc: BaseException) -> str:
@@ -254,35 +348,64 @@ def _failure_message(exc: BaseException) -> str:
         )
     if isinstance(exc, KeyboardInterrupt | SystemExit):
         return "the worker was shut down while running this simulation"
+    if isinstance(exc, DatabaseError):
+        first = redact(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
+        return (
+            f"database error during the run ({type(exc).__name__}"
+            + (f": {first}" if first else "")
+            + "); the run was stopped, start it again"
+        )
     frames = traceback.extract_tb(exc.__traceback__)
     where = ""
     if frames:
         last = frames[-1]
         where = f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
-    return f"{type(exc).__name__}: {exc}{where}"
+    return redact(f"{type(exc).__name__}: {exc}{where}")
 
 
-def store_output(run_id: int, result: dict, trace: dict | None) -> None:
-    """Replace the run's result and trace in one transaction, then mark it succeeded."""
+class _Superseded(Exception):
+    """The run left the expected status while its output was being stored."""
+
+
+def store_output(
+    run_id: int, result: dict, trace: dict | None, *, expect_status: str | None = None
+) -> bool:
+    """Replace the run's result and trace in one transaction, then mark it succeeded.
+
+    With ``expect_status`` the store lands only on a run still in that status (the worker
+    passes ``running``: a run reaped or cancelled meanwhile stays failed); False when not.
+    """
     nodes = (trace or {}).get("nodes") or []
     stats = (result or {}).get("stats") or {}
-    with transaction.atomic():
-        TraceNode.objects.filter(run_id=run_id).delete()
-        _insert_trace_rows(run_id, nodes)
-        Run.objects.filter(pk=run_id).update(
-            status=Run.SUCCEEDED,
-            finished_at=timezone.now(),
-            result=result,
-            trace_blob=blobs.pack(trace) if trace is not None else None,
-            trace_node_count=len(nodes),
-            trace_omitted=int((trace or {}).get("omitted") or 0),
-            error="",
-            pods_total=stats.get("pods"),
-            pods_scheduled=stats.get("scheduled"),
-            pods_failed=stats.get("failed"),
-            progress_done=stats.get("pods", 0),
-            progress_total=stats.get("pods", 0),
-        )
+    try:
+        with transaction.atomic():
+            TraceNode.objects.filter(run_id=run_id).delete()
+            _insert_trace_rows(run_id, nodes)
+            qs = Run.objects.filter(pk=run_id)
+            if expect_status is not None:
+                qs = qs.filter(status=expect_status)
+            if not _mark_succeeded(qs, result, trace, nodes, stats):
+                raise _Superseded()
+    except _Superseded:
+        return False
+    return True
+
+
+def _mark_succeeded(qs, result, trace, nodes, stats) -> int:
+    return qs.update(
+        status=Run.SUCCEEDED,
+        finished_at=timezone.now(),
+        result=result,
+        trace_blob=blobs.pack(trace) if trace is not None else None,
+        trace_node_count=len(nodes),
+        trace_omitted=int((trace or {}).get("omitted") or 0),
+        error="",
+        pods_total=stats.get("pods"),
+        pods_scheduled=stats.get("scheduled"),
+        pods_failed=stats.get("failed"),
+        progress_done=stats.get("pods", 0),
+        progress_total=stats.get("pods", 0),
+    )
 
 
 _TRACE_COLUMNS = (
@@ -338,7 +461,14 @@ def _insert_trace_rows(run_id: int, nodes: list[dict]) -> None:
 
 
 def reap_stale_runs(now=None) -> int:
-    """Fail running runs whose worker stopped writing heartbeats; returns how many."""
+    """Fail runs whose worker is gone; returns how many.
+
+    A running run whose heartbeat is older than DRA_WEB_RUN_STALE_SECONDS lost its worker. A
+    queued run lost its message when no worker started it within
+    DRA_WEB_RUN_QUEUED_STALE_SECONDS, or within DRA_WEB_RUN_STALE_SECONDS when a run queued
+    after it has started already (workers take messages first in, first out). Each update is
+    conditional on the state read, so it never overwrites a run that moved on meanwhile.
+    """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.DRA_WEB_RUN_STALE_SECONDS)
     count = 0
@@ -358,7 +488,55 @@ def reap_stale_runs(now=None) -> int:
                 "running this simulation"
             ),
         )
+    return count + _reap_lost_messages(now, cutoff)
+
+
+def _reap_lost_messages(now, cutoff) -> int:
+    queued_cutoff = now - timedelta(seconds=settings.DRA_WEB_RUN_QUEUED_STALE_SECONDS)
+    queued = Run.objects.filter(status=Run.QUEUED, queued_at__lt=cutoff)
+    latest_start = Subquery(
+        Run.objects.filter(started_at__isnull=False).order_by("-queued_at").values("queued_at")[:1]
+    )
+    lost = queued.filter(Q(queued_at__lt=queued_cutoff) | Q(queued_at__lt=latest_start))
+    count = 0
+    for pk, queued_at in list(lost.values_list("pk", "queued_at")):
+        seconds = int((now - queued_at).total_seconds())
+        count += Run.objects.filter(pk=pk, status=Run.QUEUED).update(
+            status=Run.FAILED,
+            finished_at=now,
+            error=(
+                f"no worker started this run in {seconds} s: its message was lost by the task "
+                "broker (or no worker is running); start it again"
+            ),
+        )
     return count
+
+
+class RunNotCancellable(ValueError):
+    """The run has finished: there is nothing to cancel."""
+
+
+def cancel_run(run: Run, user) -> Run:
+    """Fail a queued or running run as cancelled and stop its task (the pool process running
+    it is killed: a stuck search may not return to Python for a long time)."""
+    message = f"cancelled by {user.get_username()} at {timezone.now():%Y-%m-%d %H:%M:%S} UTC"
+    changed = Run.objects.filter(pk=run.pk, status__in=(Run.QUEUED, Run.RUNNING)).update(
+        status=Run.FAILED, error=message, finished_at=timezone.now()
+    )
+    if not changed:
+        run.refresh_from_db()
+        raise RunNotCancellable(
+            f"run {run.pk} is {run.status}: only queued or running runs can be cancelled"
+        )
+    if run.task_id and not settings.CELERY_TASK_ALWAYS_EAGER:
+        from dra_web.celery import app
+
+        try:
+            app.control.revoke(run.task_id, terminate=True, signal="SIGKILL")
+        except Exception:  # the run is failed already; a worker that gets it skips it
+            log.warning("could not revoke the task of run %s", run.pk, exc_info=True)
+    run.refresh_from_db()
+    return run
 
 
 def delete_run(run: Run, user) -> None:

@@ -40,6 +40,13 @@ class Snapshot(models.Model):
     class Meta:
         ordering = ["-created", "-id"]
         indexes = [models.Index(fields=["owner", "content_hash"])]
+        # One snapshot per (owner, content), also under concurrent uploads (services catches
+        # the IntegrityError and answers with the stored one).
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "content_hash"], name="snapshot_unique_owner_content"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"

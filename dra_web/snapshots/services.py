@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import zlib
 from collections.abc import Iterable, Sequence
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from allocator import snapshot as snapshot_loader
 from allocator.model import Snapshot as LoadedSnapshot
@@ -71,12 +72,51 @@ def parse_files(files: Sequence[tuple[str, bytes | str]]) -> LoadedSnapshot:
         raise SnapshotUploadError(f"could not read the snapshot: {exc}") from None
 
 
-def content_hash(loaded: LoadedSnapshot) -> str:
+def _label(kind: str, raw: dict) -> str:
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    ident = f"{namespace}/{name}" if namespace else str(name or "<unnamed>")
+    return f"{kind} {ident!r}"
+
+
+def canonical_documents(loaded: LoadedSnapshot) -> tuple[str, bytes]:
+    """(sha256 of the documents in canonical JSON, the JSON array of them) in one pass.
+
+    The array is what ``documents_blob`` stores, so hashing and storing serialise once. A
+    document no database can store is refused here, naming it (a NUL or lone surrogate in a
+    string, a YAML value JSON has no form for).
+    """
     digest = hashlib.sha256()
-    for kind, raw in loaded.documents:
-        digest.update(blobs.canonical([kind, raw]))
+    parts: list[bytes] = []
+    for index, (kind, raw) in enumerate(loaded.documents, 1):
+        try:
+            data = blobs.canonical([kind, raw])
+        except blobs.UnstorableText as exc:
+            raise SnapshotUploadError(f"object {index} ({_label(kind, raw)}): {exc}") from None
+        except RecursionError:
+            raise SnapshotUploadError(
+                f"object {index} ({_label(kind, raw)}): nested too deeply"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise SnapshotUploadError(
+                f"object {index} ({_label(kind, raw)}): holds a value JSON cannot represent "
+                f"(a YAML binary, set or timestamp tag?): {exc}"
+            ) from None
+        digest.update(data)
         digest.update(b"\n")
-    return digest.hexdigest()
+        parts.append(data)
+    return digest.hexdigest(), b"[" + b",".join(parts) + b"]"
+
+
+def content_hash(loaded: LoadedSnapshot) -> str:
+    return canonical_documents(loaded)[0]
+
+
+def _check_text(what: str, value: str) -> None:
+    try:
+        blobs.check_storable(value)
+    except blobs.UnstorableText as exc:
+        raise SnapshotUploadError(f"{what}: {exc}") from None
 
 
 def object_index(documents: Sequence[tuple[str, dict]]) -> dict[str, list[list]]:
@@ -112,6 +152,10 @@ def create_snapshot(
 
     The returned object carries ``existing`` (True when it was already stored).
     """
+    for fname, _ in files:
+        _check_text("file name", fname)
+    if name:
+        _check_text("name", name)
     raw_digest = files_hash(files)
     same_files = (
         Snapshot.objects.filter(owner=owner, files_hash=raw_digest)
@@ -123,7 +167,7 @@ def create_snapshot(
         same_files.existing = True
         return same_files
     loaded = parse_files(files)
-    digest = content_hash(loaded)
+    digest, documents_json = canonical_documents(loaded)
     existing = (
         Snapshot.objects.filter(owner=owner, content_hash=digest).order_by("created", "id").first()
     )
@@ -133,30 +177,48 @@ def create_snapshot(
     texts = [(fname, _as_bytes(content).decode("utf-8")) for fname, content in files]
     warnings = list(loaded.warnings) + [w for w in extra_warnings if w]
     file_names = [fname for fname, _ in files]
-    with transaction.atomic():
-        snap = Snapshot.objects.create(
-            name=(name or "").strip()[:MAX_NAME] or _default_name(file_names),
-            owner=owner,
-            source=source,
-            content_hash=digest,
-            files_hash=raw_digest,
-            files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts]),
-            documents_blob=blobs.pack([[kind, raw] for kind, raw in loaded.documents]),
-            object_counts=loaded.object_counts(),
-            object_index=object_index(loaded.documents),
-            warnings=warnings,
-            size_bytes=sum(len(_as_bytes(c)) for _, c in files),
-            file_names=file_names,
-        )
+    try:
+        with transaction.atomic():
+            snap = Snapshot.objects.create(
+                name=(name or "").strip()[:MAX_NAME] or _default_name(file_names),
+                owner=owner,
+                source=source,
+                content_hash=digest,
+                files_hash=raw_digest,
+                files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts], level=1),
+                documents_blob=zlib.compress(documents_json, 1),
+                object_counts=loaded.object_counts(),
+                object_index=object_index(loaded.documents),
+                warnings=warnings,
+                size_bytes=sum(len(_as_bytes(c)) for _, c in files),
+                file_names=file_names,
+            )
+    except IntegrityError:
+        # The same owner uploaded the same content concurrently: the first one stored wins
+        # (unique on owner and content_hash), this upload is that snapshot.
+        existing = Snapshot.objects.filter(owner=owner, content_hash=digest).first()
+        if existing is None:
+            raise
+        existing.existing = True
+        return existing
     snap.existing = False
     return snap
 
 
 def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
-    """The allocator's typed snapshot, re-parsed from the stored files."""
-    return snapshot_loader.load_files(
-        [(name, content.encode("utf-8")) for name, content in snapshot.files()]
-    )
+    """The allocator's typed snapshot, built from the decoded documents stored at upload (no
+    YAML parse again); the stored files are the fallback for documents that do not load."""
+    try:
+        loaded = snapshot_loader.load_documents(snapshot.documents())
+        # Skipped documents (unknown kinds) are not stored: their warnings are, with the
+        # snapshot, and the result reports them as a run on the files would.
+        loaded.warnings[:0] = list(snapshot.warnings or [])
+        return loaded
+    except snapshot_loader.SnapshotError:
+        log.warning("snapshot %s: stored documents did not load, re-parsing its files", snapshot.pk)
+        return snapshot_loader.load_files(
+            [(name, content.encode("utf-8")) for name, content in snapshot.files()]
+        )
 
 
 def import_cluster(

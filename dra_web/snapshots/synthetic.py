@@ -287,10 +287,14 @@ def to_json(docs: list[dict]) -> str:
 def pathological_cluster(*, gpus: int = 60, count: int | None = None, pods: int = 1) -> list[dict]:
     """A device search that cannot succeed and is only found out at its last step.
 
-    One node with ``gpus`` GPUs, two per NUMA node; each pod asks for ``count`` GPUs on
-    distinct NUMA nodes (distinctAttribute), one more than there are NUMA nodes. Every choice
-    of one GPU per NUMA node is tried before the last slot fails: 2**(gpus/2) leaves, so the
-    DFS runs until its timeout. Used to exercise time limits and killed workers.
+    One node with ``gpus`` GPUs on one PCIe root, two per NUMA node, plus two GPUs on a second
+    root with two more NUMA nodes; each pod asks for ``count`` GPUs on distinct NUMA nodes
+    (distinctAttribute) sharing a PCIe root (matchAttribute), one more than the first root has
+    NUMA nodes. Each constraint alone is satisfiable by counting (there are enough NUMA values
+    and enough GPUs on the first root), so no feasibility check refuses it up front; together
+    they fail only at the last slot after every choice of one GPU per NUMA node of the first
+    root: 2**(gpus/2) leaves, so the DFS runs until its timeout. Used to exercise time limits,
+    killed workers and database restarts.
     """
     count = count if count is not None else gpus // 2 + 1  # one more than NUMA nodes
     node = "ip-10-0-9-9.us-west-2.compute.internal"
@@ -324,8 +328,21 @@ def pathological_cluster(*, gpus: int = 60, count: int | None = None, pods: int 
                 "nodeName": node,
                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                 "devices": [
-                    {"name": f"gpu-{i}", "attributes": {"numa": {"int": i // 2}}}
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {"numa": {"int": i // 2}, "pcieRoot": {"string": "pci-0"}},
+                    }
                     for i in range(gpus)
+                ]
+                + [
+                    {
+                        "name": f"gpu-x{j}",
+                        "attributes": {
+                            "numa": {"int": gpus // 2 + j},
+                            "pcieRoot": {"string": "pci-1"},
+                        },
+                    }
+                    for j in range(2)
                 ],
             },
         },
@@ -342,7 +359,10 @@ def pathological_cluster(*, gpus: int = 60, count: int | None = None, pods: int 
                                 "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
                             }
                         ],
-                        "constraints": [{"requests": ["gpu"], "distinctAttribute": "numa"}],
+                        "constraints": [
+                            {"requests": ["gpu"], "distinctAttribute": "numa"},
+                            {"requests": ["gpu"], "matchAttribute": "pcieRoot"},
+                        ],
                     }
                 }
             },

@@ -6,6 +6,7 @@ nothing is left running and no config file is read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -54,52 +55,86 @@ def _pg(name: str) -> str:
     return str(path) if path.exists() else (shutil.which(name) or name)
 
 
-@pytest.fixture(scope="session")
-def postgres_url():
+@dataclass
+class PgCluster:
     """A throwaway PostgreSQL cluster on 127.0.0.1 and a free port (trust auth)."""
+
+    base: Path
+    port: int
+
+    @property
+    def data(self) -> Path:
+        return self.base / "data"
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/dra_web"
+
+    def ctl(self, *args: str) -> None:
+        subprocess.run(
+            _as_postgres([_pg("pg_ctl"), "-D", str(self.data), *args]),
+            check=True,
+            capture_output=True,
+        )
+
+    def start(self) -> None:
+        self.ctl(
+            "-l",
+            str(self.base / "postgres.log"),
+            "-w",
+            "-o",
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.base / 'sock'} -c fsync=off",
+            "start",
+        )
+
+    def restart(self) -> None:
+        """Stop (fast: open connections are terminated) and start again."""
+        self.ctl("-m", "fast", "-w", "stop")
+        self.start()
+
+    def stop(self) -> None:
+        subprocess.run(
+            _as_postgres([_pg("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]),
+            capture_output=True,
+        )
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def start_postgres() -> PgCluster:
     base = Path(tempfile.mkdtemp(prefix="dra-web-pg-"))
-    data, sock = base / "data", base / "sock"
+    sock = base / "sock"
     sock.mkdir()
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(sock, "postgres")
         base.chmod(0o700)
-    port = free_port()
+    cluster = PgCluster(base, free_port())
     subprocess.run(
-        _as_postgres([_pg("initdb"), "--auth=trust", "-U", "postgres", "-D", str(data)]),
+        _as_postgres([_pg("initdb"), "--auth=trust", "-U", "postgres", "-D", str(cluster.data)]),
         check=True,
         capture_output=True,
     )
-    subprocess.run(
-        _as_postgres(
-            [
-                _pg("pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(base / "postgres.log"),
-                "-w",
-                "-o",
-                f"-p {port} -c listen_addresses=127.0.0.1 -k {sock} -c fsync=off",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
+    cluster.start()
     try:
         subprocess.run(
-            [_pg("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "dra_web"],
+            [_pg("createdb"), "-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres"]
+            + ["dra_web"],
             check=True,
             capture_output=True,
         )
-        yield f"postgres://postgres@127.0.0.1:{port}/dra_web"
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    cluster = start_postgres()
+    try:
+        yield cluster.url
     finally:
-        subprocess.run(
-            _as_postgres([_pg("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-            capture_output=True,
-        )
-        shutil.rmtree(base, ignore_errors=True)
+        cluster.stop()
 
 
 @dataclass
@@ -170,21 +205,18 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def stack(request, redis_url, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp(f"stack-{request.param}")
-    if request.param == "postgresql":
-        db_url = request.getfixturevalue("postgres_url")
-    else:
-        db_url = f"sqlite:///{workdir / 'dra_web.sqlite3'}"
+@contextlib.contextmanager
+def make_stack(
+    workdir: Path, db_url: str, broker_url: str, *, flush: bool = False, **extra_env: str
+):
+    """Migrated database, collected static files, gunicorn, and a user with a token."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DRA_WEB_"))},
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "dra_web.settings",
         "DATABASE_URL": db_url,
-        # One Redis database per stack: a broker is never shared by two databases.
-        "REDIS_URL": f"{redis_url}/{request.param_index}",
-        "SECRET_KEY": "integration-test-secret-key-not-for-production",
+        "REDIS_URL": broker_url,
+        "SECRET_KEY": "integration-test-secret-key-not-for-production-" + "x7Qp2Lm9Zr4Tb8Wc",
         "DEBUG": "false",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DRA_WEB_RUN_HEARTBEAT_SECONDS": "0.5",
@@ -193,13 +225,12 @@ def stack(request, redis_url, tmp_path_factory):
         # As in docker-compose: no DEBUG, Django serves collectstatic's output itself.
         "DRA_WEB_SERVE_STATIC": "true",
         "STATIC_ROOT": str(workdir / "static"),
+        **extra_env,
     }
-    if request.param == "postgresql":
+    _manage(env, "migrate", "--noinput")
+    if flush:
         # Flush what an earlier module left so that each module starts from an empty database.
-        _manage(env, "migrate", "--noinput")
         _manage(env, "flush", "--noinput")
-    else:
-        _manage(env, "migrate", "--noinput")
     _manage(env, "collectstatic", "--noinput", "-v", "0")
     token = _manage(env, "create_token", "alice", "--create-user").strip()
     port = free_port()
@@ -230,3 +261,20 @@ def stack(request, redis_url, tmp_path_factory):
         for proc in stack.workers:
             stop(proc)
         stop(web)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def stack(request, redis_url, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp(f"stack-{request.param}")
+    if request.param == "postgresql":
+        db_url = request.getfixturevalue("postgres_url")
+    else:
+        db_url = f"sqlite:///{workdir / 'dra_web.sqlite3'}"
+    # One Redis database per stack: a broker is never shared by two databases.
+    with make_stack(
+        workdir,
+        db_url,
+        f"{redis_url}/{request.param_index}",
+        flush=request.param == "postgresql",
+    ) as stack:
+        yield stack

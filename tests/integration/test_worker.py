@@ -70,7 +70,7 @@ def test_runs_queued_through_the_api_succeed(stack):
 def test_killed_worker_fails_the_run_with_a_message(stack):
     worker = stack.start_worker("doomed")
     snap = _upload(stack, to_json(pathological_cluster()), "application/json", "pathological")
-    run_id = _start(stack, snap, {"timeout": 600})
+    run_id = _start(stack, snap, {"timeout": 300})
     running = stack.wait_run(run_id, statuses=("running",), timeout=60)
     assert running["startedAt"]
     time.sleep(1.5)  # mid-search, heartbeats flowing
@@ -88,7 +88,7 @@ def test_killed_pool_child_is_requeued_and_not_run_again(stack):
     worker = stack.start_worker("child")
     try:
         snap = _upload(stack, to_json(pathological_cluster(gpus=58)), "application/json", "p2")
-        run_id = _start(stack, snap, {"timeout": 600})
+        run_id = _start(stack, snap, {"timeout": 300})
         running = stack.wait_run(run_id, statuses=("running",), timeout=60)
         children = [
             int(pid)
@@ -125,7 +125,7 @@ def test_time_limit_fails_the_run(stack):
     worker = stack.start_worker("limited", DRA_WEB_RUN_TIME_LIMIT_SECONDS="3")
     try:
         snap = _upload(stack, to_json(pathological_cluster(gpus=56)), "application/json", "p3")
-        run_id = _start(stack, snap, {"timeout": 600})
+        run_id = _start(stack, snap, {"timeout": 300})
         failed = stack.wait_run(run_id, timeout=60)
     finally:
         stop(worker)

@@ -67,7 +67,8 @@ def test_create_token_command(user):
     assert Token.objects.get(user__username="carol").key == out.getvalue().strip()
 
 
-def test_ensure_demo_user_prints_how_to_log_in(_fast_passwords):
+def test_ensure_demo_user_prints_how_to_log_in(_fast_passwords, settings):
+    settings.DEBUG = True  # make run; without DEBUG the password is random (test_hardening)
     out = StringIO()
     call_command("ensure_demo_user", stdout=out)
     text = out.getvalue()

@@ -1,0 +1,116 @@
+"""The embedded default (issue 15): `make run`'s scripts/run-dev.sh without Redis serves with
+runserver and a Celery worker on kombu's filesystem broker; runs are queued, show progress,
+can be cancelled, and Ctrl-C stops both processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+
+from .servers import free_port, port_open, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+def _manage(env, *args) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DRA_WEB_"))},
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DRA_WEB_BROKER_DIR": str(tmp_path / "broker"),
+        "DRA_WEB_PROGRESS_INTERVAL_SECONDS": "0.1",
+        "PY": sys.executable,
+        "HOST": "127.0.0.1",
+        "PORT": str(free_port()),
+    }
+    env.pop("REDIS_URL", None)
+    _manage(env, "migrate", "--noinput")
+    token = _manage(env, "create_token", "alice", "--create-user").strip()
+    log = tmp_path / "run-dev.log"
+    script = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / "run-dev.sh")],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{env['PORT']}"
+    s = requests.Session()
+    s.headers["Authorization"] = f"Token {token}"
+    try:
+        wait_for(lambda: port_open(int(env["PORT"])), 60, "runserver")
+        wait_for(lambda: b" ready." in log.read_bytes(), 60, "the celery worker")
+        processes = _children(script.pid)
+        assert len(processes) == 2, log.read_text()
+
+        def upload(text, kind):
+            r = s.post(f"{url}/api/snapshots/", data=text.encode(), headers={"Content-Type": kind})
+            assert r.status_code == 201, r.text
+            return r.json()["id"]
+
+        def wait(run_id, statuses):
+            return wait_for(
+                lambda: (
+                    (b := s.get(f"{url}/api/runs/{run_id}/").json())["status"] in statuses and b
+                ),
+                60,
+                f"run {run_id} {statuses}",
+                0.2,
+            )
+
+        small = upload(to_yaml(synthetic_cluster(nodes=2, pending_pods=4)), "application/yaml")
+        started = s.post(f"{url}/api/runs/", json={"snapshot": small})
+        assert started.status_code == 202 and started.json()["status"] == "queued"
+        done = wait(started.json()["id"], ("succeeded", "failed"))
+        assert done["status"] == "succeeded", done["error"]
+        assert done["progress"] == {"done": 4, "total": 4}
+
+        # A stuck search is cancelled from the API: the pool process running it is killed.
+        stuck = upload(to_json(pathological_cluster(pods=2)), "application/json")
+        run_id = s.post(f"{url}/api/runs/", json={"snapshot": stuck, "options": {"timeout": 300}})
+        run_id = run_id.json()["id"]
+        wait(run_id, ("running",))
+        cancelled = s.post(f"{url}/api/runs/{run_id}/cancel/")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["error"].startswith("cancelled by alice")
+        wait_for(lambda: b"Terminating" in log.read_bytes(), 30, "the task to be terminated")
+        # The worker goes on with the next run.
+        again = s.post(f"{url}/api/runs/", json={"snapshot": small}).json()["id"]
+        assert wait(again, ("succeeded", "failed"))["status"] == "succeeded"
+        assert s.get(f"{url}/api/runs/{run_id}/").json()["status"] == "failed"
+    finally:
+        os.killpg(script.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole group
+        script.wait(30)
+    for pid in processes:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
