@@ -73,7 +73,7 @@ def test_lone_surrogate_in_a_document_is_refused_naming_the_object(api):
     problem = assert_json_problem(
         api.post(SNAPSHOTS, body, content_type="application/json"), says="surrogate"
     )
-    assert "Namespace 'ml-training'" in problem["detail"]
+    assert "Namespace ml-training: metadata.labels.team" in problem["detail"]
     assert not Snapshot.objects.exists()
 
 
@@ -408,7 +408,12 @@ def test_failed_logins_on_the_form_are_throttled(client, user, settings):
 
 
 def _django(env: dict, *args: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DRA_WEB_", "SECURE_"))}
+    # The browser tests' DJANGO_ALLOW_ASYNC_UNSAFE is a test-process setting, not a deployment's.
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DRA_WEB_", "SECURE_")) and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
