@@ -50,6 +50,9 @@ class Funnel:
         """The same funnel for another claim of the same spec (funnels are pod-independent)."""
         if claim == self.claim:
             return self
+        whole = self.whole
+        if whole:  # a search's words name the claim it got stuck on
+            whole = whole.replace(f"claim {self.claim} ", f"claim {claim} ")
         return Funnel(
             claim,
             self.request,
@@ -58,7 +61,7 @@ class Funnel:
             self.candidates,
             self.usable,
             self.rejections,
-            self.whole,
+            whole,
         )
 
 
