@@ -26,6 +26,7 @@ from allocator.errors import AllocationError, AllocationTimeout
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceClass, DeviceID, Namespace, ResourceClaim, ResourceSlice
 from allocator.nodeclaim import NodeClaimView, instance_type_requirements
+from allocator.pipeline import Pipeline, build_pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
 from allocator.trace import NULL_TRACE, Trace
@@ -33,15 +34,6 @@ from allocator.tracker import AllocationTracker
 from allocator.validation import SelectorMatcher, ValidationContext, validate_claim_request
 
 __all__ = ["AllocationError", "Allocator", "AllocationResult", "Allocation"]
-
-# Hook points for the DRA features (allocator/features/plugin.py registers into them):
-# SETUP_HOOKS(allocator) at construction; COMMIT_HOOKS(allocator, node_claim_id, it, path) per
-# committed instance type; RELEASE_HOOKS(allocator, node_claim_id, it); RESULT_HOOKS(allocator,
-# node_claim, claims, result, per_it_paths, pod, template_slices_by_it) on every result.
-SETUP_HOOKS: list[Callable[..., None]] = []
-COMMIT_HOOKS: list[Callable[..., None]] = []
-RELEASE_HOOKS: list[Callable[..., None]] = []
-RESULT_HOOKS: list[Callable[..., None]] = []
 
 
 def _new_engine() -> Any:
@@ -60,7 +52,8 @@ class Allocator:
         *,
         deleting_pods: Iterable[str] = frozenset(),
         namespaces: Mapping[str, Namespace] | None = None,
-        gates: FeatureGates = ALL_ON,
+        gates: FeatureGates | None = None,
+        pipeline: Pipeline | None = None,
         timeout: float = 5.0,
         engine: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -69,8 +62,14 @@ class Allocator:
         binding_timeout_seconds: int = 600,
         nodes: Mapping[str, Any] | None = None,
     ) -> None:
+        """``pipeline``: the run's device checks, constraint kinds, validators and hooks
+        (``allocator/pipeline.py``); by default ``build_pipeline(gates)``. ``gates`` default to
+        the pipeline's, else all on."""
+        if gates is None:
+            gates = pipeline.gates if pipeline is not None else ALL_ON
+        self.pipeline = pipeline if pipeline is not None else build_pipeline(gates)
         self.in_cluster_slices = in_cluster_slices
-        self.universe = SliceUniverse(in_cluster_slices)
+        self.universe = SliceUniverse(in_cluster_slices, self.pipeline.pool_validators)
         self.tracker = AllocationTracker(allocated_devices)
         self.bindings = bindings
         self.device_classes = dict(device_classes)
@@ -94,7 +93,7 @@ class Allocator:
         self.nodes = dict(nodes) if nodes is not None else None
         # The refusal funnels of the last Allocate that failed (explanation/funnel.py).
         self.last_funnels: list[Any] = []
-        for hook in SETUP_HOOKS:
+        for hook in self.pipeline.setup_hooks:
             hook(self)
 
     # --- Allocate -----------------------------------------------------------------------------
@@ -112,7 +111,12 @@ class Allocator:
         self.last_funnels = []
         effective = node_claim.requirements.copy()
         classified = classify_claims(
-            claims, effective, node_claim.id, self.claim_metadata, self.deleting_pods
+            claims,
+            effective,
+            node_claim.id,
+            self.claim_metadata,
+            self.deleting_pods,
+            self.pipeline.reallocation_predicates,
         )
         outcomes: dict[int, ClaimOutcome] = {}
         for c in classified:
@@ -140,7 +144,7 @@ class Allocator:
                 Allocation(self, node_claim.id, {}, None, [], {}),
                 [outcomes[i] for i in range(len(claims))],
             )
-            for hook in RESULT_HOOKS:
+            for hook in self.pipeline.result_hooks:
                 hook(self, node_claim, claims, result, {}, pod, node_claim.resource_slices())
             return result
 
@@ -172,6 +176,7 @@ class Allocator:
                 matcher=matcher,
                 gates=self.gates,
                 namespaces=self.namespaces,
+                pipeline=self.pipeline,
             )
             try:
                 claim_data.append(validate_claim_request(ctx))
@@ -197,6 +202,7 @@ class Allocator:
             clock=self.clock,
             trace=trace,
             extensions=self.extensions,
+            pipeline=self.pipeline,
         )
         dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
         results: list[ITOutcome] = []
@@ -262,7 +268,7 @@ class Allocator:
             {r.instance_type: r.reason or "" for r in results if not r.ok},
             dfs.nodes,
         )
-        for hook in RESULT_HOOKS:
+        for hook in self.pipeline.result_hooks:
             hook(self, node_claim, claims, result, per_it, pod, slices_by_it)
         return result
 
@@ -283,7 +289,7 @@ class Allocator:
 
     def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
         self.tracker.release_instance_type(node_claim_id, instance_type)
-        for hook in RELEASE_HOOKS:
+        for hook in self.pipeline.release_hooks:
             hook(self, node_claim_id, instance_type)
         for meta in self.claim_metadata.values():
             if meta.node_claim_id == node_claim_id:
@@ -435,7 +441,7 @@ class Allocation:
                 [e.cand.id for e in held if e.cand.source != TEMPLATE],
                 [e.cand.id for e in held if e.cand.source == TEMPLATE],
             )
-            for hook in COMMIT_HOOKS:
+            for hook in a.pipeline.commit_hooks:
                 hook(a, self.node_claim_id, it, path)
         if self._superset is not None:
             a.pool_cache[self.node_claim_id] = self._superset
@@ -451,8 +457,3 @@ class Allocation:
                 },
                 node_selector=outcome.node_selector,
             )
-
-
-# The DRA features register into the hook points above (and into dfs / validation /
-# constraints / claims) when imported.
-import allocator.features.plugin  # noqa: E402,F401  (registration side effect)

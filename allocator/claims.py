@@ -6,7 +6,7 @@ tightened by every already-allocated claim), so mutually incompatible claims fai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,9 +111,10 @@ class ClassifiedClaim:
         return self.state in (UNALLOCATED, REALLOCATED)
 
 
-# Further reasons to re-run an in-cluster allocation through the DFS (the features engineer
-# adds "a device shows a binding failure condition"). Each gets the claim, returns bool.
-REALLOCATION_PREDICATES: list[Callable[[ResourceClaim], bool]] = []
+# Further reasons to re-run an in-cluster allocation through the DFS (the pipeline's
+# ``reallocation_predicates``: "a device shows a binding failure condition"). Each gets the
+# claim, returns bool.
+ReallocationPredicate = Callable[[ResourceClaim], bool]
 
 
 def reserved_only_by_deleting_pods(
@@ -160,8 +161,10 @@ def classify_claims(
     node_claim_id: str,
     metadata: Mapping[str, ClaimAllocationMetadata],
     deleting_pods: frozenset[str] | set[str],
+    reallocation: Sequence[ReallocationPredicate] = (),
 ) -> list[ClassifiedClaim]:
-    """Classify in order, tightening ``effective`` in place; AllocationError on conflict."""
+    """Classify in order, tightening ``effective`` in place; AllocationError on conflict.
+    ``reallocation``: the pipeline's reallocation predicates (none: the design's core)."""
     out: list[ClassifiedClaim] = []
     for i, claim in enumerate(claims):
         key = claim.key
@@ -171,7 +174,7 @@ def classify_claims(
         # says (design: Allocated (In-Memory)).
         if claim.allocation is not None and meta is None:
             reallocate = reserved_only_by_deleting_pods(claim, deleting_pods) or any(
-                p(claim) for p in REALLOCATION_PREDICATES
+                p(claim) for p in reallocation
             )
             if reallocate:
                 out.append(ClassifiedClaim(i, claim, REALLOCATED))

@@ -1,8 +1,9 @@
 """Constraints: stateful inter-device rules evaluated during the DFS.
 
 Each ``add`` that succeeds is undone by exactly one ``remove`` (stack discipline), which is
-what lets the DFS backtrack. Parsing is a table (``CONSTRAINT_PARSERS``) keyed by the
-constraint's field name, so further kinds (``distinctAttribute``) plug in without edits here.
+what lets the DFS backtrack. Parsing goes by the constraint's field name through the parsers
+of the run's pipeline (``allocator/pipeline.py``), so further kinds (``distinctAttribute``)
+plug in without edits here.
 """
 
 from __future__ import annotations
@@ -169,23 +170,21 @@ def constraint_kind(dc: DeviceConstraint) -> str:
     return others[0] if others else "(empty)"
 
 
-def _parse_match_attribute(dc: DeviceConstraint, ctx: ConstraintParseContext) -> Constraint:
+def parse_match_attribute(dc: DeviceConstraint, ctx: ConstraintParseContext) -> Constraint:
+    """The design's ``matchAttribute`` (the core pipeline's one constraint kind)."""
     assert dc.match_attribute is not None
     return MatchAttributeConstraint(dc.match_attribute, frozenset(dc.requests))
 
 
-CONSTRAINT_PARSERS: dict[str, ConstraintParser] = {"matchAttribute": _parse_match_attribute}
-
-
-def register_constraint_parser(kind: str, parser: ConstraintParser) -> None:
-    """Add a constraint kind (e.g. ``distinctAttribute``); the parser may raise
-    ValidationError (say, when its feature gate is off)."""
-    CONSTRAINT_PARSERS[kind] = parser
-
-
-def parse_constraint(dc: DeviceConstraint, ctx: ConstraintParseContext) -> Constraint:
+def parse_constraint(
+    dc: DeviceConstraint,
+    ctx: ConstraintParseContext,
+    parser_for: Callable[[str], ConstraintParser | None],
+) -> Constraint:
+    """Parse with the parser of the constraint's kind (``Pipeline.constraint_parser``); the
+    parser may raise ValidationError (say, when its feature gate is off)."""
     kind = constraint_kind(dc)
-    parser = CONSTRAINT_PARSERS.get(kind)
+    parser = parser_for(kind)
     if parser is None:
         raise ValidationError(f"claim {ctx.claim_key}: unsupported constraint type {kind!r}")
     return parser(dc, ctx)

@@ -1,7 +1,8 @@
 """The per-instance-type DFS: claims > requests > slots > candidate devices.
 
-Eligibility is an ordered list of ``DeviceCheck`` objects (allocated, selector, constraints,
-topology, and whatever the DRA features register). A check's ``try_add`` either rejects the
+Eligibility is an ordered list of ``DeviceCheck`` objects, the run's ``Pipeline``
+(``allocator/pipeline.py``: allocated, selector, constraints, topology, and the DRA features'
+checks the gates turn on). A check's ``try_add`` either rejects the
 device with ``(reason_code, message)`` and leaves no state behind, or accepts it and applies its
 state; ``remove`` undoes exactly one accepted ``try_add``. The DFS calls ``remove`` in reverse
 check order on backtrack, so state unwinds in exact reverse order.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from allocator.bindings import AttributeBindings
 from allocator.constraints import BindingFallback, MatchAttributeConstraint
@@ -36,6 +37,9 @@ from allocator.requirements import Requirements
 from allocator.trace import NULL_TRACE, Trace
 from allocator.tracker import AllocationTracker
 from allocator.validation import ALL, ClaimData, RequestData, SelectorMatcher
+
+if TYPE_CHECKING:
+    from allocator.pipeline import Pipeline
 
 Rejection = tuple[str, str]  # (reason code, message)
 TIMEOUT_CHECK_EVERY = 256  # DFS nodes between clock reads
@@ -285,39 +289,6 @@ class TopologyCheck:
             ctx.restore()
 
 
-# Ordered registry: (order, name, factory). Features register between the built-ins.
-DEVICE_CHECKS: list[tuple[float, str, CheckFactory]] = [
-    (100, "allocated", AllocatedCheck),
-    (200, "selector", SelectorCheck),
-    (300, "constraint", ConstraintCheck),
-    (400, "topology", TopologyCheck),
-]
-
-
-def register_device_check(order: float, name: str, factory: CheckFactory) -> None:
-    """Add an eligibility check (taints ~250, counters/capacity ~350, ...). The factory is
-    called once per instance type's DFS and may return None (e.g. its gate is off)."""
-    DEVICE_CHECKS[:] = [c for c in DEVICE_CHECKS if c[1] != name]
-    DEVICE_CHECKS.append((order, name, factory))
-    DEVICE_CHECKS.sort(key=lambda c: c[0])
-
-
-# Devices that may fill several slots of one request (DRAConsumableCapacity: a device with
-# allowMultipleAllocations gives each slot a share). Registered by the features; each predicate
-# gets (DFSContext, DeviceWithID). Slots then restart at the same device, and count pruning
-# treats such a device as able to fill every remaining slot.
-REUSABLE: list[Callable[[DFSContext, DeviceWithID], bool]] = []
-
-
-def replace_device_check(name: str, factory: CheckFactory) -> None:
-    """Swap a built-in check (consumable capacity relaxes ``allocated``)."""
-    for i, (order, n, _) in enumerate(DEVICE_CHECKS):
-        if n == name:
-            DEVICE_CHECKS[i] = (order, n, factory)
-            return
-    raise KeyError(name)
-
-
 # --- the search -----------------------------------------------------------------------------
 
 
@@ -364,7 +335,14 @@ class DFSContext:
         clock: Callable[[], float] | None = None,
         trace: Trace = NULL_TRACE,
         extensions: dict[str, Any] | None = None,
+        pipeline: Pipeline,
     ) -> None:
+        self.pipeline = pipeline
+        # Devices that may fill several slots of one request (DRAConsumableCapacity: a device
+        # with allowMultipleAllocations gives each slot a share); each predicate gets
+        # (DFSContext, DeviceWithID). Slots then restart at the same device, and count pruning
+        # treats such a device as able to fill every remaining slot.
+        self.reusable = pipeline.reusable
         self.tracker = tracker
         self.bindings = bindings
         self.node_claim_id = node_claim_id
@@ -468,7 +446,7 @@ class DFSContext:
     # --- pruning ------------------------------------------------------------------------------
 
     def _reusable(self, cand: DeviceWithID) -> bool:
-        return any(f(self, cand) for f in REUSABLE)
+        return any(f(self, cand) for f in self.reusable)
 
     def _reusable_left(self, key: tuple[int, str], start: int) -> bool:
         """An eligible device from ``start`` on that can take any number of slots."""
@@ -562,7 +540,8 @@ class DFSContext:
         self.failure = None
         self.failure_refusals = []
         self.template_memo = {}
-        self.checks = [c for c in (f(self) for _, _, f in DEVICE_CHECKS) if c is not None]
+        checks = (spec.factory(self) for spec in self.pipeline.device_checks)
+        self.checks = [c for c in checks if c is not None]
         # In-cluster prefilter answers are shared across instance types when every check
         # declares its prefilter independent of the instance type for in-cluster devices.
         self.share_prefilter = all(
@@ -577,7 +556,7 @@ class DFSContext:
         universe = in_cluster + templates
         chained = self.share_prefilter and not self.trace.enabled
         # Shared devices anywhere in reach? Only then may a device serve several slots.
-        self.may_reuse = bool(REUSABLE) and (
+        self.may_reuse = bool(self.reusable) and (
             any(p.has_shared_devices for p in self.pools)
             or any(d.device.allow_multiple_allocations for d in templates)
         )

@@ -59,7 +59,7 @@ class Pool:
     generation: int = 0
     has_selector_devices: bool = False  # whether re-filtering can drop anything
     # Devices with allowMultipleAllocations (consumable capacity: a device may take several
-    # slots of one request, see dfs.REUSABLE).
+    # slots of one request, see Pipeline.reusable).
     has_shared_devices: bool = False
 
 
@@ -151,13 +151,17 @@ def terms_compatible(terms: tuple[Requirements, ...], variants: Sequence[Require
 # Further whole-pool validation (the DRA features add "consumesCounters references a counter
 # set the pool does not define"): each gets the pool's key and the slices of its newest
 # generation, and returns why the pool is invalid, or None. Asked once per pool per universe.
-POOL_VALIDATORS: list[Callable[[PoolKey, list[ResourceSlice]], str | None]] = []
+PoolValidator = Callable[[PoolKey, list[ResourceSlice]], str | None]
 
 
 class SliceUniverse:
     """The pre-filtered in-cluster slices, indexed once per Allocator."""
 
-    def __init__(self, slices: Iterable[ResourceSlice]) -> None:
+    def __init__(
+        self, slices: Iterable[ResourceSlice], validators: Sequence[PoolValidator] = ()
+    ) -> None:
+        """``validators``: the pipeline's ``pool_validators`` (none: the design's core)."""
+        self.validators = tuple(validators)
         infos: dict[PoolKey, PoolInfo] = {}
         for s in slices:
             key = s.pool_key
@@ -170,7 +174,7 @@ class SliceUniverse:
                 info.declared_count = max(info.declared_count, s.resource_slice_count)
                 info.slices.append(s)
         self.pools: dict[PoolKey, PoolInfo] = infos
-        self._invalid: dict[PoolKey, str | None] = {}  # POOL_VALIDATORS' verdicts, lazily
+        self._invalid: dict[PoolKey, str | None] = {}  # the validators' verdicts, lazily
         self.by_node_name: dict[str, list[_SliceEntry]] = {}
         self.all_nodes: list[_SliceEntry] = []
         self.by_label: dict[str, dict[str, list[_SliceEntry]]] = {}
@@ -323,13 +327,13 @@ class SliceUniverse:
         return pools
 
     def invalid(self, key: PoolKey) -> str | None:
-        """Why the pool is invalid as a whole (POOL_VALIDATORS over all its newest slices)."""
+        """Why the pool is invalid as a whole (the validators over all its newest slices)."""
         if key in self._invalid:
             return self._invalid[key]
         reason = None
-        if POOL_VALIDATORS:
+        if self.validators:
             slices = self.pools[key].slices
-            reasons = [r for r in (v(key, slices) for v in POOL_VALIDATORS) if r]
+            reasons = [r for r in (v(key, slices) for v in self.validators) if r]
             reason = "; ".join(reasons) or None
         self._invalid[key] = reason
         return reason

@@ -232,7 +232,7 @@ def _add_suggestions(result: dict, report) -> None:
 def _pools(snapshot: Snapshot, run, options) -> list[dict]:
     """KEP-5677 pool status over the snapshot's pools, after the run's allocations (exclusive
     holds from the tracker, shares from the capacity ledger: the features' run_pool_status)."""
-    from allocator.features.plugin import run_pool_status
+    from allocator.features.poolstatus import run_pool_status
 
     return run_pool_status(snapshot.resource_slices, run.allocator, options.gates)
 

@@ -6,7 +6,6 @@ returns the result document (section 4) and, on demand, the search trace (sectio
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,21 +109,16 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationOutput:
     """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes."""
-    options = options or SimulationOptions()
-    # The binding-failure reallocation predicate reads the run's gates from a context
-    # variable; a copied context keeps them from leaking into the caller or other runs.
-    return contextvars.copy_context().run(_simulate, snapshot, options, progress)
-
-
-def _simulate(snapshot: Snapshot, options: SimulationOptions, progress) -> SimulationOutput:
-    from allocator.features.bindingconditions import activate_gates
+    from allocator.pipeline import build_pipeline
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
 
-    activate_gates(options.gates)
+    options = options or SimulationOptions()
     started = time.perf_counter()
     trace = Trace(enabled=True, max_nodes=options.trace_max_nodes) if options.trace else NULL_TRACE
-    run = build_run(snapshot, options, trace)
+    # The run's device checks, constraint kinds, validators and hooks, from its gates.
+    pipeline = build_pipeline(options.gates)
+    run = build_run(snapshot, options, trace, pipeline)
     outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
     suggestions = None

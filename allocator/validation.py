@@ -1,16 +1,16 @@
 """Request Validation: ResourceClaim -> ClaimData, before the DFS (the design's error table).
 
-Hooks for the DRA features outside the first scope:
-- ``constraints.register_constraint_parser`` adds constraint kinds;
-- ``set_first_available_handler`` turns on FirstAvailable requests (DRAPrioritizedList);
-- ``REQUEST_VALIDATORS`` run on every validated request (admin access, capacity, ...).
+What the DRA features add comes from the run's pipeline (``ValidationContext.pipeline``,
+``allocator/pipeline.py``): its constraint parsers, its FirstAvailable handler
+(DRAPrioritizedList) and its request validators (admin access, capacity, ...). Without a
+pipeline the design's core applies (``matchAttribute`` only, Exactly requests only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allocator.constraints import Constraint, ConstraintParseContext, parse_constraint
 from allocator.errors import ValidationError
@@ -25,6 +25,9 @@ from allocator.model import (
     ResourceClaim,
 )
 from allocator.pools import DeviceWithID, Pool
+
+if TYPE_CHECKING:
+    from allocator.pipeline import Pipeline
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
@@ -110,24 +113,24 @@ class ValidationContext:
     matcher: SelectorMatcher
     gates: FeatureGates = ALL_ON
     namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+    pipeline: Pipeline | None = None  # None: the design's core (``core_pipeline()``)
 
     @property
     def claim_key(self) -> str:
         return self.claim.key
 
+    def rules(self) -> Pipeline:
+        if self.pipeline is None:
+            from allocator.pipeline import core_pipeline
 
+            self.pipeline = core_pipeline(self.gates)
+        return self.pipeline
+
+
+# A FirstAvailable handler returns the subrequests' RequestData, in order (built with
+# ``validate_exact_request``); it and a request validator may raise ValidationError.
 FirstAvailableHandler = Callable[[ValidationContext, DeviceRequest], list[RequestData]]
 RequestValidator = Callable[[ValidationContext, RequestData], None]
-
-_first_available_handler: FirstAvailableHandler | None = None
-REQUEST_VALIDATORS: list[RequestValidator] = []
-
-
-def set_first_available_handler(handler: FirstAvailableHandler | None) -> None:
-    """Accept FirstAvailable requests: ``handler`` returns the subrequests' RequestData, in
-    order (build each with ``validate_exact_request``). It may raise ValidationError."""
-    global _first_available_handler
-    _first_available_handler = handler
 
 
 def _compile(ctx: ValidationContext, where: str, expression: str) -> Any:
@@ -177,7 +180,7 @@ def validate_exact_request(
         compiled=compiled,
         exact=exact,
     )
-    for validator in REQUEST_VALIDATORS:
+    for validator in ctx.rules().request_validators:
         validator(ctx, data)
     if mode == ALL:
         _precompute_all(ctx, data)
@@ -223,19 +226,22 @@ def validate_claim_request(ctx: ValidationContext) -> ClaimData:
     """The design's ValidateClaimRequest. Constraints get no binding fallback here."""
     claim = ctx.claim
     key = claim.key
+    rules = ctx.rules()
     parse_ctx = ConstraintParseContext(key, [r.name for r in claim.spec.requests], ctx.gates)
-    constraints = [parse_constraint(dc, parse_ctx) for dc in claim.spec.constraints]
+    constraints = [
+        parse_constraint(dc, parse_ctx, rules.constraint_parser) for dc in claim.spec.constraints
+    ]
     requests: list[RequestData] = []
     for req in claim.spec.requests:
         if req.exactly is not None:
             requests.append(validate_exact_request(ctx, req.name, req.exactly))
         elif req.first_available:
-            if _first_available_handler is None:
+            if rules.first_available is None:
                 raise ValidationError(
                     f"claim {key}: request {req.name}: only Exactly requests are supported "
                     "(firstAvailable needs the DRAPrioritizedList feature)"
                 )
-            alternatives = _first_available_handler(ctx, req)
+            alternatives = rules.first_available(ctx, req)
             requests.append(
                 RequestData(req.name, None, 0, EXACT_COUNT, [], alternatives=alternatives)
             )

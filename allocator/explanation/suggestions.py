@@ -46,7 +46,7 @@ from allocator.scheduling.fit import (
     tolerates,
     untolerated_taint,
 )
-from allocator.scheduling.initialization import PodClaims, claim_state_before_dfs
+from allocator.scheduling.initialization import PodClaims
 
 MAX_TRIALS_PER_POD = 24
 MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders ...)
@@ -284,8 +284,7 @@ def _dfs_claims(ctx: _Context, outcome) -> list[tuple[int, ResourceClaim]]:
     return [
         (i, c)
         for i, c in enumerate(outcome.pod_claims.claims)
-        if claim_state_before_dfs(c, sched.deleting_pods, c.key in sched.in_memory)
-        in ("unallocated", "reallocated")
+        if sched.claim_state(c) in ("unallocated", "reallocated")
     ]
 
 

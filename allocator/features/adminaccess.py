@@ -9,8 +9,12 @@ them explicitly. With the gate off kube-scheduler refuses such requests.
 
 from __future__ import annotations
 
+from allocator.dfs import AllocatedCheck
+from allocator.errors import ValidationError
+from allocator.features.capacity import GATE as CAPACITY_GATE
 from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.model import Namespace, ResourceClaim
+from allocator.features.state import is_admin, is_template
+from allocator.model import DeviceID, Namespace, ResourceClaim
 
 GATE = "DRAAdminAccess"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -62,3 +66,83 @@ def claim_admin_access_problems(
 def admin_may_take(already_in_this_claim: bool) -> bool:
     """An admin request may take an allocated device, but not one this claim already holds."""
     return not already_in_this_claim
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+def validate_admin_access(ctx, data) -> None:
+    """Request validator: an adminAccess request needs the gate and a labelled namespace."""
+    if not is_admin(data):
+        return
+    try:
+        check_admin_access(ctx.claim_key, data.name, ctx.namespaces, ctx.gates)
+    except AdminAccessError as e:
+        raise ValidationError(str(e)) from e
+
+
+class FeatureAllocatedCheck(AllocatedCheck):
+    """Check 1 with admin access and shared devices: an admin request may take allocated
+    devices (not one its own claim already has) and reserves nothing; a device that allows
+    multiple allocations (DRAConsumableCapacity) is limited by its capacity, not by who else
+    holds it."""
+
+    name = "allocated"
+    prefilter_it_independent = True  # in-cluster answers hold for every instance type
+
+    def __init__(self, ctx) -> None:
+        AllocatedCheck.__init__(self, ctx)
+        self.gates = ctx.gates
+        self.sharing = ctx.gates.enabled(CAPACITY_GATE)  # read once per DFS, not per device
+        self.preallocated = ctx.tracker.preallocated
+        self.holders: dict[tuple[DeviceID, bool], list[int]] = {}
+        self.kinds: list[str] = []
+
+    def prefilter(self, ctx, claim, request, cand):
+        if is_admin(request):
+            return None
+        if self.sharing and cand.device.allow_multiple_allocations:
+            if not is_template(cand) and cand.id in self.preallocated:
+                return ("allocated", f"device {cand.id} is already allocated")
+            return None
+        return AllocatedCheck.prefilter(self, ctx, claim, request, cand)
+
+    def try_add(self, ctx, step, cand):
+        key = (cand.id, is_template(cand))
+        held = self.holders.get(key, ())
+        shared = self.sharing and cand.device.allow_multiple_allocations
+        if is_admin(step.request):
+            if step.claim.index in held and not shared:
+                return (
+                    "admin-access",
+                    f"device {cand.id} is already allocated for claim {step.claim.key}",
+                )
+            kind = "admin"
+        elif shared:
+            if not is_template(cand) and cand.id in self.preallocated:
+                return ("allocated", f"device {cand.id} is already allocated")
+            kind = "shared"
+        else:
+            if held:
+                return ("allocated", f"device {cand.id} is already allocated in this search")
+            rejection = AllocatedCheck.try_add(self, ctx, step, cand)
+            if rejection is not None:
+                return rejection
+            kind = "exclusive"
+        self.holders.setdefault(key, []).append(step.claim.index)
+        self.kinds.append(kind)
+        if kind != "exclusive":
+            ctx.extra["_no_reserve"] = True
+        if kind == "admin":
+            ctx.extra["adminAccess"] = True
+        return None
+
+    def remove(self, ctx, step, cand):
+        kind = self.kinds.pop()
+        key = (cand.id, is_template(cand))
+        held = self.holders[key]
+        held.pop()
+        if not held:
+            del self.holders[key]
+        if kind == "exclusive":
+            AllocatedCheck.remove(self, ctx, step, cand)

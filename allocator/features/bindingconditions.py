@@ -15,7 +15,7 @@ True. For the simulation that means:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from contextvars import ContextVar, Token
+from functools import partial
 from typing import Any, TypeVar
 
 from allocator.features.gates import ALL_ON, FeatureGates
@@ -25,19 +25,6 @@ GATE = "DRADeviceBindingConditions"
 DEFAULT_BINDING_TIMEOUT_SECONDS = 600
 
 T = TypeVar("T")
-
-# The gates of the run in progress, for predicates that only get a claim (the core's
-# REALLOCATION_PREDICATES). A run sets it once, before anything classifies claims, so that the
-# allocated-device seed and the claim classification agree.
-_ACTIVE_GATES: ContextVar[FeatureGates] = ContextVar("dra_active_gates", default=ALL_ON)
-
-
-def activate_gates(gates: FeatureGates) -> Token:
-    return _ACTIVE_GATES.set(gates)
-
-
-def active_gates() -> FeatureGates:
-    return _ACTIVE_GATES.get()
 
 
 def device_selectable(device: Device, gates: FeatureGates = ALL_ON) -> bool:
@@ -184,3 +171,40 @@ def device_result_fields(device: Device, gates: FeatureGates = ALL_ON) -> dict[s
     if device.binds_to_node:
         out["bindsToNode"] = True
     return out
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class BindingConditionCheck:
+    """With the gate off a device with binding conditions is not selectable; with it on the
+    device's binding conditions go into the allocation result."""
+
+    name = "binding-condition"
+    prefilter_it_independent = True
+
+    def __init__(self, ctx) -> None:
+        self.enabled = ctx.gates.enabled(GATE)
+
+    def prefilter(self, ctx, claim, request, cand):
+        if not self.enabled and cand.device.binding_conditions:
+            return ("binding-condition", unselectable_reason(cand.id))
+        return None
+
+    def try_add(self, ctx, step, cand):
+        rejection = self.prefilter(ctx, step.claim, step.request, cand)
+        if rejection is not None:
+            return rejection
+        fields = device_result_fields(cand.device, ctx.gates)
+        if fields:
+            ctx.extra.update(fields)
+        return None
+
+    def remove(self, ctx, step, cand):
+        return None
+
+
+def reallocation_predicate(gates: FeatureGates) -> Callable[[ResourceClaim], bool]:
+    """A claim showing a binding failure condition is re-run through the DFS (the run's
+    gates decide which conditions count)."""
+    return partial(binding_failed, gates=gates)

@@ -21,7 +21,9 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from allocator.errors import ValidationError
 from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.state import FeatureState, is_admin, is_template, state_of
 from allocator.model import (
     CapacityRequirements,
     Device,
@@ -361,3 +363,108 @@ class CapacityView:
         if not amounts:
             return
         _add(self._path.setdefault((device_id, template), {}), amounts, sign=-1)
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class CapacityCheck:
+    """The capacity a request asks for must fit the device (its request policy, what is
+    left after the other shares); a share records consumedCapacity and a shareID."""
+
+    name = "capacity"
+    prefilter_it_independent = True  # the static fit of a device; shares are checked in try_add
+
+    def __init__(self, ctx, state: FeatureState) -> None:
+        self.view = state.capacity.view(ctx.node_claim_id, ctx.instance_type)
+        self.gates = ctx.gates
+        self.taken: list[dict[str, Quantity] | None] = []
+
+    def prefilter(self, ctx, claim, request, cand):
+        if is_admin(request):
+            return None
+        requirements = request.exact.capacity if request.exact is not None else None
+        if requirements is None and not cand.device.allow_multiple_allocations:
+            return None  # taken whole, nothing asked: every capacity fits
+        try:
+            amounts = consumption(cand.device, cand.id.driver, requirements)
+        except CapacityError as e:
+            return ("capacity", f"device {cand.id}: {e}")
+        if amounts is None:
+            return (
+                "capacity",
+                f"device {cand.id} cannot serve the capacity {request.name} requests "
+                "(capacity missing or outside the device's request policy)",
+            )
+        problem = fits(cand.device, amounts)
+        if problem is not None:
+            return ("capacity", f"device {cand.id}: {problem}")
+        return None
+
+    def try_add(self, ctx, step, cand):
+        if is_admin(step.request):
+            self.taken.append(None)
+            return None
+        requirements = step.request.exact.capacity if step.request.exact is not None else None
+        if requirements is None and not cand.device.allow_multiple_allocations:
+            self.taken.append(None)
+            return None
+        try:
+            amounts, reason = self.view.try_take(
+                cand.id, cand.device, requirements, template=is_template(cand)
+            )
+        except CapacityError as e:
+            return ("capacity", f"device {cand.id}: {e}")
+        if reason is not None:
+            return ("capacity", reason)
+        if cand.device.allow_multiple_allocations and amounts is not None:
+            ctx.extra["consumedCapacity"] = {k: v.canonical() for k, v in sorted(amounts.items())}
+            ctx.extra["shareID"] = share_id(step.claim.key, step.request.name, cand.id, step.slot)
+            ctx.extra["_share"] = amounts
+            self.taken.append(amounts)
+        else:
+            self.taken.append(None)
+        return None
+
+    def remove(self, ctx, step, cand):
+        amounts = self.taken.pop()
+        if amounts:
+            self.view.give_back(cand.id, amounts, template=is_template(cand))
+
+
+def capacity_check(ctx) -> CapacityCheck | None:
+    state = state_of(ctx.extensions)
+    return CapacityCheck(ctx, state) if state is not None else None
+
+
+def serves_several_slots(ctx, cand) -> bool:
+    """A device that allows multiple allocations can serve several slots of one request."""
+    return cand.device.allow_multiple_allocations and ctx.gates.enabled(GATE)
+
+
+def validate_capacity(ctx, data) -> None:
+    """Request validator: capacity requests need the gate."""
+    if data.exact is None:
+        return
+    try:
+        check_capacity_gate(data.exact, ctx.claim_key, data.name, ctx.gates)
+    except CapacityError as e:
+        raise ValidationError(str(e)) from e
+
+
+def commit_shares(allocator, node_claim_id: str, instance_type: str, path: list) -> None:
+    """Commit hook: the shares the committed devices give out."""
+    state = state_of(allocator.extensions)
+    if state is None:
+        return
+    shares = [
+        (e.cand.id, e.extra["_share"], is_template(e.cand)) for e in path if "_share" in e.extra
+    ]
+    if shares:
+        state.capacity.commit(node_claim_id, instance_type, shares)
+
+
+def release_shares(allocator, node_claim_id: str, instance_type: str) -> None:
+    state = state_of(allocator.extensions)
+    if state is not None:
+        state.capacity.release_instance_type(node_claim_id, instance_type)

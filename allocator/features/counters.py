@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.state import FeatureState, is_admin, is_template, state_of
 from allocator.model import (
     CounterConsumption,
     Device,
@@ -564,3 +565,125 @@ class CounterView:
 
 def is_compatibility_group_failure(reason: str | None) -> bool:
     return bool(reason) and reason.startswith("compatibility-group:")
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class CounterCheck:
+    """A device that consumes shared counters needs enough left in each of its counter sets
+    (trace reason ``counter``), and compatible groups with what the counter set already
+    serves (``compatibility-group``)."""
+
+    # Not IT-independent: the counters a NodeClaim's own instance type committed count.
+    name = "counter"
+
+    def __init__(self, ctx, state: FeatureState) -> None:
+        slices_by_it = getattr(ctx, "template_slices_by_it", None) or {}
+        templates = slices_by_it.get(ctx.instance_type, [])
+        self.view = state.counters.view(ctx.node_claim_id, ctx.instance_type, templates)
+        self.gates = ctx.gates
+        self.groups_on = ctx.gates.enabled(GROUPS_GATE)
+        self.grouped = set(state.grouped_pools)
+        for t in templates:
+            if pool_has_compatibility_groups(t.devices):
+                self.grouped.add(PoolKey(t.driver, t.pool))
+        self.applied: list[bool] = []
+
+    def prefilter(self, ctx, claim, request, cand):
+        if not self.groups_on and cand.pool_key in self.grouped:
+            return (
+                "compatibility-group",
+                f"pool {cand.id.driver}/{cand.id.pool} declares compatibility groups, but the "
+                f"{GROUPS_GATE} feature is disabled: the pool is treated as incomplete",
+            )
+        device = cand.device
+        if not device.consumes_counters:
+            return None
+        blocked = gate_blocks_device(device, self.gates)
+        if blocked:
+            return ("counter", blocked)
+        pool = self.view.template_pools if is_template(cand) else self.view.ledger.pools
+        counter_pool = pool.get(cand.pool_key)
+        if counter_pool is None:
+            return ("counter", f"device {cand.id}: its pool defines no shared counters")
+        if counter_pool.error:
+            return ("counter", counter_pool.error)
+        if is_admin(request):
+            return None
+        # Counters used up by devices allocated before this Allocate: no path can fit it.
+        reason = self.view.static_check(cand.id, device, template=is_template(cand))
+        if reason is not None:
+            if is_compatibility_group_failure(reason):
+                return ("compatibility-group", reason.removeprefix("compatibility-group: "))
+            return ("counter", reason)
+        return None
+
+    def try_add(self, ctx, step, cand):
+        rejection = self.prefilter(ctx, step.claim, step.request, cand)
+        if rejection is not None:
+            return rejection
+        if is_admin(step.request) or not cand.device.consumes_counters:
+            self.applied.append(False)
+            return None
+        reason = self.view.try_add(cand.id, cand.device, template=is_template(cand))
+        if reason is not None:
+            if is_compatibility_group_failure(reason):
+                return ("compatibility-group", reason.removeprefix("compatibility-group: "))
+            return ("counter", reason)
+        self.applied.append(True)
+        return None
+
+    def remove(self, ctx, step, cand):
+        if self.applied.pop():
+            self.view.remove(cand.id, cand.device, template=is_template(cand))
+
+
+def counter_check(ctx) -> CounterCheck | None:
+    state = state_of(ctx.extensions)
+    if state is None:
+        return None
+    templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(ctx.instance_type, [])
+    if not state.counters.pools and not _templates_use_counters(state, templates):
+        return None  # no shared counters anywhere: nothing to check
+    return CounterCheck(ctx, state)
+
+
+def _templates_use_counters(state: FeatureState, templates) -> bool:
+    """Whether an instance type's templates publish or consume counters (asked once per
+    instance type's template list, not once per DFS)."""
+    hit = state.template_counters.get(id(templates))
+    if hit is None or hit[0] is not templates:
+        uses = any(
+            t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
+        )
+        hit = state.template_counters[id(templates)] = (templates, uses)
+    return hit[1]
+
+
+def commit_counters(allocator, node_claim_id: str, instance_type: str, path: list) -> None:
+    """Commit hook: the counters the committed devices consume (admin access consumes none)."""
+    state = state_of(allocator.extensions)
+    if state is None:
+        return
+    cluster = [
+        e.cand.id
+        for e in path
+        if not is_template(e.cand)
+        and e.cand.device.consumes_counters
+        and not e.extra.get("adminAccess")
+    ]
+    template = [
+        e.cand.id
+        for e in path
+        if is_template(e.cand)
+        and e.cand.device.consumes_counters
+        and not e.extra.get("adminAccess")
+    ]
+    state.counters.commit(node_claim_id, instance_type, cluster, template)
+
+
+def release_counters(allocator, node_claim_id: str, instance_type: str) -> None:
+    state = state_of(allocator.extensions)
+    if state is not None:
+        state.counters.release_instance_type(node_claim_id, instance_type)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.constraints import request_in_scope
+from allocator.errors import ValidationError
 from allocator.features.attributes import as_value_set, is_list_value, lookup_attribute
+from allocator.features.capacity import GATE as CAPACITY_GATE
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.features.prioritized import constraint_applies
 from allocator.model import AttributeValue, Device, DeviceConstraint, DeviceID
@@ -138,3 +141,53 @@ def _show(value: AttributeValue) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(str(v) for v in value) + "]"
     return str(value)
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class DistinctConstraint:
+    """``distinctAttribute`` in the core's Constraint protocol (trace reason ``distinct``)."""
+
+    reason_code = "distinct"
+
+    def __init__(self, attribute: str, request_names: frozenset[str], lists: bool) -> None:
+        self.attribute = attribute
+        self.request_names = request_names
+        self.inner = DistinctAttributeConstraint(attribute, (), lists)
+
+    def __repr__(self) -> str:
+        return f"distinctAttribute {self.attribute}"
+
+    def applies(self, request: str) -> bool:
+        return request_in_scope(self.request_names, request)
+
+    def add(self, request: str, cand) -> str | None:
+        if not self.applies(request):
+            return None
+        if self.inner.add(request, None, cand.device, cand.id):
+            return None
+        return self.inner.last_failure or f"device {cand.id} is not distinct"
+
+    def remove(self, request: str, cand) -> None:
+        if self.applies(request):
+            self.inner.remove(request, None, cand.device, cand.id)
+
+    def set_binding_fallback(self, fallback) -> None:
+        return None
+
+    def reset(self) -> None:
+        self.inner._values.clear()
+
+
+def parse_distinct(dc, ctx) -> DistinctConstraint:
+    """The ``distinctAttribute`` constraint parser (refused while its gate is off)."""
+    gates = ctx.gates or ALL_ON
+    if not gates.enabled(CAPACITY_GATE):
+        raise ValidationError(
+            f"claim {ctx.claim_key}: unsupported constraint type 'distinctAttribute' (it needs "
+            f"the {CAPACITY_GATE} feature)"
+        )
+    return DistinctConstraint(
+        dc.distinct_attribute, frozenset(dc.requests), gates.enabled(LIST_GATE)
+    )

@@ -28,9 +28,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from allocator.claims import REALLOCATED, UNALLOCATED
+from allocator.errors import AllocationError
 from allocator.features.capacity import resolve_capacity_name
 from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.model import Device, Pod
+from allocator.features.state import state_of
+from allocator.features.taints import pod_claim_entries
+from allocator.model import Device, DeviceID, Pod, ResourceClaim
+from allocator.pools import TEMPLATE
 from allocator.quantity import BINARY_SI, Quantity, QuantityError
 
 GATE = "DRANodeAllocatableResources"
@@ -221,3 +226,134 @@ def pod_level_limit_problem(pod: Pod, dra: dict[str, Quantity]) -> str | None:
                 f"and devices add {amount} of {name}, more than the pod-level request {limit}"
             )
     return None
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+def _parse_consumed(raw: dict | None) -> dict[str, Quantity] | None:
+    if not raw:
+        return None
+    try:
+        return {k: Quantity.parse(v) for k, v in raw.items()}
+    except QuantityError:
+        return None
+
+
+def _pod_claim_names(pod) -> dict[str, str]:
+    """claim key -> the pod's spec.resourceClaims[].name."""
+    if pod is None:
+        return {}
+    return {key: name for name, key in pod_claim_entries(pod)}
+
+
+def _declares_node_resources(device: Device) -> bool:
+    raw = device.raw
+    return bool(raw) and (
+        "nodeAllocatableResources" in raw or "nodeAllocatableResourceMappings" in raw
+    )
+
+
+def node_resources(
+    allocator, node_claim, claims: list[ResourceClaim], result, per_it: dict, pod, slices_by_it
+) -> dict[str, Quantity]:
+    """What the devices of the pod's claims add to its node resource needs; the largest amount
+    over the instance types that succeeded (only one of them launches)."""
+    state = state_of(allocator.extensions)
+    if state is None or not state.gates.enabled(GATE):
+        return {}
+    names = _pod_claim_names(pod)
+    its = list(per_it) or [""]
+    best: dict[str, Quantity] = {}
+    for it in its:
+        templates = None
+        devices: list[AllocatedDevice] = []
+        for index, claim in enumerate(claims):
+            outcome = result.claims[index]
+            pod_claim_name = names.get(claim.key, "")
+            if outcome.state in (UNALLOCATED, REALLOCATED):
+                for e in per_it.get(it, []):
+                    # Devices publishing no node allocatable resources add nothing.
+                    if e.claim_index == index and _declares_node_resources(e.cand.device):
+                        devices.append(
+                            AllocatedDevice(
+                                claim.key,
+                                pod_claim_name,
+                                e.cand.id.driver,
+                                e.cand.device,
+                                e.extra.get("_share"),
+                            )
+                        )
+                continue
+            for d in outcome.devices_for([it] if it else None):
+                device_id = DeviceID(d.driver, d.pool, d.device)
+                if d.source == TEMPLATE and templates is None:
+                    templates = {
+                        DeviceID(t.driver, t.pool, x.name): x
+                        for t in (slices_by_it or {}).get(it, [])
+                        for x in t.devices
+                    }
+                device = (
+                    templates.get(device_id)
+                    if d.source == TEMPLATE
+                    else state.devices.get(device_id)
+                )
+                if device is None or not _declares_node_resources(device):
+                    continue
+                devices.append(
+                    AllocatedDevice(
+                        claim.key,
+                        pod_claim_name,
+                        d.driver,
+                        device,
+                        _parse_consumed(d.extra.get("consumedCapacity")),
+                    )
+                )
+        try:
+            amounts = dra_node_resources(pod, devices, state.gates)
+        except NodeAllocatableError as e:
+            raise AllocationError(str(e), code="node-resources") from e
+        for name, amount in amounts.items():
+            if name not in best or amount > best[name]:
+                best[name] = amount
+    return best
+
+
+def claim_maps_node_resources(allocator, devices, templates_by_it=None) -> bool:
+    """Whether an allocated claim's devices map node allocatable resources directly (the
+    docs: such claims cannot be shared by several pods; overhead-only devices can).
+    ``devices``: the claim's ``AllocatedDevice``s; ``templates_by_it``: the NodeClaim's
+    ResourceSliceTemplates for its template devices."""
+    state = state_of(allocator.extensions)
+    if state is None or not state.gates.enabled(GATE):
+        return False
+    for d in devices:
+        device_id = DeviceID(d.driver, d.pool, d.device)
+        if d.source == TEMPLATE:
+            device = next(
+                (
+                    x
+                    for t in (templates_by_it or {}).get(d.instance_type or "", ())
+                    if t.driver == d.driver and t.pool == d.pool
+                    for x in t.devices
+                    if x.name == d.device
+                ),
+                None,
+            )
+        else:
+            device = state.devices.get(device_id)
+        if device is None:
+            continue
+        try:
+            if parse_node_allocatable(device).mappings:
+                return True
+        except NodeAllocatableError:
+            continue  # reported where the resources are computed
+    return False
+
+
+def add_node_resources(allocator, node_claim, claims, result, per_it, pod, slices_by_it) -> None:
+    """Result hook: ``AllocationResult.node_resources``."""
+    result.node_resources = node_resources(
+        allocator, node_claim, claims, result, per_it, pod, slices_by_it
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.state import FeatureState, is_template, state_of
 from allocator.model import Node
 
 GATE = "DRAOptionalNodeOperations"
@@ -59,3 +60,73 @@ def node_problem(node: Node | None, operations: Iterable[str]) -> str | None:
         f"node {node.name if node else ''} does not declare the {GATE} feature in "
         "status.declaredFeatures, but the pod's devices skip node operations"
     )
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class NodeOperationsCheck:
+    """Copies the slice's skipNodeOperations into the result; an existing node must declare
+    DRAOptionalNodeOperations to get such devices."""
+
+    name = "node-operations"
+    prefilter_it_independent = True  # depends on the node, not the instance type
+
+    def __init__(self, ctx, state: FeatureState | None) -> None:
+        node = None
+        nodes = state.nodes if state is not None else None
+        if nodes is not None and ctx.node_claim_id.startswith("node/"):
+            node = nodes.get(ctx.node_claim_id.removeprefix("node/"))
+        self.node = node
+        self.check_node = node is not None
+        self.cache: dict[int, tuple[str, ...]] = {}  # per slice object
+        self.template_ops: dict[str, dict[int, tuple[str, ...]]] = {}  # IT -> device object
+
+    def _template_operations(self, ctx, cand) -> tuple[str, ...]:
+        """A template's own skipNodeOperations (the slice the new node's driver publishes)."""
+        it = cand.instance_type or ctx.instance_type
+        by_device = self.template_ops.get(it)
+        if by_device is None:
+            by_device = self.template_ops[it] = {}
+            templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(it, ())
+            for t in templates:
+                ops = skip_node_operations(t.raw, ctx.gates)
+                if ops:
+                    for d in t.devices:
+                        by_device[id(d)] = ops
+        return by_device.get(id(cand.device), ())
+
+    def _operations(self, ctx, cand) -> tuple[str, ...]:
+        if cand.slice is None:
+            return self._template_operations(ctx, cand) if is_template(cand) else ()
+        key = id(cand.slice)
+        ops = self.cache.get(key)
+        if ops is None:
+            ops = self.cache[key] = skip_node_operations(cand.slice.raw, ctx.gates)
+        return ops
+
+    def prefilter(self, ctx, claim, request, cand):
+        if not self.check_node:
+            return None  # a new NodeClaim declares every feature
+        ops = self._operations(ctx, cand)
+        if ops:
+            problem = node_problem(self.node, ops)
+            if problem is not None:
+                return ("node-operations", f"device {cand.id}: {problem}")
+        return None
+
+    def try_add(self, ctx, step, cand):
+        rejection = self.prefilter(ctx, step.claim, step.request, cand)
+        if rejection is not None:
+            return rejection
+        ops = self._operations(ctx, cand)
+        if ops:
+            ctx.extra["skipNodeOperations"] = list(ops)
+        return None
+
+    def remove(self, ctx, step, cand):
+        return None
+
+
+def node_operations_check(ctx) -> NodeOperationsCheck:
+    return NodeOperationsCheck(ctx, state_of(ctx.extensions))

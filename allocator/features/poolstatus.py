@@ -26,6 +26,7 @@ from typing import Any
 from allocator.features.attributes import lookup_attribute
 from allocator.features.counters import build_counter_pool
 from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.state import state_of
 from allocator.features.taints import TaintIndex
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice
 from allocator.quantity import Quantity
@@ -236,3 +237,19 @@ def pool_status(
             }
         out.append(entry)
     return out
+
+
+def run_pool_status(
+    slices, allocator, gates: FeatureGates, default_partition_type_attribute: str | None = None
+) -> list[dict]:
+    """CONTRACT section 4 ``pools`` after the run: exclusive holds from the tracker, shares
+    from the capacity ledger (cluster shares minus the freed ones, plus the run's)."""
+    state = state_of(allocator.extensions)
+    return pool_status(
+        slices,
+        allocated=allocator.allocated_cluster_devices(),
+        consumed_capacity=state.capacity.consumed_after_run() if state is not None else None,
+        taints=state.taints if state is not None else None,
+        gates=gates,
+        default_partition_type_attribute=default_partition_type_attribute,
+    )

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from allocator.errors import ValidationError
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceRequest, ExactDeviceRequest
+from allocator.validation import validate_exact_request
 
 GATE = "DRAPrioritizedList"
 
@@ -93,3 +95,16 @@ def min_devices(alternatives: list[RequestAlternative]) -> int:
 def top_level_request(result_name: str) -> str:
     """``gpu/high-memory`` -> ``gpu`` (the request a device result belongs to)."""
     return result_name.split("/", 1)[0]
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+def first_available(ctx, request) -> list:
+    """Request Validation of a ``firstAvailable`` request: its subrequests' RequestData, in
+    order (refused while the gate is off)."""
+    try:
+        alternatives = request_alternatives(request, ctx.gates, ctx.claim_key)
+    except PrioritizedListError as e:
+        raise ValidationError(str(e)) from e
+    return [validate_exact_request(ctx, alt.result_name, alt.spec) for alt in alternatives]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.state import FeatureState, state_of
 from allocator.model import (
     Device,
     DeviceClass,
@@ -25,6 +26,8 @@ from allocator.model import (
     ResourceSlice,
     Snapshot,
 )
+
+GATE = "DRADeviceTaints"
 
 EFFECT_NO_SCHEDULE = "NoSchedule"
 EFFECT_NO_EXECUTE = "NoExecute"
@@ -384,3 +387,42 @@ def taint_rule_previews(
             }
         )
     return previews
+
+
+# --- in the pipeline ---------------------------------------------------------------------------
+
+
+class TaintCheck:
+    """A device with a NoSchedule / NoExecute taint its request does not tolerate is refused
+    (trace reason ``taint``); the tolerations used go into the allocation result."""
+
+    name = "taint"
+    prefilter_it_independent = True
+
+    def __init__(self, state: FeatureState) -> None:
+        self.index = state.taints
+
+    def prefilter(self, ctx, claim, request, cand):
+        tolerations = request.exact.tolerations if request.exact is not None else []
+        blocking = self.index.blocking(cand.id, cand.device, tolerations)
+        if blocking:
+            return ("taint", taint_reason(cand.id, blocking))
+        return None
+
+    def try_add(self, ctx, step, cand):
+        rejection = self.prefilter(ctx, step.claim, step.request, cand)
+        if rejection is not None:
+            return rejection
+        if step.request.exact is not None:
+            used = self.index.used_tolerations(cand.id, cand.device, step.request.exact.tolerations)
+            if used:
+                ctx.extra["tolerations"] = [toleration_to_json(t) for t in used]
+        return None
+
+    def remove(self, ctx, step, cand):
+        return None
+
+
+def taint_check(ctx) -> TaintCheck | None:
+    state = state_of(ctx.extensions)
+    return TaintCheck(state) if state is not None else None

@@ -8,9 +8,10 @@ bindings), and the ResourceClaims of pending pods, generating those that templat
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from allocator.claims import REALLOCATION_PREDICATES, reserved_only_by_deleting_pods
+from allocator.claims import reserved_only_by_deleting_pods
 from allocator.model import (
     DeviceID,
     InstanceType,
@@ -61,23 +62,27 @@ def claim_held_only_by_deleting(claim: ResourceClaim, deleting_pods: set[str]) -
     return reserved_only_by_deleting_pods(claim, deleting_pods)
 
 
-def reallocated(claim: ResourceClaim, deleting_pods: set[str]) -> bool:
-    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or a device that
-    failed to bind (the predicates the features add to ``claims.REALLOCATION_PREDICATES``)."""
+Predicates = Sequence[Callable[[ResourceClaim], bool]]
+
+
+def reallocated(claim: ResourceClaim, deleting_pods: set[str], reallocation: Predicates) -> bool:
+    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or one of the
+    pipeline's ``reallocation_predicates`` (a device that failed to bind)."""
     if claim.allocation is None:
         return False
     if reserved_only_by_deleting_pods(claim, deleting_pods):
         return True
-    return any(predicate(claim) for predicate in REALLOCATION_PREDICATES)
+    return any(predicate(claim) for predicate in reallocation)
 
 
 def allocated_device_seed(
-    claims: dict[str, ResourceClaim], deleting_pods: set[str]
+    claims: dict[str, ResourceClaim], deleting_pods: set[str], reallocation: Predicates
 ) -> set[DeviceID]:
-    """Devices of every allocated claim, minus those held only by deleting pods."""
+    """Devices of every allocated claim, minus those held only by deleting pods (or otherwise
+    re-allocated, ``reallocation``: the pipeline's reallocation predicates)."""
     seed: set[DeviceID] = set()
     for claim in claims.values():
-        if claim.allocation is None or reallocated(claim, deleting_pods):
+        if claim.allocation is None or reallocated(claim, deleting_pods, reallocation):
             continue
         # Shares of a multi-allocatable device (shareID set) never hold it exclusively (their
         # capacity is accounted by consumable capacity), and admin-access allocations do not
@@ -223,13 +228,17 @@ def _claim_from_template(
     )
 
 
-def claim_state_before_dfs(claim: ResourceClaim, deleting_pods: set[str], in_memory: bool) -> str:
+def claim_state_before_dfs(
+    claim: ResourceClaim, deleting_pods: set[str], in_memory: bool, reallocation: Predicates
+) -> str:
     """How the allocator will classify the claim (used for pods no target accepted).
 
     ``in_memory``: allocated earlier in this run, which wins over a stale in-cluster
-    allocation that the run re-allocated."""
+    allocation that the run re-allocated; ``reallocation``: the pipeline's predicates."""
     if in_memory:
         return "allocated-in-memory"
     if claim.allocation is not None:
-        return "reallocated" if reallocated(claim, deleting_pods) else "allocated-in-cluster"
+        if reallocated(claim, deleting_pods, reallocation):
+            return "reallocated"
+        return "allocated-in-cluster"
     return "unallocated"

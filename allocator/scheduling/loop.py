@@ -172,6 +172,15 @@ class Scheduler:
         allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
         self._dry = False  # a trial (see ``trial``): stop at the first commit
 
+    def claim_state(self, claim: ResourceClaim) -> str:
+        """How the allocator will classify the claim (``claim_state_before_dfs``)."""
+        return claim_state_before_dfs(
+            claim,
+            self.deleting_pods,
+            claim.key in self.in_memory,
+            self.allocator.pipeline.reallocation_predicates,
+        )
+
     # --- the loop ----------------------------------------------------------------------------
 
     def run(
@@ -253,7 +262,7 @@ class Scheduler:
         claims = outcome.pod_claims.claims
         keys = []
         for claim in claims:
-            state = claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory)
+            state = self.claim_state(claim)
             key = self._funnel_key(claim)
             if state != "unallocated" or key is None:
                 return None
@@ -307,10 +316,7 @@ class Scheduler:
         if validated and not outcome.validated:
             self._mark_validated(outcome)
         outcome.error = explain.summarize(outcome.reasons)
-        outcome.claim_states = {
-            c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
-            for c in outcome.pod_claims.claims
-        }
+        outcome.claim_states = {c.key: self.claim_state(c) for c in outcome.pod_claims.claims}
         outcome.dfs_nodes = dfs_nodes
         self.allocator.dfs_nodes += dfs_nodes
         self.replayed += 1
@@ -332,10 +338,7 @@ class Scheduler:
         if shared is not None:
             # Pod-level, like kube-scheduler's PreFilter: no node can change it.
             outcome.error = shared
-            outcome.claim_states = {
-                c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
-                for c in claims
-            }
+            outcome.claim_states = {c.key: self.claim_state(c) for c in claims}
             self.trace.set(pod_node, "failed", "node-resources", shared)
             return False
         requests = pod_requests(pod)
@@ -412,10 +415,7 @@ class Scheduler:
 
         self._explain_counted_out(outcome, specs)
         outcome.error = explain.summarize(outcome.reasons)
-        outcome.claim_states = {
-            c.key: claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
-            for c in claims
-        }
+        outcome.claim_states = {c.key: self.claim_state(c) for c in claims}
         self.trace.set(pod_node, "failed", "unschedulable", outcome.error)
         return False
 
@@ -446,7 +446,7 @@ class Scheduler:
 
         pod = outcome.pod
         for claim in outcome.pod_claims.claims:
-            state = claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory)
+            state = self.claim_state(claim)
             if state == "allocated-in-memory":
                 maps = self._maps_node_resources.get(claim.key, False)
             elif state == "allocated-in-cluster":
@@ -471,18 +471,13 @@ class Scheduler:
         return None
 
     def _maps(self, devices, templates_by_it) -> bool:
-        from allocator.features.plugin import claim_maps_node_resources
+        from allocator.features.nodeallocatable import claim_maps_node_resources
 
         return claim_maps_node_resources(self.allocator, devices, templates_by_it)
 
     def _to_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
         """The claims the DFS will have to place (for the device-count pre-check)."""
-        return [
-            c
-            for c in claims
-            if claim_state_before_dfs(c, self.deleting_pods, c.key in self.in_memory)
-            in ("unallocated", "reallocated")
-        ]
+        return [c for c in claims if self.claim_state(c) in ("unallocated", "reallocated")]
 
     # --- existing nodes (design: Existing Node Evaluation) -----------------------------------
 
@@ -592,9 +587,7 @@ class Scheduler:
             return None
         out = []
         for claim in claims:
-            if claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory) != (
-                "unallocated"
-            ):
+            if self.claim_state(claim) != ("unallocated"):
                 return None
             key = self._funnel_key(claim)
             if key is None:

@@ -248,7 +248,7 @@ class _Devices:
     instance types and the allocator's in-cluster universe."""
 
     def __init__(self, snapshot, allocator) -> None:
-        from allocator.features.plugin import state_of
+        from allocator.features.state import state_of
 
         self.snapshot = snapshot
         self.state = state_of(allocator.extensions)

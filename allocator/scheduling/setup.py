@@ -47,9 +47,15 @@ class Run:
     seed: set = field(default_factory=set)
 
 
-def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
+def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
+    """``pipeline``: the run's device checks and the rest of the DRA features' wiring
+    (``allocator/pipeline.py``); by default ``build_pipeline(options.gates)``."""
     from allocator.allocator import AllocationError, Allocator
     from allocator.bindings import AttributeBindings
+    from allocator.pipeline import build_pipeline
+
+    if pipeline is None:
+        pipeline = build_pipeline(options.gates)
 
     disrupted = check_candidates(snapshot, options.disrupt)
     going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
@@ -59,7 +65,9 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         name for name, node in snapshot.nodes.items() if not is_initialized(node, managed)
     }
     universe = slice_universe(snapshot.resource_slices, snapshot.nodes, uninitialized | going_away)
-    seed = allocated_device_seed(snapshot.resource_claims, pods.deleting)
+    seed = allocated_device_seed(
+        snapshot.resource_claims, pods.deleting, pipeline.reallocation_predicates
+    )
     per_pool = node_pool_instance_types(snapshot)
     bindings = AttributeBindings.build(binding_instance_types(snapshot, per_pool))
     allocator = Allocator(
@@ -67,6 +75,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         seed,
         bindings,
         snapshot.device_classes,
+        pipeline=pipeline,
         **_allocator_kwargs(snapshot, options, pods.deleting),
     )
 

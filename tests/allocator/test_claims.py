@@ -8,7 +8,6 @@ from allocator.claims import (
     ALLOCATED_IN_CLUSTER,
     ALLOCATED_IN_MEMORY,
     REALLOCATED,
-    REALLOCATION_PREDICATES,
     UNALLOCATED,
     ClaimAllocationMetadata,
     classify_claims,
@@ -39,10 +38,11 @@ def allocated(name, zone=None, pods=("train-0",)):
     )
 
 
-def classify(claims, nc=None, metadata=None, deleting=()):
+def classify(claims, nc=None, metadata=None, deleting=(), reallocation=()):
     nc = nc or in_flight("gpu-pool-1", [], requirements={ZONE: ["us-west-2a", "us-west-2b"]})
     eff = nc.requirements.copy()
-    return classify_claims(claims, eff, nc.id, metadata or {}, frozenset(deleting)), eff
+    out = classify_claims(claims, eff, nc.id, metadata or {}, frozenset(deleting), reallocation)
+    return out, eff
 
 
 def test_unallocated_and_in_cluster_topology_tightens_effective_requirements():
@@ -120,14 +120,12 @@ def test_in_memory_in_cluster_claim_merges_or_conflicts():
         )
 
 
-def test_reallocation_predicate_hook():
+def test_reallocation_predicates_of_the_pipeline():
     c = allocated("a", pods=("train-0",))
-    REALLOCATION_PREDICATES.append(lambda cl: cl.name == "a")
-    try:
-        out, _ = classify([c])
-        assert out[0].state == REALLOCATED
-    finally:
-        REALLOCATION_PREDICATES.pop()
+    out, _ = classify([c], reallocation=(lambda cl: cl.name == "a",))
+    assert out[0].state == REALLOCATED
+    out, _ = classify([c])  # the design's core: an in-cluster allocation stays
+    assert out[0].state == ALLOCATED_IN_CLUSTER
 
 
 def test_in_cluster_devices_for_the_result():

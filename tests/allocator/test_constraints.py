@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from allocator.bindings import AttributeBindings
 from allocator.constraints import (
-    CONSTRAINT_PARSERS,
     BindingFallback,
     ConstraintParseContext,
     MatchAttributeConstraint,
     parse_constraint,
-    register_constraint_parser,
 )
 from allocator.errors import ValidationError
 from allocator.model import DeviceConstraint, DeviceID
+from allocator.pipeline import core_pipeline
 from allocator.pools import TEMPLATE, DeviceWithID
 from tests.allocator.builders import GPU, NIC, PCIE_ROOT, gpu, instance_type, match_attribute, nic
 
@@ -90,25 +89,38 @@ def test_binding_path_needs_a_fallback_nil_during_validation():
 
 def test_parsing_table_and_unsupported_kinds():
     ctx = ConstraintParseContext("default/train", ["gpu", "nic"], None)
-    parsed = parse_constraint(match_attribute(PCIE_ROOT, "gpu", "nic"), ctx)
+    core = core_pipeline().constraint_parser
+    parsed = parse_constraint(match_attribute(PCIE_ROOT, "gpu", "nic"), ctx, core)
     assert isinstance(parsed, MatchAttributeConstraint)
     assert parsed.request_names == {"gpu", "nic"}
     weird = DeviceConstraint(raw={"sameRack": True})
     try:
-        parse_constraint(weird, ctx)
+        parse_constraint(weird, ctx, core)
         raise AssertionError("expected ValidationError")
     except ValidationError as e:
         assert "unsupported constraint type" in str(e) and "sameRack" in str(e)
 
 
-def test_register_constraint_parser_adds_a_kind():
-    saved = dict(CONSTRAINT_PARSERS)
-    try:
-        register_constraint_parser("sameRack", lambda dc, ctx: MatchAttributeConstraint("rack"))
-        got = parse_constraint(
-            DeviceConstraint(raw={"sameRack": True}), ConstraintParseContext("d/c", [], None)
+def test_a_pipeline_with_another_constraint_kind_parses_it():
+    from dataclasses import replace
+
+    pipeline = core_pipeline()
+    rack = replace(
+        pipeline,
+        constraint_parsers=(
+            *pipeline.constraint_parsers,
+            ("sameRack", lambda dc, ctx: MatchAttributeConstraint("rack")),
+        ),
+    )
+    same_rack = DeviceConstraint(raw={"sameRack": True})
+    got = parse_constraint(
+        same_rack, ConstraintParseContext("d/c", [], None), rack.constraint_parser
+    )
+    assert got.attribute == "rack"
+    try:  # the core pipeline itself is unchanged
+        parse_constraint(
+            same_rack, ConstraintParseContext("d/c", [], None), core_pipeline().constraint_parser
         )
-        assert got.attribute == "rack"
-    finally:
-        CONSTRAINT_PARSERS.clear()
-        CONSTRAINT_PARSERS.update(saved)
+        raise AssertionError("expected ValidationError")
+    except ValidationError as e:
+        assert "sameRack" in str(e)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 
 import pytest
 
-from allocator.dfs import DEVICE_CHECKS, register_device_check
 from allocator.errors import AllocationError, AllocationTimeout
 from allocator.model import Device, DeviceID
+from allocator.pipeline import DeviceCheckSpec, Pipeline, build_pipeline, core_pipeline
 from allocator.trace import Trace
 from tests.allocator.builders import (
     GPU,
@@ -84,8 +85,6 @@ def test_match_attribute_backtracks_to_a_consistent_set():
         exact("nic", NIC_CLASS.name),
         constraints=[match_attribute(PCIE_ROOT), match_attribute("numaNode")],
     )
-    from allocator.constraints import CONSTRAINT_PARSERS  # noqa: F401  (table in use)
-
     # numaNode unqualified: looked up as "<driver>/numaNode" on each device.
     t = Trace()
     r = a.allocate(existing_node("node-a"), [c], trace=t)
@@ -303,41 +302,40 @@ class Recorder:
         Recorder.log.append(("remove", cand.id.device))
 
 
-def test_registered_check_runs_in_order_and_unwinds_in_reverse():
-    saved = list(DEVICE_CHECKS)
+def with_check(pipeline: Pipeline, spec: DeviceCheckSpec, before: str) -> Pipeline:
+    """``pipeline`` with one more device check, placed before the check named ``before``."""
+    checks = list(pipeline.device_checks)
+    at = next(i for i, c in enumerate(checks) if c.name == before)
+    return replace(pipeline, device_checks=(*checks[:at], spec, *checks[at:]))
+
+
+def test_a_pipeline_check_runs_in_order_and_unwinds_in_reverse():
     Recorder.log = []
-    register_device_check(380, "recorder", Recorder)
-    try:
-        order = [n for _, n, _ in DEVICE_CHECKS]
-        builtins = [
-            n for n in order if n in ("allocated", "selector", "constraint", "recorder", "topology")
-        ]
-        assert builtins == ["allocated", "selector", "constraint", "recorder", "topology"]
-        slices = [
-            resource_slice(
-                "gpus-a", gpus(2, prefix="a-"), node_selector=zone_selector("us-west-2a")
-            ),
-            resource_slice(
-                "gpus-b", gpus(2, prefix="b-"), node_selector=zone_selector("us-west-2b")
-            ),
-            resource_slice(
-                "nics-b", [nic("nic-0")], driver=NIC, node_selector=zone_selector("us-west-2b")
-            ),
-        ]
-        a = make_allocator(slices)
-        nc = in_flight(
-            "gpu-pool-1",
-            [instance_type("p5.48xlarge")],
-            requirements={ZONE: ["us-west-2a", "us-west-2b"]},
-        )
-        r = a.allocate(nc, [claim("c", exact("gpu", count=2), exact("nic", NIC_CLASS.name))])
-        assert picked(r) == [f"{GPU}/gpus-b/b-0", f"{GPU}/gpus-b/b-1", f"{NIC}/nics-b/nic-0"]
-        assert r.claims[0].devices[0].extra == {"recorded": True}
-        adds = [d for op, d in Recorder.log if op == "add"]
-        removes = [d for op, d in Recorder.log if op == "remove"]
-        assert "a-0" in removes and len(adds) - len(removes) == 3
-    finally:
-        DEVICE_CHECKS[:] = saved
+    pipeline = with_check(build_pipeline(), DeviceCheckSpec("recorder", Recorder), "topology")
+    order = pipeline.check_names
+    builtins = [
+        n for n in order if n in ("allocated", "selector", "constraint", "recorder", "topology")
+    ]
+    assert builtins == ["allocated", "selector", "constraint", "recorder", "topology"]
+    slices = [
+        resource_slice("gpus-a", gpus(2, prefix="a-"), node_selector=zone_selector("us-west-2a")),
+        resource_slice("gpus-b", gpus(2, prefix="b-"), node_selector=zone_selector("us-west-2b")),
+        resource_slice(
+            "nics-b", [nic("nic-0")], driver=NIC, node_selector=zone_selector("us-west-2b")
+        ),
+    ]
+    a = make_allocator(slices, pipeline=pipeline)
+    nc = in_flight(
+        "gpu-pool-1",
+        [instance_type("p5.48xlarge")],
+        requirements={ZONE: ["us-west-2a", "us-west-2b"]},
+    )
+    r = a.allocate(nc, [claim("c", exact("gpu", count=2), exact("nic", NIC_CLASS.name))])
+    assert picked(r) == [f"{GPU}/gpus-b/b-0", f"{GPU}/gpus-b/b-1", f"{NIC}/nics-b/nic-0"]
+    assert r.claims[0].devices[0].extra == {"recorded": True}
+    adds = [d for op, d in Recorder.log if op == "add"]
+    removes = [d for op, d in Recorder.log if op == "remove"]
+    assert "a-0" in removes and len(adds) - len(removes) == 3
 
 
 def test_requests_take_devices_in_increasing_order_no_permutations():
@@ -498,25 +496,21 @@ def test_first_available_alternatives_are_tried_in_order():
             for s in req.first_available
         ]
 
-    saved = validation._first_available_handler
-    validation.set_first_available_handler(handler)
-    try:
-        devices = [gpu("gpu-0", model="H100"), gpu("gpu-1", model="L4"), gpu("gpu-2", model="L4")]
-        a = make_allocator([resource_slice("node-a-gpus", devices, node_name="node-a")])
-        h100 = exact(
-            "h100", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "H100"']
-        )
-        l4 = exact("l4", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "L4"'])
-        from tests.allocator.builders import first_available
+    pipeline = replace(core_pipeline(), first_available=handler)
+    devices = [gpu("gpu-0", model="H100"), gpu("gpu-1", model="L4"), gpu("gpu-2", model="L4")]
+    a = make_allocator(
+        [resource_slice("node-a-gpus", devices, node_name="node-a")], pipeline=pipeline
+    )
+    h100 = exact("h100", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "H100"'])
+    l4 = exact("l4", count=2, selectors=['device.attributes["gpu.nvidia.com"].model == "L4"'])
+    from tests.allocator.builders import first_available
 
-        c = claim("c", first_available("gpu", ("h100", h100), ("l4", l4)))
-        r = a.allocate(existing_node("node-a"), [c])
-        assert [(d.request, d.device) for d in r.claims[0].devices] == [
-            ("gpu/l4", "gpu-1"),
-            ("gpu/l4", "gpu-2"),
-        ]
-    finally:
-        validation.set_first_available_handler(saved)
+    c = claim("c", first_available("gpu", ("h100", h100), ("l4", l4)))
+    r = a.allocate(existing_node("node-a"), [c])
+    assert [(d.request, d.device) for d in r.claims[0].devices] == [
+        ("gpu/l4", "gpu-1"),
+        ("gpu/l4", "gpu-2"),
+    ]
 
 
 def reference_with_zones(devices, reqs, constrained):
@@ -624,23 +618,17 @@ class SharedCountingCheck(CountingCheck):
 
 @pytest.mark.parametrize(("check", "per_it"), [(CountingCheck, True), (SharedCountingCheck, False)])
 def test_in_cluster_prefilter_shared_across_instance_types_only_when_declared(check, per_it):
-    saved = list(DEVICE_CHECKS)
-    core = {"allocated", "selector", "constraint", "topology"}
-    DEVICE_CHECKS[:] = [c for c in saved if c[1] in core]
-    register_device_check(250, "counting", check)
+    pipeline = with_check(core_pipeline(), DeviceCheckSpec("counting", check), "constraint")
     check.calls = 0
-    try:
-        its = [instance_type(n) for n in ("p5.48xlarge", "p4d.24xlarge", "p5e.48xlarge")]
-        slices = [resource_slice("rack", gpus(4, model="L4"), all_nodes=True)]
-        a = make_allocator(slices, instance_types=its)
-        sel = 'device.attributes["gpu.nvidia.com"].model == "L4"'
-        r = a.allocate(
-            in_flight("gpu-pool-1", its), [claim("c", exact("gpu", count=4, selectors=[sel]))]
-        )
-        assert r.instance_types == [it.name for it in its]
-        assert check.calls == (4 * 3 if per_it else 4)
-    finally:
-        DEVICE_CHECKS[:] = saved
+    its = [instance_type(n) for n in ("p5.48xlarge", "p4d.24xlarge", "p5e.48xlarge")]
+    slices = [resource_slice("rack", gpus(4, model="L4"), all_nodes=True)]
+    a = make_allocator(slices, instance_types=its, pipeline=pipeline)
+    sel = 'device.attributes["gpu.nvidia.com"].model == "L4"'
+    r = a.allocate(
+        in_flight("gpu-pool-1", its), [claim("c", exact("gpu", count=4, selectors=[sel]))]
+    )
+    assert r.instance_types == [it.name for it in its]
+    assert check.calls == (4 * 3 if per_it else 4)
 
 
 ARCH = "kubernetes.io/arch"

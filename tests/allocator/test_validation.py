@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from allocator import validation
 from allocator.cel import SelectorEngine
 from allocator.errors import ValidationError
 from allocator.model import DeviceSelector
+from allocator.pipeline import build_pipeline, core_pipeline
 from allocator.pools import SliceUniverse, template_devices
 from allocator.requirements import Requirements
 from allocator.validation import (
-    REQUEST_VALIDATORS,
     SelectorMatcher,
     ValidationContext,
-    set_first_available_handler,
     validate_claim_request,
     validate_exact_request,
 )
@@ -37,17 +37,8 @@ from tests.allocator.builders import (
 )
 
 
-@pytest.fixture
-def core_only_first_available():
-    """The design's core rejects FirstAvailable; the DRAPrioritizedList feature registers a
-    handler when loaded: set it aside for the test, then put it back."""
-    saved = validation._first_available_handler
-    set_first_available_handler(None)
-    yield
-    set_first_available_handler(saved)
-
-
-def ctx(c, slices=(), its=(), classes=None):
+def ctx(c, slices=(), its=(), classes=None, pipeline=None):
+    """Request Validation with the design's core (no pipeline) unless ``pipeline`` is given."""
     pools = SliceUniverse(list(slices)).gather(None, [Requirements()])
     engine = SelectorEngine()
     return ValidationContext(
@@ -61,6 +52,7 @@ def ctx(c, slices=(), its=(), classes=None):
         engine=engine,
         device_classes=classes if classes is not None else CLASSES,
         matcher=SelectorMatcher(engine),
+        pipeline=pipeline,
     )
 
 
@@ -97,7 +89,7 @@ def test_valid_claim_merges_class_then_request_selectors():
         ),
     ],
 )
-def test_error_table_rows(build, substring, core_only_first_available):
+def test_error_table_rows(build, substring):
     classes = dict(CLASSES)
     opaque = device_class("opaque")
     opaque.selectors.append(DeviceSelector(cel=None, raw={"opaque": {}}))
@@ -187,7 +179,7 @@ def test_max_size_all_instance_types_pruned():
         validate_claim_request(ctx(claim("c", exact("gpu", mode="All")), slices, [big, bigger]))
 
 
-def test_first_available_handler_hook_and_request_validators(core_only_first_available):
+def test_pipeline_first_available_handler_and_request_validators():
     c = claim("c", first_available("gpu", ("h100", exact("h100", count=2)), ("any", exact("any"))))
 
     def handler(vctx, req):
@@ -197,18 +189,20 @@ def test_first_available_handler_hook_and_request_validators(core_only_first_ava
         ]
 
     seen = []
-    set_first_available_handler(handler)
-    REQUEST_VALIDATORS.append(lambda vctx, r: seen.append(r.name))
-    try:
-        (r,) = validate_claim_request(ctx(c)).requests
-        assert [a.name for a in r.alternatives] == ["gpu/h100", "gpu/any"]
-        assert r.max_devices() == 2
-        assert seen == ["gpu/h100", "gpu/any"]
-    finally:
-        set_first_available_handler(None)
-        REQUEST_VALIDATORS.remove(REQUEST_VALIDATORS[-1])
+    pipeline = replace(
+        core_pipeline(),
+        first_available=handler,
+        request_validators=(lambda vctx, r: seen.append(r.name),),
+    )
+    (r,) = validate_claim_request(ctx(c, pipeline=pipeline)).requests
+    assert [a.name for a in r.alternatives] == ["gpu/h100", "gpu/any"]
+    assert r.max_devices() == 2
+    assert seen == ["gpu/h100", "gpu/any"]
+    # The design's core has no FirstAvailable; the features' pipeline has DRAPrioritizedList.
     with pytest.raises(ValidationError, match="only Exactly requests"):
-        validate_claim_request(ctx(c))
+        validate_claim_request(ctx(c, pipeline=core_pipeline()))
+    (r,) = validate_claim_request(ctx(c, pipeline=build_pipeline())).requests
+    assert [a.name for a in r.alternatives] == ["gpu/h100", "gpu/any"]
 
 
 def test_request_validator_can_reject():
@@ -217,10 +211,8 @@ def test_request_validator_can_reject():
             f"claim {vctx.claim_key}: request {r.name}: admin access not permitted"
         )
 
-    REQUEST_VALIDATORS.append(no_admin)
-    try:
-        with pytest.raises(ValidationError, match="admin access"):
-            validate_claim_request(ctx(claim("c", exact("gpu"))))
-    finally:
-        REQUEST_VALIDATORS.pop()
+    pipeline = replace(core_pipeline(), request_validators=(no_admin,))
+    with pytest.raises(ValidationError, match="admin access"):
+        validate_claim_request(ctx(claim("c", exact("gpu")), pipeline=pipeline))
+    validate_claim_request(ctx(claim("c", exact("gpu"))))  # the core validates it
     assert GPU  # the GPU driver constant is the one the class selects

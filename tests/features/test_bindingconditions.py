@@ -117,15 +117,12 @@ def test_binding_timeout_defaults_to_600_seconds() -> None:
     }
 
 
-def test_active_gates_drive_the_reallocation_predicate() -> None:
-    from allocator.claims import REALLOCATION_PREDICATES
-    from allocator.features.bindingconditions import _ACTIVE_GATES, activate_gates
+def test_the_run_gates_drive_the_reallocation_predicate() -> None:
+    from allocator.pipeline import build_pipeline, core_pipeline
 
     snapshot, _ = example()
     claim = snapshot.resource_claims["default/fabric-gpu-old"]
-    assert any(p(claim) for p in REALLOCATION_PREDICATES)
-    token = activate_gates(gates_with(DRADeviceBindingConditions=False))
-    try:
-        assert not any(p(claim) for p in REALLOCATION_PREDICATES)
-    finally:
-        _ACTIVE_GATES.reset(token)
+    assert any(p(claim) for p in build_pipeline().reallocation_predicates)
+    gate_off = build_pipeline(gates_with(DRADeviceBindingConditions=False))
+    assert not any(p(claim) for p in gate_off.reallocation_predicates)
+    assert core_pipeline().reallocation_predicates == ()

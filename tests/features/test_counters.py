@@ -205,11 +205,13 @@ def test_missing_counter_set_makes_the_whole_pool_invalid_for_all_mode() -> None
     from allocator.allocator import Allocator
     from allocator.bindings import AttributeBindings
     from allocator.errors import ValidationError
+    from allocator.pipeline import build_pipeline, core_pipeline
     from allocator.pools import SliceUniverse
     from tests.allocator.builders import claim, exact, existing_node
 
     snapshot, slices = _typo_pool()
-    (pool,) = SliceUniverse(slices).gather("worker-1", [])
+    validators = build_pipeline().pool_validators
+    (pool,) = SliceUniverse(slices, validators).gather("worker-1", [])
     assert pool.invalid
     assert "consumesCounters references counter set gpu-2-counters" in pool.invalid_reason
     a = Allocator(slices, [], AttributeBindings.build({}), snapshot.device_classes)
@@ -219,5 +221,8 @@ def test_missing_counter_set_makes_the_whole_pool_invalid_for_all_mode() -> None
         a.allocate(node, [every])
     snapshot, _ = example()  # the docs' pool as published is valid
     good = [s for s in snapshot.resource_slices if s.pool_key == POOL]
-    (pool,) = SliceUniverse(good).gather("worker-1", [])
+    (pool,) = SliceUniverse(good, validators).gather("worker-1", [])
     assert not pool.invalid and pool.invalid_reason is None
+    # The design's core knows no shared counters: the typo'd pool is not invalid there.
+    (pool,) = SliceUniverse(slices, core_pipeline().pool_validators).gather("worker-1", [])
+    assert not pool.invalid

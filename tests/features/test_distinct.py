@@ -98,7 +98,7 @@ def _cand(name: str, **attributes) -> object:
 
 
 def test_list_aware_match_attribute_constraint_pins_and_unwinds() -> None:
-    from allocator.features.plugin import ListMatchAttributeConstraint
+    from allocator.features.attributes import ListMatchAttributeConstraint
 
     c = ListMatchAttributeConstraint("cpu.example.com/numaNodes", frozenset(), lists=True)
     both = _cand("g1", numaNodes=(0, 1))
@@ -115,7 +115,7 @@ def test_list_aware_match_attribute_constraint_pins_and_unwinds() -> None:
 
 
 def test_scalar_match_is_type_aware_and_lists_need_the_gate() -> None:
-    from allocator.features.plugin import ListMatchAttributeConstraint
+    from allocator.features.attributes import ListMatchAttributeConstraint
 
     c = ListMatchAttributeConstraint("cpu.example.com/flag", frozenset(), lists=True)
     assert c.add("r", _cand("a", flag=True)) is None

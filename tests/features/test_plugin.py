@@ -337,7 +337,7 @@ def test_feature_examples_match_the_result_schema() -> None:
 
 def test_run_pool_status_counts_the_run_shares() -> None:
     from allocator.features.gates import ALL_ON
-    from allocator.features.plugin import run_pool_status
+    from allocator.features.poolstatus import run_pool_status
     from allocator.model import ResourceClaim
 
     snapshot = load_example("features-consumable-capacity.yaml")

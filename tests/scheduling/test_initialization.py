@@ -72,7 +72,7 @@ def test_seed_frees_devices_held_only_by_deleting_pods():
     snap = snapshot(_node_a_with_claims())
     pods = collect_pods(snap.pods, set())
     assert pods.deleting == {"default/terminating"}
-    seed = allocated_device_seed(snap.resource_claims, pods.deleting)
+    seed = allocated_device_seed(snap.resource_claims, pods.deleting, ())
     assert seed == {
         DeviceID(GPU, "gpu-node-a", "gpu-0"),  # live consumer
         DeviceID(GPU, "gpu-node-a", "gpu-2"),  # empty reservedFor keeps its devices
