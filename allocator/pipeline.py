@@ -3,9 +3,9 @@ in order, built once per run from the feature gates and handed to the Allocator.
 
 The upstream structured allocator takes an explicit ``Features`` value and kube-scheduler builds
 each profile's plugins explicitly; here ``build_pipeline(gates)`` is the one place that says
-which checks run, in which order, for which gate. Nothing is registered anywhere: the Allocator
-gets its ``Pipeline`` at construction and passes it to Request Validation, the DFS and the
-refusal funnel (which runs the very same list of checks, in the same order).
+which checks run, in which order, for which gate. No module keeps a table that importing fills
+in: the Allocator gets its ``Pipeline`` at construction and passes it to Request Validation,
+the DFS and the refusal funnel (which runs the very same list of checks, in the same order).
 
 ``core_pipeline()`` is the design's core without any DRA feature (allocated, selector,
 constraint, topology; ``matchAttribute`` only; no FirstAvailable), kept constructible so the

@@ -9,10 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
 from allocator.model import Snapshot
 from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
+
+if TYPE_CHECKING:
+    from allocator.pipeline import Pipeline
 
 _OPTION_FIELDS = {
     "timeout",
@@ -107,8 +111,12 @@ def simulate(
     snapshot: Snapshot,
     options: SimulationOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pipeline: Pipeline | None = None,
 ) -> SimulationOutput:
-    """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes."""
+    """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes.
+
+    ``pipeline``: the run's device checks, constraint kinds, validators and hooks; by default
+    ``build_pipeline(options.gates)`` (``core_pipeline()`` runs the design without features)."""
     from allocator.pipeline import build_pipeline
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
@@ -116,8 +124,8 @@ def simulate(
     options = options or SimulationOptions()
     started = time.perf_counter()
     trace = Trace(enabled=True, max_nodes=options.trace_max_nodes) if options.trace else NULL_TRACE
-    # The run's device checks, constraint kinds, validators and hooks, from its gates.
-    pipeline = build_pipeline(options.gates)
+    if pipeline is None:
+        pipeline = build_pipeline(options.gates)  # built per run, from the run's gates
     run = build_run(snapshot, options, trace, pipeline)
     outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
