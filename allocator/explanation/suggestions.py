@@ -213,15 +213,20 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         report.trials += 1
         pod = candidate.pod or outcome.pod
         claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
+        extended = outcome.pod_claims.extended  # DRAExtendedResource: as the loop saw it
         if candidate.override is None:
             # Changed claims have new funnel cache keys: cached refusals stay true.
-            return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+            return ctx.scheduler.trial(
+                pod, PodClaims(claims, extended=extended), counting=candidate.counting
+            )
         with candidate.override():
             # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
             # refusal stale, and what the trial caches is stale once the change is undone.
             ctx.scheduler.invalidate_funnels()
             try:
-                return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+                return ctx.scheduler.trial(
+                    pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                )
             finally:
                 ctx.scheduler.invalidate_funnels()
 
