@@ -24,6 +24,7 @@ node or instance type that does not offer it cannot take the pod.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -351,3 +352,82 @@ def instance_type_groups(ext: ExtendedClaim, infos: list) -> list[tuple[frozense
     for info in infos:
         groups.setdefault(ext.native(info.capacity), []).append(info)
     return list(groups.items())
+
+
+# --- what a user edits (fix suggestions) --------------------------------------------------------
+
+
+def _request_origin(ext: ExtendedClaim, request: str) -> tuple[str, int, str] | None:
+    """(``initContainers`` | ``containers``, index there, resource) a request of the claim was
+    made for: ``container-<i>-request-<j>`` is container i of initContainers + containers and
+    resource j of its sorted request names."""
+    match = re.fullmatch(r"container-(\d+)-request-(\d+)", request)
+    spec = ext.pod.raw.get("spec") if isinstance(ext.pod.raw, dict) else None
+    if match is None or not isinstance(spec, dict):
+        return None
+    index, position = int(match.group(1)), int(match.group(2))
+    init = [c for c in spec.get("initContainers") or () if isinstance(c, dict)]
+    regular = [c for c in spec.get("containers") or () if isinstance(c, dict)]
+    containers = init + regular
+    if index >= len(containers):
+        return None
+    names = sorted(_container_requests(containers[index]))
+    if position >= len(names) or names[position] not in ext.classes:
+        return None
+    if index < len(init):
+        return "initContainers", index, names[position]
+    return "containers", index - len(init), names[position]
+
+
+@dataclass(slots=True)
+class FewerDevices:
+    """A pod changed so that one request of its extended resource claim asks for fewer
+    devices: the container's quantity is lowered by what the request loses."""
+
+    pod: Pod
+    extended: ExtendedClaim
+    change: dict  # as a suggestion states it: the container's ``resources``
+    container: str
+    resource: str
+    before: int
+    after: int
+
+
+def with_fewer_devices(ext: ExtendedClaim, request: str, count: int) -> FewerDevices | None:
+    """``ext``'s pod with the container behind ``request`` asking for ``count`` devices there;
+    None when no container quantity makes that request."""
+    from allocator.snapshot.core import build_pod
+    from allocator.snapshot.fields import Context
+
+    if ext.fixed or ext.claim is None:
+        return None
+    origin = _request_origin(ext, request)
+    current = next((r for r in ext.claim.spec.requests if r.name == request), None)
+    if origin is None or current is None or current.exactly is None:
+        return None
+    group, index, resource = origin
+    raw = copy.deepcopy(ext.pod.raw)
+    container = raw["spec"][group][index]
+    before = _container_requests(container)[resource].as_int() or 0
+    after = before - (current.exactly.count - count)
+    if after < 1 or after >= before:
+        return None
+    resources = container.setdefault("resources", {})
+    for key in ("requests", "limits"):
+        values = resources.get(key)
+        if isinstance(values, dict) and resource in values:
+            values[resource] = str(after)
+    problems: list[str] = []
+    ctx = Context("suggestion", 0, "Pod", ext.pod.namespace, ext.pod.name, problems)
+    pod = build_pod(ctx, raw)
+    changed = pod_extended_claim(pod, pod.requests, ext.classes, {})
+    if problems or changed is None:
+        return None
+    change = {
+        "object": f"Pod {ext.pod.key}",
+        "field": f"spec.{group}[{index}].resources",
+        "op": "set",
+        "value": copy.deepcopy(resources),
+    }
+    name = str(container.get("name") or "")
+    return FewerDevices(pod, changed, change, name, resource, before, after)

@@ -439,3 +439,45 @@ def test_good_extended_resource_names() -> None:
 def test_the_example_loads() -> None:
     snapshot = load_example(EXAMPLE)
     assert snapshot.device_classes["gpu.example.com"].extended_resource_name == "example.com/gpu"
+
+
+# --- fix suggestions ---------------------------------------------------------------------------
+
+
+def test_fewer_gpus_are_suggested_on_the_pods_container_and_the_change_applies() -> None:
+    from allocator.explanation.suggestions import apply_change
+
+    docs = _without_pods(_docs()) + [_pod("big-0", {"example.com/gpu": "3"}, node="kind-worker")]
+    snapshot = load_files([("snapshot.yaml", yaml.safe_dump_all(docs))])
+    pod = _pods(simulate(snapshot, SimulationOptions()).result)["big-0"]
+    counts = [s for s in pod["suggestions"] if s["kind"] == "reduce-count"]
+    assert counts, pod["suggestions"]
+    (suggestion,) = counts
+    # The scheduler's claim is not the user's to edit: the container's resources are.
+    assert suggestion["change"] == {
+        "object": "Pod gpu-test-ext/big-0",
+        "field": "spec.containers[0].resources",
+        "op": "set",
+        "value": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"example.com/gpu": "2"}},
+    }
+    assert suggestion["target"] == {"kind": "Node", "name": "kind-worker", "new": False}
+    assert "reduce example.com/gpu of container ctr0" in suggestion["message"]
+    assert not any("ResourceClaim" in s["change"].get("object", "") for s in pod["suggestions"])
+    fixed = _pods(_run(apply_change(docs, suggestion["change"])))["big-0"]
+    assert fixed["scheduled"] and fixed["target"]["name"] == "kind-worker"
+    assert len(fixed["claims"][0]["devices"]) == 2
+
+
+def test_an_init_containers_extra_is_reduced_on_the_init_container() -> None:
+    from allocator.explanation.suggestions import apply_change
+
+    init = [_init("warmup", "3")]
+    docs = _without_pods(_docs()) + [
+        _pod("warm-0", {"example.com/gpu": "1"}, node="kind-worker", init=init)
+    ]
+    snapshot = load_files([("snapshot.yaml", yaml.safe_dump_all(docs))])
+    pod = _pods(simulate(snapshot, SimulationOptions()).result)["warm-0"]
+    (suggestion,) = [s for s in pod["suggestions"] if s["kind"] == "reduce-count"]
+    assert suggestion["change"]["field"] == "spec.initContainers[0].resources"
+    assert suggestion["change"]["value"] == {"limits": {"example.com/gpu": "2"}}
+    assert _pods(_run(apply_change(docs, suggestion["change"])))["warm-0"]["scheduled"]
