@@ -254,32 +254,35 @@ def build_claim(pod: Pod, classes: dict[str, str]) -> ResourceClaim | None:
     )
 
 
-def existing_claim(pod: Pod, claims: dict[str, ResourceClaim]) -> ResourceClaim | None:
-    """The pod's claim from an earlier scheduling cycle, if the snapshot has it: annotated as
-    the extended resource claim and controlled by the pod (kube-scheduler's
-    findExtendedResourceClaim), or named by ``status.extendedResourceClaimStatus``."""
+def earlier_claims(claims: dict[str, ResourceClaim]) -> dict[tuple[str, str, str], ResourceClaim]:
+    """The snapshot's extended resource claims (annotated ``"true"``) by the (namespace, name,
+    uid) of the pod that controls them, built once per run."""
+    out: dict[tuple[str, str, str], ResourceClaim] = {}
+    for claim in claims.values():
+        meta = (claim.raw or {}).get("metadata") or {}
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        if not isinstance(annotations, dict) or annotations.get(CLAIM_ANNOTATION) != "true":
+            continue
+        for ref in meta.get("ownerReferences") or ():
+            if isinstance(ref, dict) and ref.get("kind") == "Pod" and ref.get("controller") is True:
+                owner = (claim.namespace, str(ref.get("name")), str(ref.get("uid") or ""))
+                out.setdefault(owner, claim)
+    return out
+
+
+def existing_claim(
+    pod: Pod, claims: dict[str, ResourceClaim], earlier: dict[tuple[str, str, str], ResourceClaim]
+) -> ResourceClaim | None:
+    """The pod's claim from an earlier scheduling cycle, if the snapshot has it: named by
+    ``status.extendedResourceClaimStatus``, or annotated as the extended resource claim and
+    controlled by the pod (kube-scheduler's findExtendedResourceClaim)."""
     status = pod.raw.get("status") if isinstance(pod.raw, dict) else None
     named = (status or {}).get("extendedResourceClaimStatus") if isinstance(status, dict) else None
     if isinstance(named, dict) and isinstance(named.get("resourceClaimName"), str):
         found = claims.get(f"{pod.namespace}/{named['resourceClaimName']}")
         if found is not None:
             return found
-    for claim in claims.values():
-        if claim.namespace != pod.namespace:
-            continue
-        meta = (claim.raw or {}).get("metadata") or {}
-        annotations = meta.get("annotations") if isinstance(meta, dict) else None
-        if not isinstance(annotations, dict) or annotations.get(CLAIM_ANNOTATION) != "true":
-            continue
-        for ref in meta.get("ownerReferences") or ():
-            if (
-                isinstance(ref, dict)
-                and ref.get("name") == pod.name
-                and ref.get("controller") is True
-                and (ref.get("uid") or "") == (pod.uid or "")
-            ):
-                return claim
-    return None
+    return earlier.get((pod.namespace, pod.name, pod.uid or ""))
 
 
 @dataclass(slots=True, eq=False)
@@ -328,6 +331,7 @@ def pod_extended_claim(
     requests: dict[str, Quantity],
     mapping: dict[str, str],
     claims: dict[str, ResourceClaim],
+    earlier: dict[tuple[str, str, str], ResourceClaim] | None = None,
 ) -> ExtendedClaim | None:
     """The pod's extended resources a DeviceClass serves (``mapping`` from ``class_mapping``;
     empty with the gate off), or None when it asks for none."""
@@ -339,7 +343,7 @@ def pod_extended_claim(
     if not classes:
         return None
     resources = {name: requests[name].milli_value() for name in classes}
-    found = existing_claim(pod, claims)
+    found = existing_claim(pod, claims, earlier if earlier is not None else earlier_claims(claims))
     if found is not None and found.allocation is not None:
         return ExtendedClaim(pod, resources, classes, found, fixed=True)
     return ExtendedClaim(pod, resources, classes, build_claim(pod, classes))

@@ -113,11 +113,14 @@ def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) ->
     mapping = ext.class_mapping(snapshot.device_classes)
     if not mapping:
         return
+    earlier = ext.earlier_claims(snapshot.resource_claims)
     for pod in pending:
         claims = pod_claims[pod.key]
         if claims.error is not None:
             continue
-        found = ext.pod_extended_claim(pod, pod.requests, mapping, snapshot.resource_claims)
+        found = ext.pod_extended_claim(
+            pod, pod.requests, mapping, snapshot.resource_claims, earlier
+        )
         if found is not None:
             claims.extended = found
             if found.claim is not None:
