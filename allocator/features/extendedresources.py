@@ -335,10 +335,14 @@ def pod_extended_claim(
 ) -> ExtendedClaim | None:
     """The pod's extended resources a DeviceClass serves (``mapping`` from ``class_mapping``;
     empty with the gate off), or None when it asks for none."""
+    # Extended resources come in whole units (pod validation); a fractional one stays plain.
     classes = {
         name: mapping[name]
         for name, quantity in requests.items()
-        if quantity.sign() > 0 and name in mapping and is_dra_extended_resource_name(name)
+        if quantity.sign() > 0
+        and quantity.is_integer()
+        and name in mapping
+        and is_dra_extended_resource_name(name)
     }
     if not classes:
         return None

@@ -481,3 +481,74 @@ def test_an_init_containers_extra_is_reduced_on_the_init_container() -> None:
     assert suggestion["change"]["field"] == "spec.initContainers[0].resources"
     assert suggestion["change"]["value"] == {"limits": {"example.com/gpu": "2"}}
     assert _pods(_run(apply_change(docs, suggestion["change"])))["warm-0"]["scheduled"]
+
+
+# --- alongside the pod's own claims, and edge cases ---------------------------------------------
+
+
+def test_the_schedulers_claim_comes_after_the_pods_own_claims() -> None:
+    nic_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "nic.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]},
+    }
+    nic_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "kind-worker-nics"},
+        "spec": {
+            "driver": "nic.example.com",
+            "nodeName": "kind-worker",
+            "pool": {"name": "kind-worker-nics", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "eth1"}],
+        },
+    }
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "rdma-nic", "namespace": "gpu-test-ext"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]
+                }
+            }
+        },
+    }
+    pod = _pod("mixed-0", {"example.com/gpu": "1"}, node="kind-worker")
+    pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "rdma-nic"}]
+    docs = _without_pods(_docs()) + [nic_class, nic_slice, template, pod]
+    result = _pods(_run(docs))["mixed-0"]
+    assert result["scheduled"]
+    assert [c["claim"] for c in result["claims"]] == [
+        "gpu-test-ext/mixed-0-nic",
+        "gpu-test-ext/mixed-0-extended-resources",
+    ]
+    assert [d["device"] for c in result["claims"] for d in c["devices"]] == ["eth1", "gpu-0"]
+
+
+def test_an_allocatable_of_zero_is_not_offering_it() -> None:
+    docs = _without_pods(_docs())
+    node = next(d for d in docs if d["metadata"]["name"] == "kind-worker")
+    node["status"]["allocatable"]["example.com/gpu"] = "0"  # a device plugin with none left
+    docs.append(_pod("zero-0", {"example.com/gpu": "1"}, node="kind-worker"))
+    pod = _pods(_run(docs))["zero-0"]
+    assert pod["scheduled"]
+    assert pod["claims"][0]["claim"] == "gpu-test-ext/zero-0-extended-resources"
+
+
+def test_a_fractional_quantity_stays_a_plain_extended_resource() -> None:
+    docs = _without_pods(_docs()) + [
+        _pod("half-0", {"example.com/gpu": "500m"}, node="kind-worker")
+    ]
+    pod = _pods(_run(docs))["half-0"]
+    assert not pod["scheduled"] and pod["claims"] == []
+    assert "exceeds node resources" in pod["error"]
+
+
+def test_the_trace_shows_the_schedulers_claim() -> None:
+    snapshot = load_example(EXAMPLE)
+    out = simulate(snapshot, SimulationOptions(trace=True, suggestions=False))
+    labels = [n["label"] for n in out.trace["nodes"] if n["kind"] == "claim"]
+    assert "gpu-test-ext/gpu-test-0-extended-resources" in labels
