@@ -439,3 +439,33 @@ def with_fewer_devices(ext: ExtendedClaim, request: str, count: int) -> FewerDev
     }
     name = str(container.get("name") or "")
     return FewerDevices(pod, changed, change, name, resource, before, after)
+
+
+def intent_devices(pod_raw: dict, device_class_docs: Iterable[dict]) -> dict | None:
+    """``spec.devices`` of the claim the scheduler makes for the pod document ``pod_raw``,
+    from the snapshot's DeviceClass documents (the pages show it as the claim's intent)."""
+    classes: dict[str, DeviceClass] = {}
+    for doc in device_class_docs:
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        spec = doc.get("spec") if isinstance(doc, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        ern = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+        classes[meta["name"]] = DeviceClass(
+            meta["name"], extended_resource_name=ern if isinstance(ern, str) else None, raw=doc
+        )
+    mapping = class_mapping(classes)
+    meta = pod_raw.get("metadata") if isinstance(pod_raw, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    pod = Pod(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), "", raw=pod_raw)
+    spec = pod_raw.get("spec") if isinstance(pod_raw, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    wanted = {
+        name
+        for c in list(spec.get("initContainers") or ()) + list(spec.get("containers") or ())
+        if isinstance(c, dict)
+        for name in _container_requests(c)
+    }
+    chosen = {r: mapping[r] for r in wanted if r in mapping and is_dra_extended_resource_name(r)}
+    claim = build_claim(pod, chosen) if chosen else None
+    return claim.raw["spec"]["devices"] if claim is not None else None
