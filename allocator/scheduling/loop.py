@@ -1014,9 +1014,10 @@ class Scheduler:
             return min((p for p in prices if p is not None), default=float("inf"))
 
         first: AllocationFailure | None = None
-        for native, infos in sorted(groups, key=price):
+        ordered = sorted(groups, key=price)
+        for native, infos in ordered:
             try:
-                return self._plan(
+                plan = self._plan(
                     nc_id,
                     node_pool,
                     base,
@@ -1030,6 +1031,18 @@ class Scheduler:
                 )
             except AllocationFailure as failure:
                 first = first or failure
+                continue
+            from allocator.scheduling.report import EXTENDED_STAGE
+
+            dropped = [i for other, group in ordered if other != native for i in group]
+            shown = ", ".join(sorted(extended.resources))
+            how = "natively" if native else "through DRA"
+            message = (
+                f"serves {shown} differently: the NodeClaim kept the instance types that serve "
+                f"it {how} (cheapest offering first)"
+            )
+            plan.stages.insert(0, (EXTENDED_STAGE, dropped, message))
+            return plan
         raise first
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:

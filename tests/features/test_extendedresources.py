@@ -224,6 +224,14 @@ def test_instance_types_differing_in_what_they_offer_natively_keep_the_cheapest_
     result = _run(_catalog(native, dra))
     assert result["nodeClaims"][0]["instanceTypes"] == ["g-dra"]
     assert _pods(result)["train-0"]["claims"][0]["devices"][0]["instanceType"] == "g-dra"
+    assert result["nodeClaims"][0]["instanceTypesPruned"] == [
+        {
+            "name": "p-native",
+            "reason": "resources",
+            "message": "serves example.com/gpu differently: the NodeClaim kept the instance "
+            "types that serve it through DRA (cheapest offering first)",
+        }
+    ]
     native["spec"]["offerings"][0]["price"] = 1.0
     result = _run(_catalog(native, dra))
     assert result["nodeClaims"][0]["instanceTypes"] == ["p-native"]
