@@ -10,6 +10,7 @@ lexicographically sorted first is picked."
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -560,3 +561,23 @@ def test_the_trace_shows_the_schedulers_claim() -> None:
     out = simulate(snapshot, SimulationOptions(trace=True, suggestions=False))
     labels = [n["label"] for n in out.trace["nodes"] if n["kind"] == "claim"]
     assert "gpu-test-ext/gpu-test-0-extended-resources" in labels
+
+
+def test_a_plain_init_container_reuses_the_devices_of_a_sidecar_that_starts_after_it() -> None:
+    init = [_init("warmup", "2"), _init("proxy", "1", sidecar=True)]
+    pod = _pod("p", {"example.com/gpu": "1"}, init=init)
+    assert _requests(pod) == [
+        ("container-1-request-0", "gpu.example.com", 1),
+        ("container-2-request-1", "gpu.example.com", 1),
+    ]
+    assert _total(pod) == (2, 2)
+
+
+def test_the_command_line_takes_the_gate(capsys) -> None:
+    from allocator.cli import main
+
+    path = str(EXAMPLES / EXAMPLE)
+    assert main(["simulate", path, "--json", "--feature-gates", "DRAExtendedResource=false"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["featureGates"]["DRAExtendedResource"] is False
+    assert not _pods(result)["gpu-test-0"]["scheduled"]
