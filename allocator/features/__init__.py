@@ -1,1 +1,3 @@
-"""Kubernetes DRA features beyond the design's first scope, as small modules the DFS consults."""
+"""Kubernetes DRA features beyond the design's first scope, one module per feature (its device
+checks, constraint kinds, validators and hooks); ``allocator/pipeline.py`` wires them into a
+run according to its feature gates."""
