@@ -121,7 +121,57 @@ class DeviceCheck(Protocol):
 CheckFactory = Callable[["DFSContext"], "DeviceCheck | None"]
 
 
-# --- the four checks of the design ----------------------------------------------------------
+# --- the checks of the design --------------------------------------------------------------
+
+
+POOL_INCOMPLETE = "pool-incomplete"
+POOL_INVALID = "pool-invalid"
+POOL_REASONS = frozenset({POOL_INCOMPLETE, POOL_INVALID})
+
+
+def pool_refusal(pool: Pool) -> Rejection | None:
+    """Why an ExactCount request takes no device of ``pool``, or None. Karpenter's
+    ``dfsExactCount`` skips incomplete pools (``if pool.Incomplete { continue }``) and an
+    invalid pool has no devices left (pool building empties them: "Invalid pools are skipped
+    during allocation"). All mode refuses such a pool as a whole, in request validation."""
+    name = f"{pool.key.driver}/{pool.key.pool}"
+    if pool.invalid:
+        return (
+            POOL_INVALID,
+            f"pool {name} is invalid ({pool.invalid_reason}): its devices are not allocated",
+        )
+    if pool.incomplete:
+        return (
+            POOL_INCOMPLETE,
+            f"pool {name} is incomplete (missing slices): {pool.published_slices} of "
+            f"{pool.declared_slices} ResourceSlices published at generation {pool.generation}",
+        )
+    return None
+
+
+class PoolCheck:
+    """Check 0: devices of incomplete or invalid in-cluster pools are never candidates.
+    Template devices belong to no in-cluster pool."""
+
+    name = "pool"
+    prefilter_it_independent = True  # a pool's completeness is global, its validity per gather
+
+    def __init__(self, ctx: DFSContext) -> None:
+        self.refusals: dict = ctx.pool_refusals
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        if cand.source == TEMPLATE or not self.refusals:
+            return None
+        return self.refusals.get(cand.pool_key)
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        return self.prefilter(ctx, step.claim, step.request, cand)
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        return None
+
+
+# --- the four checks of the design's DFS ----------------------------------------------------
 
 
 _ALLOCATED: Rejection = ("allocated", "already allocated")
@@ -287,6 +337,7 @@ class TopologyCheck:
 
 # Ordered registry: (order, name, factory). Features register between the built-ins.
 DEVICE_CHECKS: list[tuple[float, str, CheckFactory]] = [
+    (50, "pool", PoolCheck),
     (100, "allocated", AllocatedCheck),
     (200, "selector", SelectorCheck),
     (300, "constraint", ConstraintCheck),
@@ -372,6 +423,10 @@ class DFSContext:
         self.claims = claims
         self.matcher = matcher
         self.superset = superset
+        # Pools whose devices ExactCount never takes (incomplete, invalid): why, per pool key.
+        self.pool_refusals: dict = {
+            p.key: r for p in superset if (r := pool_refusal(p)) is not None
+        }
         self.templates_by_it = templates_by_it
         self.requirements = requirements  # accumulates across instance types
         self.gates = gates
@@ -800,8 +855,12 @@ class DFSContext:
         templates = self.templates_by_it.get(self.instance_type, [])
         out = []
         for cand, r in cached:
-            # The allocated check comes first: a device held here is counted there.
-            held = self._held_here(claim, req, cand) if self.tracker.cluster else None
+            # The allocated check comes next: a device held here is counted there.
+            held = (
+                self._held_here(claim, req, cand)
+                if self.tracker.cluster and (r is None or r.reason not in POOL_REASONS)
+                else None
+            )
             out.append((str(cand.id), held or r))
         for cand in templates:
             out.append((str(cand.id), self._refuse(claim, req, cand)))
@@ -850,7 +909,7 @@ class DFSContext:
         needed = (
             req.num_devices
             if req.allocation_mode != ALL
-            else len(req.slots_for(self.instance_type) or [])
+            else max(1, len(req.slots_for(self.instance_type) or []))  # All needs one at least
         )
         at_slot = {id(c): r for c, r in self.failure_refusals}
         tally = self._tally(claim, req)
@@ -904,6 +963,23 @@ class DFSContext:
         for alt in req.alternatives or [req]:
             node = trace.add(parent, "request", alt.name) if trace.enabled else parent
             if alt.allocation_mode == ALL:
+                # All mode needs at least one device: an alternative matching none fails
+                # (Karpenter: "All-mode requires at least one device to be satisfiable").
+                if not alt.slots_for(self.instance_type):
+                    self._fail(
+                        (ci, ri, 0),
+                        f"claim {claim.key} request {alt.name}: no device matches "
+                        "(allocation mode All needs at least one)",
+                    )
+                    if trace.enabled:
+                        trace.set(
+                            node,
+                            "failed",
+                            "no-devices",
+                            f"request {alt.name}: no device matches (allocation mode All "
+                            "needs at least one)",
+                        )
+                    continue
                 ok = self._all_slot(ci, ri, alt, 0, node)
             else:
                 ok = self._slot(ci, ri, alt, 0, 0, node)
