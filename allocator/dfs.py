@@ -16,7 +16,7 @@ Pruning never changes which solution is found first; it only ends searches that 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -281,6 +281,15 @@ class ConstraintCheck:
                 if reason is not None:
                     c.remove(name, cand)
                     ctx.pruned = True  # ended by reasoning: traced as "pruned"
+            elif reason is None and c.applies(name):
+                # A constraint's own feasibility reasoning (distinctAttribute: enough
+                # distinct values left for the devices still to choose?).
+                feasibility = getattr(c, "feasibility", None)
+                if feasibility is not None:
+                    reason = feasibility(ctx, step.claim, step)
+                    if reason is not None:
+                        c.remove(name, cand)
+                        ctx.pruned = True
             if reason is not None:
                 for prev in reversed(constraints[:i]):
                     prev.remove(name, cand)
@@ -588,6 +597,39 @@ class DFSContext:
                 return f"request {req.name} has {found} of {need} devices left matching {what}"
         return None
 
+    def remaining_demand(
+        self, claim: ClaimData, step: Step | None, applies: Callable[[str], bool]
+    ) -> tuple[int, Iterable[DeviceWithID]]:
+        """The devices a constraint's requests still need from this point of the search (the
+        whole claim when ``step`` is None), and the candidates that could still fill them (a
+        superset: eligible devices of those requests, from the current position on).
+        FirstAvailable requests not yet reached add nothing (any alternative might fit)."""
+        need = 0
+        pools: list[Iterable[DeviceWithID]] = []
+        first = step.request_index if step is not None else 0
+        for ri in range(first, len(claim.requests)):
+            req = claim.requests[ri]
+            current = step is not None and ri == step.request_index
+            if current:
+                req = step.request  # type: ignore[union-attr]
+            elif req.alternatives:
+                continue
+            if not applies(req.name):
+                continue
+            taken = step.slot + 1 if current else 0  # type: ignore[union-attr]
+            if req.allocation_mode == ALL:
+                slots = req.slots_for(self.instance_type) or []
+                need += max(0, len(slots) - taken)
+                pools.append(slots[taken:])
+                continue
+            left = req.num_devices - taken
+            if left <= 0:
+                continue
+            need += left
+            start = step.position if current else 0  # type: ignore[union-attr]
+            pools.append(self._eligible_from((claim.index, req.name), start))
+        return need, (cand for group in pools for cand in group)
+
     # --- running ------------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -777,6 +819,13 @@ class DFSContext:
                     return ITOutcome(
                         instance_type, False, reason=reason, funnels=[funnel], counted=counted
                     )
+        refused = self._feasibility_stage()
+        if refused is not None:
+            code, funnel, reason = refused
+            if trace.enabled:
+                trace.set(node, "pruned", code, reason)
+                trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+            return ITOutcome(instance_type, False, reason=reason, funnels=[funnel], counted=counted)
         try:
             ok = self._claim(0, node)
         except TimedOut:
@@ -801,6 +850,31 @@ class DFSContext:
             if out.funnels:
                 trace.nodes[node]["funnel"] = [funnel_json(f) for f in out.funnels]
         return out
+
+    def _feasibility_stage(self) -> tuple[str, Funnel, str] | None:
+        """Before the search: a constraint that no choice of devices can satisfy (its own
+        ``feasibility`` reasoning over the whole claim), as (reason code, funnel, message)."""
+        for claim in self.claims:
+            for c in claim.constraints:
+                feasibility = getattr(c, "feasibility", None)
+                if feasibility is None:
+                    continue
+                why = feasibility(self, claim, None)
+                if why is None:
+                    continue
+                req = next(
+                    (r for r in claim.requests if not r.alternatives and c.applies(r.name)),
+                    claim.requests[0],
+                )
+                needed = (
+                    req.num_devices
+                    if req.allocation_mode != ALL
+                    else len(req.slots_for(self.instance_type) or [])
+                )
+                funnel = self._funnel(claim, req, needed, whole=why)
+                code = getattr(c, "reason_code", "constraint")
+                return code, funnel, f"claim {claim.key} request {req.name}: {why}"
+        return None
 
     # --- the refusal funnel -------------------------------------------------------------------
 

@@ -29,7 +29,11 @@ from allocator.errors import ValidationError
 from allocator.features import bindingconditions, capacity, counters, nodeoperations
 from allocator.features.adminaccess import AdminAccessError, check_admin_access
 from allocator.features.attributes import as_value_set, is_list_value
-from allocator.features.distinct import LIST_GATE, DistinctAttributeConstraint
+from allocator.features.distinct import (
+    LIST_GATE,
+    DistinctAttributeConstraint,
+    distinct_shortfall,
+)
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.features.nodeallocatable import (
     AllocatedDevice as NodeResourceDevice,
@@ -518,6 +522,14 @@ class DistinctConstraint:
 
     def set_binding_fallback(self, fallback) -> None:
         return None
+
+    def feasibility(self, ctx, claim, step) -> str | None:
+        """Enough distinct values left for the devices still to choose? (issue 11 item 6)"""
+        need, candidates = ctx.remaining_demand(claim, step, self.applies)
+        inner = self.inner
+        return distinct_shortfall(
+            self.attribute, inner._values, inner.list_semantics, need, candidates
+        )
 
     def reset(self) -> None:
         self.inner._values.clear()
