@@ -79,6 +79,7 @@ class _Candidate:
     message: str  # the change in words; the verified target is appended
     pod: Pod | None = None  # the pod as changed (None: unchanged)
     claims: list[ResourceClaim] | None = None  # the pod's claims as changed
+    extended: object | None = None  # DRAExtendedResource: the pod's ExtendedClaim as changed
     override: Callable[[], object] | None = None  # context manager factory (run-wide change)
     counting: bool = True
     # reduce-count searches the largest count that fits instead of trying one value.
@@ -213,15 +214,20 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         report.trials += 1
         pod = candidate.pod or outcome.pod
         claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
+        extended = candidate.extended or outcome.pod_claims.extended  # DRAExtendedResource
         if candidate.override is None:
             # Changed claims have new funnel cache keys: cached refusals stay true.
-            return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+            return ctx.scheduler.trial(
+                pod, PodClaims(claims, extended=extended), counting=candidate.counting
+            )
         with candidate.override():
             # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
             # refusal stale, and what the trial caches is stale once the change is undone.
             ctx.scheduler.invalidate_funnels()
             try:
-                return ctx.scheduler.trial(pod, PodClaims(claims), counting=candidate.counting)
+                return ctx.scheduler.trial(
+                    pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                )
             finally:
                 ctx.scheduler.invalidate_funnels()
 
@@ -358,6 +364,8 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     device_taints = _device_taints(ctx, outcome)
     tried = 0
     for index, claim in _dfs_claims(ctx, outcome):
+        if _is_extended(outcome, claim):
+            continue  # the scheduler's claim has no tolerations a user could set
         obj, prefix = _claim_object(ctx, claim)
         for ri, request in _exact_requests(claim):
             for taint in device_taints:
@@ -435,9 +443,14 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
     out = []
     for index, claim in _dfs_claims(ctx, outcome):
         obj, prefix = _claim_object(ctx, claim)
+        extended = outcome.pod_claims.extended if _is_extended(outcome, claim) else None
         for ri, request in _exact_requests(claim):
             exact = request.exactly
             if exact.allocation_mode != "ExactCount" or exact.count <= 1:
+                continue
+            if extended is not None:
+                search = _extended_count_search(outcome, index, request, extended)
+                out.append(_Candidate("reduce-count", {}, "", search=search))
                 continue
             out.append(
                 _Candidate(
@@ -477,6 +490,55 @@ def _count_search(outcome, index, claim, ri, obj, prefix):
             mid = (lo + hi + 1) // 2
             c = candidate(mid)
             hit = attempt(c)
+            if hit is not None:
+                best = (c, hit)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    return search
+
+
+def _is_extended(outcome, claim: ResourceClaim) -> bool:
+    """The claim the scheduler makes for the pod's extended resources (DRAExtendedResource):
+    a user changes it through the pod's containers."""
+    extended = outcome.pod_claims.extended
+    return extended is not None and extended.claim is claim and not extended.fixed
+
+
+def _extended_count_search(outcome, index: int, request, extended):
+    """reduce-count for the extended resource claim: the container asking for the devices
+    asks for fewer (its ``resources``), the largest count that fits, as ``_count_search``."""
+    from allocator.features.extendedresources import with_fewer_devices
+
+    def candidate(count: int) -> _Candidate | None:
+        found = with_fewer_devices(extended, request.name, count)
+        if found is None:
+            return None
+        claims = list(outcome.pod_claims.claims)
+        if found.extended.claim is None:
+            del claims[index]
+        else:
+            claims[index] = found.extended.claim
+        return _Candidate(
+            "reduce-count",
+            found.change,
+            f"reduce {found.resource} of container {found.container} of pod "
+            f"{outcome.pod.key} from {found.before} to {found.after} (request {request.name} "
+            f"of claim {extended.claim.key}: {request.exactly.count} to {count} devices, the "
+            "largest count that fits)",
+            pod=found.pod,
+            claims=claims,
+            extended=found.extended,
+        )
+
+    def search(attempt):
+        lo, hi, best = 1, request.exactly.count - 1, None
+        while lo <= hi:
+            mid = (lo + hi + 1) // 2
+            c = candidate(mid)
+            hit = attempt(c) if c is not None else None
             if hit is not None:
                 best = (c, hit)
                 lo = mid + 1

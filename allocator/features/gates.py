@@ -17,6 +17,7 @@ GATE_NAMES: tuple[str, ...] = (
     "DRANodeAllocatableResources",
     "DRAOptionalNodeOperations",
     "DRAResourcePoolStatus",
+    "DRAExtendedResource",
 )
 
 

@@ -132,6 +132,9 @@ class PodClaims:
 
     claims: list[ResourceClaim] = field(default_factory=list)
     error: str | None = None
+    # DRAExtendedResource: the pod's extended resources a DeviceClass serves, whose claim is
+    # the last of ``claims`` (features/extendedresources.py); None when it has none.
+    extended: object | None = None
 
 
 def resolve_pod_claims(

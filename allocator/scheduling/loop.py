@@ -339,6 +339,10 @@ class Scheduler:
             self.trace.set(pod_node, "failed", "node-resources", shared)
             return False
         requests = pod_requests(pod)
+        extended = outcome.pod_claims.extended
+        if extended is not None:
+            # DRAExtendedResource: where DRA serves them, not counted against allocatable.
+            requests = extended.without(requests)
         terms = pod_requirement_terms(pod)
         needed = claims_minimum(self._to_allocate(claims)) if claims else 0
         check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
@@ -359,6 +363,22 @@ class Scheduler:
         for target in self.existing:
             if bounds is None and counting and self._is_validated(outcome):
                 bounds = self.counter.bounds
+            native = extended.native(target.allocatable) if extended is not None else None
+            if native:
+                # A node offering some of them natively: counted there, the claim asks for
+                # the rest (none of the shortcuts below knows this claim).
+                reason = self._try_existing(
+                    target,
+                    outcome,
+                    merged(requests, extended.native_requests(native)),
+                    terms if check_terms else None,
+                    pod_node,
+                    claims=extended.claims(claims, native),
+                )
+                if reason is None:
+                    return self._placed(outcome, target, pod_node)
+                outcome.reasons.append((target.reason_target, reason))
+                continue
             if fast and target.open_to_all and (bounds is not None or specs):
                 available = target.available
                 for name, value in wanted:
@@ -496,6 +516,7 @@ class Scheduler:
         needed: int = 0,
         bounds: dict[str, int] | None = None,
         specs: list | None = None,
+        claims: list[ResourceClaim] | None = None,
     ) -> str | None:
         pod = outcome.pod
         if target.unschedulable:
@@ -526,7 +547,8 @@ class Scheduler:
                 self._counted_out.append((len(outcome.funnel_log), target, node))
                 outcome.funnel_log.append(None)  # its funnel, if the pod fails everywhere
                 return reason
-        claims = outcome.pod_claims.claims
+        if claims is None:
+            claims = outcome.pod_claims.claims
         dra: Resources = {}
         result = None
         if claims:
@@ -893,8 +915,28 @@ class Scheduler:
         requests: Resources,
         terms: list[Requirements],
         trace_node: int,
+        claims: list[ResourceClaim] | None = None,
     ) -> _Plan:
         """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation."""
+        extended = outcome.pod_claims.extended
+        if extended is not None and claims is None and candidates:
+            from allocator.features.extendedresources import instance_type_groups
+
+            groups = instance_type_groups(extended, candidates)
+            if len(groups) > 1 or groups[0][0]:
+                return self._plan_extended(
+                    groups,
+                    nc_id,
+                    node_pool,
+                    base,
+                    base_requests,
+                    outcome,
+                    requests,
+                    terms,
+                    trace_node,
+                )
+        if claims is None:
+            claims = outcome.pod_claims.claims
         term, reason = first_compatible_term(base, terms, WELL_KNOWN_LABELS)
         if term is None:
             raise AllocationFailure(f"incompatible requirements, {reason}", "requirements")
@@ -905,7 +947,6 @@ class Scheduler:
         if not filtered.remaining:
             raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
         stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
-        claims = outcome.pod_claims.claims
         if not claims:
             return _Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
@@ -955,6 +996,54 @@ class Scheduler:
             term=term,
             stages=stages,
         )
+
+    def _plan_extended(
+        self, groups, nc_id, node_pool, base, base_requests, outcome, requests, terms, trace_node
+    ) -> _Plan:
+        """DRAExtendedResource on a NodeClaim whose instance types offer some of the pod's
+        extended resources natively: each group of instance types offering the same ones is
+        planned with those counted against capacity and a claim for the rest; groups are tried
+        cheapest offering first, the first that takes the pod wins (the NodeClaim keeps only
+        its instance types); when none does, the first group's refusal is reported."""
+        from allocator.scheduling.fit import cheapest_offering
+
+        extended = outcome.pod_claims.extended
+
+        def price(group) -> float:
+            prices = [cheapest_offering(info, base) for info in group[1]]
+            return min((p for p in prices if p is not None), default=float("inf"))
+
+        first: AllocationFailure | None = None
+        ordered = sorted(groups, key=price)
+        for native, infos in ordered:
+            try:
+                plan = self._plan(
+                    nc_id,
+                    node_pool,
+                    base,
+                    infos,
+                    base_requests,
+                    outcome,
+                    merged(requests, extended.native_requests(native)),
+                    terms,
+                    trace_node,
+                    claims=extended.claims(outcome.pod_claims.claims, native),
+                )
+            except AllocationFailure as failure:
+                first = first or failure
+                continue
+            from allocator.scheduling.report import EXTENDED_STAGE
+
+            dropped = [i for other, group in ordered if other != native for i in group]
+            shown = ", ".join(sorted(extended.resources))
+            how = "natively" if native else "through DRA"
+            message = (
+                f"serves {shown} differently: the NodeClaim kept the instance types that serve "
+                f"it {how} (cheapest offering first)"
+            )
+            plan.stages.insert(0, (EXTENDED_STAGE, dropped, message))
+            return plan
+        raise first
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""

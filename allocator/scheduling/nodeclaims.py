@@ -41,6 +41,9 @@ class ExistingTarget:
     ignored_taint_keys: frozenset[str]
     available: Resources  # allocatable minus what bound pods and placed pods request
     unschedulable: bool = False
+    # What the node offers at all (DRAExtendedResource: a resource it has none of is served
+    # by DRA there).
+    allocatable: Resources = field(default_factory=dict)
     strict_labels: bool = True  # a node's labels are final; a NodeClaim's may still be added
     pods: list[Pod] = field(default_factory=list)
     reason_target: str = ""  # "node/NAME", as reasons[].target names it
@@ -195,6 +198,7 @@ def existing_targets(
         if not allocatable and it_name in infos:
             allocatable = dict(infos[it_name].capacity)
         allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+        offered = dict(allocatable)
         for res, value in used.get(name, {}).items():
             allocatable[res] = allocatable.get(res, 0) - value
         target = ExistingTarget(
@@ -210,6 +214,7 @@ def existing_targets(
             ignored_taint_keys=frozenset() if is_init else startup_keys(pool),
             available=allocatable,
             unschedulable=node.unschedulable,
+            allocatable=offered,
         )
         (initialized if is_init else pending).append(target)
     for name, nc in sorted(snapshot.node_claims.items()):
@@ -242,6 +247,7 @@ def existing_targets(
                 ignored_taint_keys=startup_keys(nc.node_pool),
                 available=capacity,
                 strict_labels=False,
+                allocatable=dict(capacity),
             )
         )
     pending.sort(key=lambda t: t.name)

@@ -48,6 +48,9 @@ LIMITS = "limits"
 # Stage kinds recorded by the loop's ``_plan`` (cheap tuples of references).
 FILTER_STAGE = "filter"  # (FILTER_STAGE, candidates, requirements, requests, remaining)
 DRA_STAGE = "dra"  # (DRA_STAGE, candidates, AllocationResult, kept)
+# DRAExtendedResource: instance types left for a group offering the pod's extended resources
+# differently (natively or not) than the group kept: (stage, dropped infos, message).
+EXTENDED_STAGE = "extended-resources"
 
 
 @dataclass(slots=True)
@@ -104,6 +107,10 @@ class PruneLog:
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
                         log[info.name] = classify_filtered(info, reqs, requests)
+            elif stage[0] == EXTENDED_STAGE:
+                for info in stage[1]:
+                    if info.name not in log:
+                        log[info.name] = Pruned(info.name, RESOURCES, stage[2])
             elif stage[0] == DRA_STAGE:
                 _, candidates, result, kept_infos = stage
                 kept = {info.name for info in kept_infos}

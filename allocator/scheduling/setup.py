@@ -72,6 +72,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
 
     generated = generate_template_claims(pods.pending, snapshot)
     pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
+    _attach_extended_claims(snapshot, options, pods.pending, pod_claims)
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
     targets = existing_targets(
@@ -100,6 +101,30 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         funnel_refusal=getattr(options, "funnel_refusal", True),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
+
+
+def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) -> None:
+    """DRAExtendedResource: each pending pod's claim for the extended resources a DeviceClass
+    serves comes last among its claims, as kube-scheduler puts it."""
+    from allocator.features import extendedresources as ext
+
+    if not options.gates.enabled(ext.GATE):
+        return
+    mapping = ext.class_mapping(snapshot.device_classes)
+    if not mapping:
+        return
+    earlier = ext.earlier_claims(snapshot.resource_claims)
+    for pod in pending:
+        claims = pod_claims[pod.key]
+        if claims.error is not None:
+            continue
+        found = ext.pod_extended_claim(
+            pod, pod.requests, mapping, snapshot.resource_claims, earlier
+        )
+        if found is not None:
+            claims.extended = found
+            if found.claim is not None:
+                claims.claims.append(found.claim)
 
 
 def _allocator_kwargs(snapshot: Snapshot, options, deleting: set[str]) -> dict:

@@ -348,11 +348,22 @@ def read_selectors(ctx: Context, d: dict, path: str) -> list[DeviceSelector]:
 
 
 def build_device_class(ctx: Context, obj: dict) -> DeviceClass:
+    from allocator.features.extendedresources import extended_resource_name_problem
+
     spec = ctx.map(obj, "spec", "spec")
+    extended = ctx.str(spec, "extendedResourceName", "spec.extendedResourceName")
+    if extended is not None:
+        problem = extended_resource_name_problem(extended)
+        if problem is not None:
+            ctx.problem(
+                "spec.extendedResourceName",
+                f"{extended!r} must be a valid extended resource name: {problem}",
+            )
+            extended = None
     return DeviceClass(
         name=ctx.name or "",
         selectors=read_selectors(ctx, spec, "spec.selectors"),
-        extended_resource_name=ctx.str(spec, "extendedResourceName", "spec.extendedResourceName"),
+        extended_resource_name=extended,
         raw=obj,
     )
 

@@ -63,6 +63,7 @@ def claim_specs(snapshot_documents: list[tuple[str, dict]]) -> dict[str, Any]:
         "claims": _docs(snapshot_documents, "ResourceClaim"),
         "templates": _docs(snapshot_documents, "ResourceClaimTemplate"),
         "pods": _docs(snapshot_documents, "Pod"),
+        "deviceClasses": [raw for k, raw in snapshot_documents if k == "DeviceClass"],
     }
 
 
@@ -90,6 +91,13 @@ def claim_intent(specs: dict[str, Any], pod_key: str, claim_key: str) -> dict[st
                 devices = (((traw.get("spec") or {}).get("spec")) or {}).get("devices")
                 source = f"ResourceClaimTemplate {template}"
                 break
+        else:
+            from allocator.features.extendedresources import CLAIM_SUFFIX, intent_devices
+
+            if claim_name == pod_name + CLAIM_SUFFIX:
+                # DRAExtendedResource: the claim the scheduler makes for extended resources.
+                devices = intent_devices(pod, specs.get("deviceClasses") or ())
+                source = "the pod's extended resources (made by the scheduler)"
     devices = devices or {}
     requests = []
     for req in devices.get("requests") or []:

@@ -35,6 +35,7 @@ ALL_GATES = [
     "DRANodeAllocatableResources",
     "DRAOptionalNodeOperations",
     "DRAResourcePoolStatus",
+    "DRAExtendedResource",
 ]
 
 
