@@ -17,7 +17,7 @@ Pruning never changes which solution is found first; it only ends searches that 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -125,7 +125,57 @@ class DeviceCheck(Protocol):
 CheckFactory = Callable[["DFSContext"], "DeviceCheck | None"]
 
 
-# --- the four checks of the design ----------------------------------------------------------
+# --- the checks of the design --------------------------------------------------------------
+
+
+POOL_INCOMPLETE = "pool-incomplete"
+POOL_INVALID = "pool-invalid"
+POOL_REASONS = frozenset({POOL_INCOMPLETE, POOL_INVALID})
+
+
+def pool_refusal(pool: Pool) -> Rejection | None:
+    """Why an ExactCount request takes no device of ``pool``, or None. Karpenter's
+    ``dfsExactCount`` skips incomplete pools (``if pool.Incomplete { continue }``) and an
+    invalid pool has no devices left (pool building empties them: "Invalid pools are skipped
+    during allocation"). All mode refuses such a pool as a whole, in request validation."""
+    name = f"{pool.key.driver}/{pool.key.pool}"
+    if pool.invalid:
+        return (
+            POOL_INVALID,
+            f"pool {name} is invalid ({pool.invalid_reason}): its devices are not allocated",
+        )
+    if pool.incomplete:
+        return (
+            POOL_INCOMPLETE,
+            f"pool {name} is incomplete (missing slices): {pool.published_slices} of "
+            f"{pool.declared_slices} ResourceSlices published at generation {pool.generation}",
+        )
+    return None
+
+
+class PoolCheck:
+    """Check 0: devices of incomplete or invalid in-cluster pools are never candidates.
+    Template devices belong to no in-cluster pool."""
+
+    name = "pool"
+    prefilter_it_independent = True  # a pool's completeness is global, its validity per gather
+
+    def __init__(self, ctx: DFSContext) -> None:
+        self.refusals: dict = ctx.pool_refusals
+
+    def prefilter(self, ctx, claim, request, cand) -> Rejection | None:
+        if cand.source == TEMPLATE or not self.refusals:
+            return None
+        return self.refusals.get(cand.pool_key)
+
+    def try_add(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> Rejection | None:
+        return self.prefilter(ctx, step.claim, step.request, cand)
+
+    def remove(self, ctx: DFSContext, step: Step, cand: DeviceWithID) -> None:
+        return None
+
+
+# --- the four checks of the design's DFS ----------------------------------------------------
 
 
 _ALLOCATED: Rejection = ("allocated", "already allocated")
@@ -235,6 +285,15 @@ class ConstraintCheck:
                 if reason is not None:
                     c.remove(name, cand)
                     ctx.pruned = True  # ended by reasoning: traced as "pruned"
+            elif reason is None and c.applies(name):
+                # A constraint's own feasibility reasoning (distinctAttribute: enough
+                # distinct values left for the devices still to choose?).
+                feasibility = getattr(c, "feasibility", None)
+                if feasibility is not None:
+                    reason = feasibility(ctx, step.claim, step)
+                    if reason is not None:
+                        c.remove(name, cand)
+                        ctx.pruned = True
             if reason is not None:
                 for prev in reversed(constraints[:i]):
                     prev.remove(name, cand)
@@ -350,6 +409,10 @@ class DFSContext:
         self.claims = claims
         self.matcher = matcher
         self.superset = superset
+        # Pools whose devices ExactCount never takes (incomplete, invalid): why, per pool key.
+        self.pool_refusals: dict = {
+            p.key: r for p in superset if (r := pool_refusal(p)) is not None
+        }
         self.templates_by_it = templates_by_it
         self.requirements = requirements  # accumulates across instance types
         self.gates = gates
@@ -510,6 +573,39 @@ class DFSContext:
                 )
                 return f"request {req.name} has {found} of {need} devices left matching {what}"
         return None
+
+    def remaining_demand(
+        self, claim: ClaimData, step: Step | None, applies: Callable[[str], bool]
+    ) -> tuple[int, Iterable[DeviceWithID]]:
+        """The devices a constraint's requests still need from this point of the search (the
+        whole claim when ``step`` is None), and the candidates that could still fill them (a
+        superset: eligible devices of those requests, from the current position on).
+        FirstAvailable requests not yet reached add nothing (any alternative might fit)."""
+        need = 0
+        pools: list[Iterable[DeviceWithID]] = []
+        first = step.request_index if step is not None else 0
+        for ri in range(first, len(claim.requests)):
+            req = claim.requests[ri]
+            current = step is not None and ri == step.request_index
+            if current:
+                req = step.request  # type: ignore[union-attr]
+            elif req.alternatives:
+                continue
+            if not applies(req.name):
+                continue
+            taken = step.slot + 1 if current else 0  # type: ignore[union-attr]
+            if req.allocation_mode == ALL:
+                slots = req.slots_for(self.instance_type) or []
+                need += max(0, len(slots) - taken)
+                pools.append(slots[taken:])
+                continue
+            left = req.num_devices - taken
+            if left <= 0:
+                continue
+            need += left
+            start = step.position if current else 0  # type: ignore[union-attr]
+            pools.append(self._eligible_from((claim.index, req.name), start))
+        return need, (cand for group in pools for cand in group)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -701,6 +797,13 @@ class DFSContext:
                     return ITOutcome(
                         instance_type, False, reason=reason, funnels=[funnel], counted=counted
                     )
+        refused = self._feasibility_stage()
+        if refused is not None:
+            code, funnel, reason = refused
+            if trace.enabled:
+                trace.set(node, "pruned", code, reason)
+                trace.nodes[node]["funnel"] = [funnel_json(funnel)]
+            return ITOutcome(instance_type, False, reason=reason, funnels=[funnel], counted=counted)
         try:
             ok = self._claim(0, node)
         except TimedOut:
@@ -725,6 +828,31 @@ class DFSContext:
             if out.funnels:
                 trace.nodes[node]["funnel"] = [funnel_json(f) for f in out.funnels]
         return out
+
+    def _feasibility_stage(self) -> tuple[str, Funnel, str] | None:
+        """Before the search: a constraint that no choice of devices can satisfy (its own
+        ``feasibility`` reasoning over the whole claim), as (reason code, funnel, message)."""
+        for claim in self.claims:
+            for c in claim.constraints:
+                feasibility = getattr(c, "feasibility", None)
+                if feasibility is None:
+                    continue
+                why = feasibility(self, claim, None)
+                if why is None:
+                    continue
+                req = next(
+                    (r for r in claim.requests if not r.alternatives and c.applies(r.name)),
+                    claim.requests[0],
+                )
+                needed = (
+                    req.num_devices
+                    if req.allocation_mode != ALL
+                    else len(req.slots_for(self.instance_type) or [])
+                )
+                funnel = self._funnel(claim, req, needed, whole=why)
+                code = getattr(c, "reason_code", "constraint")
+                return code, funnel, f"claim {claim.key} request {req.name}: {why}"
+        return None
 
     # --- the refusal funnel -------------------------------------------------------------------
 
@@ -779,8 +907,12 @@ class DFSContext:
         templates = self.templates_by_it.get(self.instance_type, [])
         out = []
         for cand, r in cached:
-            # The allocated check comes first: a device held here is counted there.
-            held = self._held_here(claim, req, cand) if self.tracker.cluster else None
+            # The allocated check comes next: a device held here is counted there.
+            held = (
+                self._held_here(claim, req, cand)
+                if self.tracker.cluster and (r is None or r.reason not in POOL_REASONS)
+                else None
+            )
             out.append((str(cand.id), held or r))
         for cand in templates:
             out.append((str(cand.id), self._refuse(claim, req, cand)))
@@ -829,7 +961,7 @@ class DFSContext:
         needed = (
             req.num_devices
             if req.allocation_mode != ALL
-            else len(req.slots_for(self.instance_type) or [])
+            else max(1, len(req.slots_for(self.instance_type) or []))  # All needs one at least
         )
         at_slot = {id(c): r for c, r in self.failure_refusals}
         tally = self._tally(claim, req)
@@ -883,6 +1015,23 @@ class DFSContext:
         for alt in req.alternatives or [req]:
             node = trace.add(parent, "request", alt.name) if trace.enabled else parent
             if alt.allocation_mode == ALL:
+                # All mode needs at least one device: an alternative matching none fails
+                # (Karpenter: "All-mode requires at least one device to be satisfiable").
+                if not alt.slots_for(self.instance_type):
+                    self._fail(
+                        (ci, ri, 0),
+                        f"claim {claim.key} request {alt.name}: no device matches "
+                        "(allocation mode All needs at least one)",
+                    )
+                    if trace.enabled:
+                        trace.set(
+                            node,
+                            "failed",
+                            "no-devices",
+                            f"request {alt.name}: no device matches (allocation mode All "
+                            "needs at least one)",
+                        )
+                    continue
                 ok = self._all_slot(ci, ri, alt, 0, node)
             else:
                 ok = self._slot(ci, ri, alt, 0, 0, node)

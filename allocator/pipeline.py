@@ -7,7 +7,7 @@ which checks run, in which order, for which gate. No module keeps a table that i
 in: the Allocator gets its ``Pipeline`` at construction and passes it to Request Validation,
 the DFS and the refusal funnel (which runs the very same list of checks, in the same order).
 
-``core_pipeline()`` is the design's core without any DRA feature (allocated, selector,
+``core_pipeline()`` is the design's core without any DRA feature (pool, allocated, selector,
 constraint, topology; ``matchAttribute`` only; no FirstAvailable), kept constructible so the
 design's plain behaviour stays testable.
 """
@@ -24,6 +24,7 @@ from allocator.dfs import (
     AllocatedCheck,
     CheckFactory,
     ConstraintCheck,
+    PoolCheck,
     SelectorCheck,
     TopologyCheck,
 )
@@ -99,10 +100,12 @@ class Pipeline:
 
 
 def core_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
-    """The design's core: the four eligibility checks and ``matchAttribute``, nothing else."""
+    """The design's core: the pool check (incomplete or invalid pools) and the four
+    eligibility checks, ``matchAttribute``, nothing else."""
     return Pipeline(
         gates=gates,
         device_checks=(
+            DeviceCheckSpec("pool", PoolCheck),  # incomplete or invalid pools (Karpenter)
             DeviceCheckSpec("allocated", AllocatedCheck),
             DeviceCheckSpec("selector", SelectorCheck),
             DeviceCheckSpec("constraint", ConstraintCheck),
@@ -127,6 +130,7 @@ def build_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
         else AllocatedCheck
     )
     checks = [
+        DeviceCheckSpec("pool", PoolCheck),  # incomplete or invalid pools (Karpenter)
         DeviceCheckSpec("allocated", allocated),
         DeviceCheckSpec("selector", SelectorCheck),
         DeviceCheckSpec("taint", taints.taint_check) if on(taints.GATE) else None,

@@ -57,6 +57,10 @@ class Pool:
     invalid: bool = False
     invalid_reason: str | None = None
     generation: int = 0
+    # ResourceSlices seen at the newest generation, and resourceSliceCount declared there
+    # (across all slices of the pool, accessible or not): they differ when incomplete.
+    published_slices: int = 0
+    declared_slices: int = 0
     has_selector_devices: bool = False  # whether re-filtering can drop anything
     # Devices with allowMultipleAllocations (consumable capacity: a device may take several
     # slots of one request, see Pipeline.reusable).
@@ -320,6 +324,8 @@ class SliceUniverse:
                     invalid=reason is not None,
                     invalid_reason=reason,
                     generation=info.generation,
+                    published_slices=info.slice_count,
+                    declared_slices=info.declared_count,
                     has_selector_devices=any(d.terms is not None for d in devices),
                     has_shared_devices=any(d.device.allow_multiple_allocations for d in devices),
                 )
@@ -375,6 +381,8 @@ def refilter(pools: Sequence[Pool], variants: Sequence[Requirements]) -> list[Po
                 invalid=pool.invalid,
                 invalid_reason=pool.invalid_reason,
                 generation=pool.generation,
+                published_slices=pool.published_slices,
+                declared_slices=pool.declared_slices,
                 has_selector_devices=True,
                 has_shared_devices=pool.has_shared_devices,
             )

@@ -13,7 +13,9 @@ by exactly one ``remove`` with the same arguments, in reverse order, so the DFS 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from allocator.constraints import request_in_scope
 from allocator.errors import ValidationError
@@ -137,6 +139,65 @@ def match_values(pinned: AttributeValue, value: AttributeValue, gates: FeatureGa
     return type(pinned) is type(value) and pinned == value
 
 
+# Values named in a refusal message; the rest are counted.
+SHOWN_VALUES = 8
+
+
+def distinct_shortfall(
+    attribute: str,
+    chosen: Sequence[AttributeValue],
+    list_semantics: bool,
+    need: int,
+    candidates: Iterable[Any],
+) -> str | None:
+    """Feasibility reasoning for ``distinctAttribute``, like MatchAttribute's: the devices
+    still to choose (``need``) each take a value no other constrained device has, so the
+    candidates (DeviceWithID-like: ``.device``, ``.id``) must offer at least ``need`` values
+    different from the ``chosen`` ones. None when they may; else why not, naming the
+    attribute and the values there are. Pairwise disjoint value sets (list semantics) are no
+    more numerous than the elements of their union, so that bound is sound too."""
+    if need <= 0:
+        return None
+    used: set = set()
+    for value in chosen:
+        used |= as_value_set(value) if list_semantics else {(type(value), value)}
+    found: dict = {}  # (type, value) -> value, in the order met
+    lists_off = 0  # list values skipped because the list gate is off
+    for cand in candidates:
+        value = lookup_attribute(cand.device, cand.id.driver, attribute)
+        if value is None:
+            continue
+        if list_semantics:
+            items = as_value_set(value)
+            if not items:
+                return None  # an empty list is disjoint from every list: no bound
+            if items & used:
+                continue
+            for item in items:
+                found.setdefault(item, item[1])
+        else:
+            if is_list_value(value):
+                lists_off += 1  # a list without the list gate matches nothing
+                continue
+            found.setdefault((type(value), value), value)
+        if len(found) >= need:
+            return None
+    values = [_show(v) for v in sorted(found.values(), key=lambda v: (type(v).__name__, v))]
+    shown = ", ".join(values[:SHOWN_VALUES])
+    if len(values) > SHOWN_VALUES:
+        shown += f" and {len(values) - SHOWN_VALUES} more"
+    offered = f"only {len(values)}: {shown}" if values else "none"
+    devices = "device needs" if need == 1 else "devices need"
+    more = "more " if chosen else ""
+    if lists_off:
+        offered += f" ({lists_off} list-typed, which need the {LIST_GATE} feature, match nothing)"
+    return (
+        f"distinctAttribute {attribute}: {need} {more}{devices} a value of {attribute} of "
+        f"{'its' if need == 1 else 'their'} own, and the devices that could take "
+        f"{'it' if need == 1 else 'them'} have {offered}"
+    )
+
+
 def _show(value: AttributeValue) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(str(v) for v in value) + "]"
@@ -175,6 +236,14 @@ class DistinctConstraint:
 
     def set_binding_fallback(self, fallback) -> None:
         return None
+
+    def feasibility(self, ctx, claim, step) -> str | None:
+        """Enough distinct values left for the devices still to choose? (issue 11 item 6)"""
+        need, candidates = ctx.remaining_demand(claim, step, self.applies)
+        inner = self.inner
+        return distinct_shortfall(
+            self.attribute, inner._values, inner.list_semantics, need, candidates
+        )
 
     def reset(self) -> None:
         self.inner._values.clear()

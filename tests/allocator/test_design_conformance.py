@@ -189,14 +189,79 @@ class TestPoolGathering:
         (pool,) = SliceUniverse(slices).gather(None, b_only)
         assert [s.name for s in pool.slices] == ["rack-gen2"] and not pool.incomplete
 
-    def test_incomplete_pool_still_serves_exact_count_requests(self):
-        # One of two declared slices is published: ExactCount may use what is there.
+    def test_exact_count_skips_an_incomplete_pool(self):
+        # Karpenter's dfsExactCount: "if pool.Incomplete { continue }". One of two declared
+        # slices is published: ExactCount takes none of its devices, All mode refuses it.
         short = [resource_slice("rack-0", gpus(2), pool="rack", all_nodes=True, count=2)]
         a = make_allocator(short, instance_types=[BARE])
-        r = a.allocate(in_flight("gpu-pool-1", [BARE]), [claim("c", exact("gpu", count=2))])
-        assert picked(r) == [f"{GPU}/rack/gpu-0", f"{GPU}/rack/gpu-1"]
+        with pytest.raises(AllocationError, match="pool-incomplete") as err:
+            a.allocate(in_flight("gpu-pool-1", [BARE]), [claim("c", exact("gpu", count=2))])
+        assert "pool gpu.nvidia.com/rack is incomplete (missing slices): 1 of 2" in str(err.value)
+        (funnel,) = err.value.funnels
+        assert (funnel.candidates, funnel.usable) == (2, 0)
+        assert [(g.reason, g.devices) for g in funnel.rejections] == [("pool-incomplete", 2)]
         with pytest.raises(ValidationError, match="incomplete"):
             a.allocate(in_flight("gpu-pool-1", [BARE]), [claim("c", exact("gpu", mode="All"))])
+
+    def test_no_gpu_instance_type_does_not_survive_on_a_half_published_pool(self):
+        # The cluster-wide rack publishes 1 of its 2 slices. m7i has no GPUs of its own: it
+        # could only have used the rack's, so only p5 (eight template GPUs) survives.
+        short = [resource_slice("rack-0", gpus(2), pool="rack", all_nodes=True, count=2)]
+        a = make_allocator(short, instance_types=[BARE, P5])
+        r = a.allocate(in_flight("gpu-pool-1", [BARE, P5]), [claim("c", exact("gpu"))])
+        assert r.instance_types == ["p5.48xlarge"]
+        assert picked(r, instance_type="p5.48xlarge") == [f"{GPU}/p5-gpus/gpu-0"]
+
+    def test_half_published_zonal_pool_does_not_tighten_the_zone(self):
+        # Zone a's rack is complete, zone b's is half published: the GPU comes from zone a
+        # although b's rack sorts first, and the NodeClaim is pinned to zone a.
+        slices = [
+            resource_slice("a-rack", gpus(1), node_selector=zone_selector("us-west-2a")),
+            resource_slice(
+                "b-half", gpus(1), pool="a-0", count=2, node_selector=zone_selector("us-west-2b")
+            ),
+        ]
+        a = make_allocator(slices, instance_types=[BARE])
+        r = a.allocate(
+            in_flight("gpu-pool-1", [BARE], requirements=TWO_ZONES), [claim("c", exact("gpu"))]
+        )
+        assert picked(r) == [f"{GPU}/a-rack/gpu-0"]
+        assert r.requirements.get(ZONE).values() == {"us-west-2a"}
+
+    def test_exact_count_takes_nothing_from_an_invalid_pool(self):
+        # Two slices of one pool publish gpu-0: "Invalid pools are skipped during allocation"
+        # (Karpenter empties their devices), so gpu-1 of that pool is not used either.
+        dup = [
+            resource_slice(
+                "node-gpus-0", gpus(1), pool="node-gpus", node_name="ip-10-0-1-17", count=2
+            ),
+            resource_slice(
+                "node-gpus-1", gpus(2), pool="node-gpus", node_name="ip-10-0-1-17", count=2
+            ),
+        ]
+        a = make_allocator(dup)
+        with pytest.raises(AllocationError, match="pool-invalid") as err:
+            a.allocate(existing_node("ip-10-0-1-17"), [claim("c", exact("gpu"))])
+        assert "duplicate device name 'gpu-0'" in str(err.value)
+        (funnel,) = err.value.funnels
+        assert [(g.reason, g.devices) for g in funnel.rejections] == [("pool-invalid", 3)]
+        assert funnel.rejections[0].detail.get("pool") == f"{GPU}/node-gpus"
+
+    def test_trace_shows_devices_of_incomplete_pools_refused(self):
+        short = [
+            # Searched in (driver, pool) order: the half-published rack comes first.
+            resource_slice("rack-a", gpus(1), pool="rack-a", all_nodes=True, count=2),
+            resource_slice("rack-b", gpus(1), pool="rack-b", all_nodes=True),
+        ]
+        a = make_allocator(short, instance_types=[BARE])
+        trace = Trace()
+        r = a.allocate(in_flight("gpu-pool-1", [BARE]), [claim("c", exact("gpu"))], trace=trace)
+        assert picked(r) == [f"{GPU}/rack-b/gpu-0"]
+        devices = [n for n in trace.nodes if n["kind"] == "device"]
+        refused = [n for n in devices if n["reason"] == "pool-incomplete"]
+        assert [n["label"] for n in refused] == [f"{GPU}/rack-a/gpu-0"]
+        assert refused[0]["status"] == "failed"
+        assert "is incomplete (missing slices)" in refused[0]["message"]
 
     def test_in_flight_pool_kept_for_a_candidate_whose_requirements_are_unknown(self):
         # g5g's own requirements are not known to the view: only the NodeClaim's apply to it,

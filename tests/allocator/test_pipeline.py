@@ -16,8 +16,11 @@ from allocator.simulation import SimulationOptions, simulate
 from tests.allocator.builders import claim, exact, existing_node, gpus, picked, resource_slice
 from tests.features.conftest import load_example
 
-CORE_ORDER = ["allocated", "selector", "constraint", "topology"]
+# "pool" first: devices of incomplete or invalid pools are never candidates (Karpenter skips
+# them in ExactCount), then the design's four checks.
+CORE_ORDER = ["pool", "allocated", "selector", "constraint", "topology"]
 FULL_ORDER = [
+    "pool",
     "allocated",
     "selector",
     "taint",
@@ -30,11 +33,14 @@ FULL_ORDER = [
 ]
 
 
+ALLOCATED = FULL_ORDER.index("allocated")  # device_checks[ALLOCATED] is the "allocated" check
+
+
 def gates_off(*names: str) -> FeatureGates:
     return FeatureGates.from_mapping(dict.fromkeys(names, False))
 
 
-def test_core_pipeline_is_the_designs_four_checks_and_match_attribute_only():
+def test_core_pipeline_is_the_pool_check_the_designs_four_checks_and_match_attribute_only():
     core = core_pipeline()
     assert core.check_names == CORE_ORDER
     assert [kind for kind, _ in core.constraint_parsers] == ["matchAttribute"]
@@ -48,7 +54,7 @@ def test_core_pipeline_is_the_designs_four_checks_and_match_attribute_only():
 def test_build_pipeline_with_every_gate_on_orders_the_features_between_the_core_checks():
     full = build_pipeline(ALL_ON)
     assert full.check_names == FULL_ORDER
-    assert full.device_checks[0].factory is FeatureAllocatedCheck
+    assert full.device_checks[ALLOCATED].factory is FeatureAllocatedCheck
     assert [kind for kind, _ in full.constraint_parsers] == [
         "matchAttribute",
         "distinctAttribute",
@@ -88,11 +94,11 @@ def test_shared_devices_and_node_resources_go_with_their_gates():
     assert build_pipeline(gates_off("DRAConsumableCapacity")).reusable == ()
     assert build_pipeline(gates_off("DRANodeAllocatableResources")).result_hooks == ()
     # "allocated" is the core's once neither admin access nor shared devices can relax it.
-    assert build_pipeline(gates_off("DRAAdminAccess")).device_checks[0].factory is (
+    assert build_pipeline(gates_off("DRAAdminAccess")).device_checks[ALLOCATED].factory is (
         FeatureAllocatedCheck
     )
     both = build_pipeline(gates_off("DRAAdminAccess", "DRAConsumableCapacity"))
-    assert both.device_checks[0].factory is AllocatedCheck
+    assert both.device_checks[ALLOCATED].factory is AllocatedCheck
 
 
 def test_a_pipeline_is_a_frozen_value_built_fresh_per_call():

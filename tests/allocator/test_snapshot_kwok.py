@@ -145,3 +145,33 @@ def test_a_kwok_name_follows_label_values_as_the_instance_type_label_does():
         {"name": "Standard_NC24ads_A100_v4", "offerings": [{"zone": "a", "capacityType": "spot"}]}
     ]
     assert "Standard_NC24ads_A100_v4" in load_files([("c.json", json.dumps(ok))]).instance_types
+
+
+def test_a_gpu_pod_launches_on_the_example_catalogs_cheapest_zone(tmp_path):
+    """The KWOK README's flow: the example catalog beside a NodePool; a pod asking for
+    nvidia.com/gpu gets a g5.4xlarge NodeClaim whose zones are the legacy keys' values, and
+    the cheapest offering (us-east-1c, 1.525) is the one Karpenter would launch."""
+    from allocator.simulation import SimulationOptions, simulate
+    from tests.contract.conftest import namespace, nodepool, pod, write_yaml
+
+    def launch(**selector: str) -> dict:
+        gpu_pod = pod("cuda-vector-add", cpu="4", memory="16Gi", node_selector=selector or None)
+        gpu_pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+        cluster = write_yaml(tmp_path, [namespace("default"), nodepool("default"), gpu_pod])
+        snapshot = load_paths([str(cluster), str(EXAMPLE)])
+        assert len([w for w in snapshot.warnings if "legacy key" in w]) == 6  # once each
+        result = simulate(snapshot, SimulationOptions()).result
+        (entry,) = result["pods"]
+        assert entry["scheduled"], entry.get("error")
+        (claim,) = result["nodeClaims"]
+        assert claim["instanceTypes"] == ["g5.4xlarge"]
+        return claim
+
+    assert launch()["price"] == 1.525  # us-east-1c
+    # The legacy zone key is the offering's zone requirement: pinned to us-east-1b, 1.7.
+    pinned = launch(**{"topology.kubernetes.io/zone": "us-east-1b"})
+    assert pinned["price"] == 1.7
+    zone = [r for r in pinned["requirements"] if r["key"] == "topology.kubernetes.io/zone"]
+    assert zone == [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}
+    ]

@@ -193,6 +193,51 @@ def test_taint_names_the_taint_no_toleration_matches() -> None:
     )
 
 
+def test_pool_incomplete_names_the_pool_and_the_slices_missing() -> None:
+    # The driver declared two slices for the node's pool and published one: Karpenter's
+    # dfsExactCount skips the pool ("if pool.Incomplete { continue }").
+    docs = t4_node()
+    docs[3]["spec"]["pool"]["resourceSliceCount"] = 2
+    docs += wants("train-0", request())
+    result, trace = run(docs, trace=True)
+    entry = failed(result, "default/train-0")
+    (funnel,) = entry["explanation"]
+    assert (funnel["candidates"], funnel["usable"]) == (4, 0)
+    (group,) = funnel["rejections"]
+    assert group["reason"] == "pool-incomplete"
+    assert group["detail"] == {"pool": f"gpu.nvidia.com/{NODE}"}
+    assert group["message"] == (
+        f"pool gpu.nvidia.com/{NODE} is incomplete (missing slices): 1 of 2 ResourceSlices "
+        "published at generation 1 on 4 devices"
+    )
+    assert entry["error"].endswith(
+        "request gpu: 0 of 1 devices available (4 rejected by pool-incomplete: pool "
+        f"gpu.nvidia.com/{NODE} is incomplete (missing slices): 1 of 2 ResourceSlices "
+        "published at generation 1)"
+    )
+    pruned = [n for n in trace["nodes"] if n.get("funnel")]
+    assert {n["reason"] for n in pruned} == {"pool-incomplete"}
+
+
+def test_pool_invalid_names_the_duplicate_device() -> None:
+    # Two slices of one pool both publish gpu-0: the pool is invalid and none of its
+    # devices is allocated ("Invalid pools are skipped during allocation").
+    docs = t4_node()
+    first = docs[3]
+    first["spec"]["pool"]["resourceSliceCount"] = 2
+    second = resource_slice(NODE, t4s(2), name=f"{NODE}-gpu-2")
+    second["spec"]["pool"]["resourceSliceCount"] = 2
+    docs += [second, *wants("train-0", request())]
+    result, _ = run(docs)
+    entry = failed(result, "default/train-0")
+    (group,) = entry["explanation"][0]["rejections"]
+    assert (group["reason"], group["devices"]) == ("pool-invalid", 6)
+    assert group["message"] == (
+        f"pool gpu.nvidia.com/{NODE} is invalid (duplicate device name 'gpu-0'): its devices "
+        "are not allocated on 6 devices"
+    )
+
+
 def partitions() -> list[dict]:
     """The Kubernetes docs' partitionable devices: two 6Gi partitions of one 8Gi counter set."""
     counters = resource_slice(

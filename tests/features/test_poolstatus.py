@@ -100,6 +100,25 @@ def test_a_tainted_allocated_device_counts_in_both(engine) -> None:
     )
 
 
+def test_only_no_schedule_and_no_execute_taints_make_a_device_unavailable(engine) -> None:
+    # KEP-5677: unavailableDevices counts devices "not available due to taints or other
+    # conditions"; a taint with effect None (the "dry-run" rule) keeps the device allocatable,
+    # so it is not counted, while gpu-1's NoSchedule taint is, and gpu-0 (allocated, untainted
+    # here) counts once, as allocated.
+    snapshot = load_example("features-taints.yaml")
+    dry_run = [r for r in snapshot.device_taint_rules if r.name == "dry-run"]
+    assert [r.taint.effect for r in dry_run] == ["None"]
+    taints = TaintIndex(dry_run, snapshot.device_classes, engine=engine)
+    gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints)
+    assert (
+        pool["totalDevices"],
+        pool["allocatedDevices"],
+        pool["unavailableDevices"],
+        pool["availableDevices"],
+    ) == (3, 1, 1, 1)
+
+
 def test_shareable_summary_counts_consumed_capacity() -> None:
     snapshot = load_example("features-consumable-capacity.yaml")
     eth1 = DeviceID("dra.example.com", "pool", "eth1")
