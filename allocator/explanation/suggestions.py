@@ -18,13 +18,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from allocator.features.taints import toleration_matches, toleration_to_json
 from allocator.model import (
     DeviceSelector,
+    DeviceTaint,
     DeviceToleration,
     NodePool,
     Pod,
@@ -35,6 +38,7 @@ from allocator.model import (
 )
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import (
+    _BINARY,
     cheapest_offering,
     fits,
     format_quantity,
@@ -86,6 +90,9 @@ class _Candidate:
         None
     )
     order: int = 0  # within the same rank, the order found (pod's own before NodePool's)
+    # A placement that does not show what the message claims (the instance type it names) is
+    # no verification of it.
+    accept: Callable[[object], bool] | None = None
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -237,7 +244,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
             candidate, hit = found
         else:
             hit = attempt(candidate)
-        if hit is None:
+        if hit is None or (candidate.accept is not None and not candidate.accept(hit)):
             continue
         key = repr((candidate.kind, candidate.change))
         if key in seen:
@@ -347,7 +354,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
                     "object": f"Pod {pod.key}",
                     "field": "spec.tolerations",
                     "op": "set",
-                    "value": [_toleration_json(t) for t in changed.tolerations],
+                    "value": [toleration_to_json(t) for t in changed.tolerations],
                 },
                 f"tolerate taint {format_taint(taint)} in pod {pod.key} "
                 f"(toleration {taint.key} Exists:{taint.effect})",
@@ -381,7 +388,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
                             "object": obj,
                             "field": f"{prefix}.requests[{ri}].exactly.tolerations",
                             "op": "set",
-                            "value": [_device_toleration_json(t) for t in exact.tolerations],
+                            "value": [toleration_to_json(t) for t in exact.tolerations],
                         },
                         f"tolerate device taint {shown} in request {request.name} of claim "
                         f"{claim.key} (toleration {taint[0]} Exists:{taint[2]})",
@@ -424,11 +431,7 @@ def _device_taints(ctx: _Context, outcome) -> list[tuple[str, str | None, str]]:
 
 def _device_tolerates(t: DeviceToleration, taint: tuple) -> bool:
     key, value, effect = taint
-    if t.effect and t.effect != effect:
-        return False
-    if t.key and t.key != key:
-        return False
-    return t.operator == "Exists" or (t.value or "") == (value or "")
+    return toleration_matches(t, DeviceTaint(key=key, value=value, effect=effect))
 
 
 def _counts(ctx: _Context, outcome) -> list[_Candidate]:
@@ -513,7 +516,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                                 "value": [s.raw for s in rest],
                             },
                             f"relax selector {selector.cel!r} of request {request.name} of claim "
-                            f"{claim.key}: drop {dropped!r}",
+                            f"{claim.key}: drop {dropped!r}{_condition_on(dropped)}",
                             claims=_with_claim(outcome, index, changed),
                             order=0 if selector.cel in preferred else 1,
                         )
@@ -535,7 +538,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                                 "value": [s.raw for s in rest],
                             },
                             f"relax selector {selector.cel!r} of DeviceClass "
-                            f"{device_class.name}: drop {dropped!r}",
+                            f"{device_class.name}: drop {dropped!r}{_condition_on(dropped)}",
                             override=_class_override(ctx, device_class, rest),
                             order=0 if selector.cel in preferred else 1,
                         )
@@ -543,6 +546,26 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
     own.sort(key=lambda c: c.order)
     of_class.sort(key=lambda c: c.order)
     return (own + of_class)[: MAX_PER_KIND + 1]
+
+
+_ATTRIBUTE = re.compile(
+    r"""\b(attributes|capacity)\s*\[\s*(["'])([^"']+)\2\s*\]\s*"""
+    r"""(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(["'])([^"']+)\5\s*\])"""
+)
+
+
+def _condition_on(expression: str) -> str:
+    """``, the condition on gpu.nvidia.com/productName``: the device attributes and capacities
+    the dropped expression reads, by their qualified names (empty when it reads none)."""
+    names = []
+    for m in _ATTRIBUTE.finditer(expression):
+        name = m.group(4) or m.group(6)
+        qualified = name if "/" in name else f"{m.group(3)}/{name}"
+        if qualified not in names:
+            names.append(qualified)
+    if not names:
+        return ""
+    return f", the condition on {' and '.join(names)}"
 
 
 def _set_selector(selectors: list, index: int, expression: str | None) -> None:
@@ -793,7 +816,8 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
         for name, limit in plan.limits.items():
             short = biggest.get(name, 0) - remaining.get(name, 0)
             if short > 0:
-                raised[name] = limit + short
+                raised[name] = _round_up(name, limit + short)
+                short = raised[name] - limit
                 grew.append(
                     f"{name} from {format_quantity(name, limit)} to "
                     f"{format_quantity(name, raised[name])} "
@@ -818,40 +842,61 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
     return out[:MAX_PER_KIND]
 
 
+def _round_up(name: str, milli: int) -> int:
+    """A limit a person would write: whole units (cpu, pods ...), whole Gi for byte sizes."""
+    step = 1000 * 2**30 if name.startswith(_BINARY) else 1000
+    return -(-milli // step) * step
+
+
 def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
     """Catalog instance types no NodePool allows, cheapest first: widen the first NodePool the
     pod tolerates so that it allows the type. ``instance-type-resources`` when the pod's cpu /
-    memory fit no allowed type but fit this one, else ``add-instance-type``."""
+    memory fit no allowed type but fit this one, else ``add-instance-type``. For a pod that
+    needs devices, types whose drivers publish devices are tried before those without any; a
+    trial counts only when the pod's NodeClaim could be of the type the suggestion names."""
     sched = ctx.scheduler
     plans = [p for p in sched.pools if untolerated_taint(outcome.pod.tolerations, p.taints) is None]
     if not plans:
         return []
     allowed = {i.name for p in sched.pools for i in p.instance_types}
     requests = pod_requests(outcome.pod)
-    fits_allowed = any(fits(requests, i.capacity) for p in plans for i in p.instance_types)
-    unpriced = Requirements()
+    allowed_types = [i for p in plans for i in p.instance_types]
+    fits_allowed = any(fits(requests, i.capacity) for i in allowed_types)
+    needs_devices = any(c.spec.requests for _, c in _dfs_claims(ctx, outcome))
+    plan = plans[0]
+    # Priced as the NodePool would buy it: its zones and capacity types select the offerings.
+    offering_reqs = Requirements.from_node_selector_requirements(
+        [
+            {k: v for k, v in r.items() if k in ("key", "operator", "values")}
+            for r in plan.pool.requirements
+            if isinstance(r, dict) and r.get("key") in _OFFERING_KEYS
+        ]
+    )
     priced = []
     for name, info in ctx.infos.items():
         if name in allowed:
             continue
-        price = cheapest_offering(info, unpriced)
+        price = cheapest_offering(info, offering_reqs)
         if price is not None and fits(requests, info.capacity):
-            priced.append((price, name, info))
-    priced.sort(key=lambda e: (e[0], e[1]))
-    plan = plans[0]
+            deviceless = needs_devices and not _has_template_devices(info)
+            priced.append((deviceless, price, name, info))
+    priced.sort(key=lambda e: (e[0], e[1], e[2]))
     out = []
-    for price, name, info in priced[:MAX_PER_KIND]:
+    for _, price, name, info in priced[:MAX_PER_KIND]:
         widened = _widen(plan.pool.requirements, info)
         pool = dataclasses.replace(plan.pool, requirements=widened)
         replacement = _replan(ctx, plan, pool)
         if name not in {i.name for i in replacement.instance_types}:
             continue
-        kind = "add-instance-type" if fits_allowed else "instance-type-resources"
-        why = (
-            "no allowed instance type has enough devices"
-            if fits_allowed
-            else f"no allowed instance type has the pod's resources ({_resources(requests)})"
-        )
+        if not allowed_types:
+            kind = "add-instance-type"
+            why = f"NodePool {plan.pool.name} allows no instance type of the catalog"
+        elif fits_allowed:
+            kind = "add-instance-type"
+            why = "no allowed instance type has enough devices"
+        else:
+            kind = "instance-type-resources"
+            why = f"no allowed instance type has the pod's resources ({_resources(requests)})"
         out.append(
             _Candidate(
                 kind,
@@ -863,9 +908,30 @@ def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
                 },
                 f"allow instance type {name} (${price:g}/h) in NodePool {plan.pool.name}: {why}",
                 override=_plan_override(ctx, plan, replacement),
+                accept=_lands_on(name),
             )
         )
     return out
+
+
+_OFFERING_KEYS = ("karpenter.sh/capacity-type", "topology.kubernetes.io/zone")
+
+
+def _has_template_devices(info) -> bool:
+    return any(t.devices for t in info.it.resource_slice_templates)
+
+
+def _lands_on(name: str) -> Callable[[object], bool]:
+    """The trial's NodeClaim can be of instance type ``name`` (the DFS found the devices on it,
+    or the pod needs none and the type is among the NodeClaim's candidates)."""
+
+    def check(hit) -> bool:
+        result = hit.result
+        if result is not None and result.claims:
+            return name in result.instance_types
+        return name in (getattr(hit.target, "instance_types", None) or ())
+
+    return check
 
 
 def _resources(requests) -> str:
@@ -1038,27 +1104,6 @@ def _funnel_groups(outcome, *reasons: str):
             if group.reason in reasons:
                 out.append(group)
     return out
-
-
-# --- JSON of model objects -----------------------------------------------------------------
-
-
-def _toleration_json(t: Toleration) -> dict:
-    out: dict = {}
-    if t.key:
-        out["key"] = t.key
-    out["operator"] = t.operator
-    if t.value:
-        out["value"] = t.value
-    if t.effect:
-        out["effect"] = t.effect
-    if t.toleration_seconds is not None:
-        out["tolerationSeconds"] = t.toleration_seconds
-    return out
-
-
-def _device_toleration_json(t: DeviceToleration) -> dict:
-    return _toleration_json(t)  # same fields
 
 
 # --- applying a change to the snapshot's documents (tests, the pages' YAML patch) -----------

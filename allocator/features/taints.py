@@ -24,6 +24,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
     Snapshot,
+    Toleration,
 )
 
 EFFECT_NO_SCHEDULE = "NoSchedule"
@@ -79,10 +80,14 @@ def describe_taint(taint: DeviceTaint) -> str:
     return f"{taint.key}{value}:{taint.effect}"
 
 
-def toleration_to_json(toleration: DeviceToleration) -> dict[str, Any]:
-    out: dict[str, Any] = {"operator": toleration.operator or "Equal"}
+def toleration_to_json(toleration: DeviceToleration | Toleration) -> dict[str, Any]:
+    """A toleration as the API writes it (``key``, ``operator``, ``value``, ``effect``,
+    ``tolerationSeconds``, empty ones left out). Device tolerations and pod tolerations have
+    the same fields, so this serves both (result ``tolerations``, suggested patches)."""
+    out: dict[str, Any] = {}
     if toleration.key:
         out["key"] = toleration.key
+    out["operator"] = toleration.operator or "Equal"
     if toleration.value:
         out["value"] = toleration.value
     if toleration.effect:
