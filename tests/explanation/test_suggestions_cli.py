@@ -399,3 +399,44 @@ def test_no_suggestions_flag_leaves_them_and_their_stats_out(name):
     stats = with_them["stats"]
     assert 0 < stats["suggestionTrials"] <= 24 * stats["failed"]
     assert 0 <= stats["suggestionSeconds"] < 1.0
+
+
+# --- the trial cap, in process (the cap is a module constant) -----------------------------------
+
+
+def _simulate_in_process(name: str) -> dict:
+    from allocator.simulation import SimulationOptions, simulate
+    from allocator.snapshot import load_paths
+
+    snapshot = load_paths([str(FIXTURES / name), str(CATALOG)])
+    return simulate(snapshot, SimulationOptions()).result
+
+
+@pytest.mark.parametrize("cap", [0, 1, 2])
+def test_the_trial_cap_bounds_trials_and_keeps_the_least_invasive(monkeypatch, cap):
+    """With room for ``cap`` trials only the first candidates in rank order are tried: the
+    claim's own selector before the NodePool, before the catalog."""
+    from allocator.explanation import suggestions
+
+    full = _simulate_in_process("missing-model.yaml")
+    monkeypatch.setattr(suggestions, "MAX_TRIALS_PER_POD", cap)
+    capped = _simulate_in_process("missing-model.yaml")
+    assert capped["stats"]["suggestionTrials"] == cap
+    (entry,) = capped["pods"]
+    (uncapped,) = full["pods"]
+    found = entry["suggestions"]
+    assert len(found) <= cap
+    assert found == uncapped["suggestions"][: len(found)]  # the same ones, in the same order
+    if cap:
+        assert found[0]["kind"] == "relax-selector"  # the first trial is the claim's selector
+
+
+def test_output_json_is_the_same_document_as_json():
+    path = FIXTURES / "too-many-gpus.json"
+    a = json.loads(cli(str(path), str(CATALOG), "--output", "json").stdout)
+    b = json.loads(cli(str(path), str(CATALOG), "--json").stdout)
+    for doc in (a, b):
+        doc["stats"].pop("seconds")
+        doc["stats"].pop("suggestionSeconds")
+    assert a == b
+    assert a["pods"][0]["suggestions"][0]["change"]["value"] == 8
