@@ -173,6 +173,7 @@ class _Context:
         self.allocator = run.allocator
         self._infos = None
         self._pods_by_key = None
+        self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
     def infos(self):
@@ -762,17 +763,18 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
     return out[: MAX_PER_KIND + 1]
 
 
-def _replan(ctx: _Context, plan, pool: NodePool, limits=None):
-    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered)."""
+def _replan(ctx: _Context, plan, pool: NodePool):
+    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered).
+    The same change is asked for by many failed pods: computed once per run."""
+    key = (plan.pool.name, json.dumps(pool.requirements, sort_keys=True, default=str))
+    cached = ctx.replans.get(key)
+    if cached is not None:
+        return cached
     reqs = node_pool_requirements(pool)
     its = [i for i in ctx.infos.values() if reqs.intersects(i.requirements) is None]
-    return dataclasses.replace(
-        plan,
-        pool=pool,
-        requirements=reqs,
-        instance_types=its,
-        limits=plan.limits if limits is None else limits,
-    )
+    replacement = dataclasses.replace(plan, pool=pool, requirements=reqs, instance_types=its)
+    ctx.replans[key] = replacement
+    return replacement
 
 
 def _plan_override(ctx: _Context, plan, replacement):
@@ -1048,7 +1050,7 @@ def _drivers_of_interest(ctx: _Context, outcome) -> set[str]:
                 dc = ctx.allocator.device_classes.get(sub.device_class_name)
                 text = " ".join(s.cel or "" for s in (dc.selectors if dc else ()))
                 text += " ".join(s.cel or "" for s in sub.selectors)
-                found = {d for d in known if f'"{d}"' in text}
+                found = {d for d in known if f'"{d}"' in text or f"'{d}'" in text}
                 if not found:
                     return set()
                 drivers |= found
