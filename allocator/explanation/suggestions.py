@@ -1028,9 +1028,11 @@ def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str
             for r in claim.reserved_for
             if r.resource == "pods" and r.api_group in ("", None)
         ]
-        if not pods or any(p in pending or p not in ctx.pods_by_key for p in pods):
+        # A pod of this run holds nothing to give back. A reserving pod the snapshot left out
+        # (only the claims were exported) is still the one to delete.
+        if not pods or any(p in pending for p in pods):
             continue
-        nodes = {ctx.pods_by_key[p].node_name for p in pods}
+        nodes = {ctx.pods_by_key[p].node_name for p in pods if p in ctx.pods_by_key}
         out.append((claim, pods, nodes.pop() if len(nodes) == 1 else None))
     return out
 
@@ -1074,8 +1076,8 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
         returned = []
         by_node = {t.node_name: t for t in ctx.scheduler.existing if t.node_name}
         for key in pods:
-            pod = ctx.pods_by_key[key]
-            target = by_node.get(pod.node_name)
+            pod = ctx.pods_by_key.get(key)
+            target = by_node.get(pod.node_name) if pod is not None else None
             if target is None:
                 continue
             for name, value in pod_requests(pod).items():

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -21,6 +22,7 @@ from allocator.explanation.suggestions import apply_change
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "suggestions"
 CATALOG = FIXTURES / "aws-gpu-instance-types.json"
+SCHEMA = json.loads((ROOT / "allocator" / "result_schema.json").read_text())
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -89,7 +91,9 @@ def placed_after(path: Path, suggestion: dict, key: str, tmp_path: Path) -> dict
 
 
 def check_all_targets(result: dict) -> None:
-    """Every suggestion names where the pod would go; placed pods carry none."""
+    """Every suggestion names where the pod would go; placed pods carry none; the document
+    is valid against the result schema."""
+    jsonschema.validate(result, SCHEMA)
     for entry in result["pods"]:
         if entry["scheduled"]:
             assert entry["suggestions"] == []
@@ -440,3 +444,22 @@ def test_output_json_is_the_same_document_as_json():
         doc["stats"].pop("suggestionSeconds")
     assert a == b
     assert a["pods"][0]["suggestions"][0]["change"]["value"] == 8
+
+
+def test_holder_pod_left_out_of_the_export_is_still_named_from_reserved_for(tmp_path):
+    """Only the claims were exported, not the notebook's pod: the claim's reservedFor still
+    says which pod holds the T4."""
+    docs = [
+        d
+        for d in documents(FIXTURES / "held-device.yaml")
+        if not (d["kind"] == "Pod" and d["metadata"]["name"] == "jupyter-alice")
+    ]
+    path = tmp_path / "claims-only.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    key = "research/train-bob-0"
+    result = simulate_json(path, CATALOG)
+    check_all_targets(result)
+    s = first_of(failed_pod(result, key), "free-device")
+    assert "delete pod research/jupyter-alice" in s["message"]
+    assert s["change"]["objects"] == ["Pod research/jupyter-alice"]
+    placed_after(path, s, key, tmp_path)
