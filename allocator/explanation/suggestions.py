@@ -528,6 +528,10 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
             for si, selector in enumerate(device_class.selectors):
                 for dropped, relaxed in _relaxations(selector.cel):
                     rest = list(device_class.selectors)
+                    if relaxed is None and len(rest) == 1:
+                        # A class without selectors selects every driver's devices: keep the
+                        # driver whose attributes the expression read.
+                        relaxed = _driver_expression(ctx, dropped)
                     _set_selector(rest, si, relaxed)
                     of_class.append(
                         _Candidate(
@@ -567,6 +571,18 @@ def _condition_on(expression: str) -> str:
     if not names:
         return ""
     return f", the condition on {' and '.join(names)}"
+
+
+def _driver_expression(ctx: _Context, expression: str) -> str | None:
+    """``device.driver == "gpu.nvidia.com"`` for the one known driver whose attribute domain
+    ``expression`` reads (None when it reads none, or several)."""
+    known = {s.driver for s in ctx.snapshot.resource_slices}
+    for it in ctx.snapshot.instance_types.values():
+        known.update(t.driver for t in it.resource_slice_templates)
+    domains = {m.group(3) for m in _ATTRIBUTE.finditer(expression)} & known
+    if len(domains) != 1:
+        return None
+    return f'device.driver == "{domains.pop()}"'
 
 
 def _set_selector(selectors: list, index: int, expression: str | None) -> None:

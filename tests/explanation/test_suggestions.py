@@ -420,3 +420,28 @@ def test_replicas_are_tried_once_and_named_each_by_their_own_objects():
         assert s["change"]["object"] == f"Pod default/train-{i}"
         assert f"pod default/train-{i} " in s["message"]
         assert s["target"] == {"kind": "NodeClaim", "name": "gpu-pool-1", "new": True}
+
+
+def test_dropping_a_class_s_only_selector_keeps_its_driver():
+    """An H100 class on a node of T4s and RDMA NICs (dra.net sorts before gpu.nvidia.com): a
+    class left without selectors would hand the pod a NIC, so the driver stays."""
+    expr = f'device.attributes["{GPU}"].productName == "NVIDIA H100 80GB HBM3"'
+    nics = [{"name": "eth1", "attributes": {"dra.net/rdma": {"bool": True}}}]
+    docs = [
+        device_class("h100.nvidia.com", expr),
+        *gpu_node(devices=[gpu(i, "Tesla T4") for i in range(2)]),
+        resource_slice("gpu-node-1-nics", driver="dra.net", node="gpu-node-1", devices=nics),
+        template("train-gpu", [request("gpu", cls="h100.nvidia.com")]),
+        pod("train-0", templates={"gpu": "train-gpu"}),
+    ]
+    s = first(failed(docs), "relax-selector")
+    assert s["change"] == {
+        "object": "DeviceClass h100.nvidia.com",
+        "field": "spec.selectors",
+        "op": "set",
+        "value": [{"cel": {"expression": f'device.driver == "{GPU}"'}}],
+    }
+    assert "the condition on gpu.nvidia.com/productName" in s["message"]
+    assert f"{GPU}/gpu-node-1/gpu-0" in s["message"]
+    entry = placed_after(docs, s)
+    assert {d["driver"] for c in entry["claims"] for d in c["devices"]} == {GPU}
