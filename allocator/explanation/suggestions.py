@@ -29,6 +29,7 @@ from allocator.model import (
     DeviceSelector,
     DeviceTaint,
     DeviceToleration,
+    Namespace,
     NodePool,
     Pod,
     ResourceClaim,
@@ -62,6 +63,7 @@ RANK = {
     "relax-selector": 2,
     "drop-constraint": 3,
     "nodepool-requirement": 4,
+    "label-namespace": 4,
     "nodepool-limit": 5,
     "instance-type-resources": 6,
     "add-instance-type": 6,
@@ -201,6 +203,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         _counts,
         _selectors,
         _constraints,
+        _admin_namespace,
         _pod_requirements,
         _pool_requirements,
         _pool_limits,
@@ -684,6 +687,62 @@ def _constraints(ctx: _Context, outcome) -> list[_Candidate]:
     return out[:MAX_PER_KIND]
 
 
+def _admin_namespace(ctx: _Context, outcome) -> list[_Candidate]:
+    """An admin-access request in a namespace without the admin-access label: label it (a
+    cluster admin's change, so ranked with the NodePool ones)."""
+    from allocator.features.adminaccess import ADMIN_ACCESS_LABEL, namespace_allows_admin_access
+
+    namespaces = ctx.allocator.namespaces
+    wanted = []
+    for _, claim in _dfs_claims(ctx, outcome):
+        admin = any(r.exactly is not None and r.exactly.admin_access for r in claim.spec.requests)
+        allowed = namespace_allows_admin_access(namespaces.get(claim.namespace))
+        if admin and not allowed and claim.namespace not in wanted:
+            wanted.append(claim.namespace)
+    out = []
+    for name in wanted:
+        before = namespaces.get(name)
+        labels = {**(before.labels if before is not None else {}), ADMIN_ACCESS_LABEL: "true"}
+        labelled = (
+            dataclasses.replace(before, labels=labels)
+            if before is not None
+            else Namespace(name=name, labels=labels)
+        )
+        out.append(
+            _Candidate(
+                "label-namespace",
+                {
+                    "object": f"Namespace {name}",
+                    "field": "metadata.labels",
+                    "op": "set",
+                    "value": dict(sorted(labels.items())),
+                },
+                f'label namespace {name} {ADMIN_ACCESS_LABEL}="true" (admin access to devices '
+                f"is only allowed in namespaces with that label)",
+                override=_namespace_override(ctx, name, labelled),
+            )
+        )
+    return out
+
+
+def _namespace_override(ctx: _Context, name: str, labelled):
+    @contextmanager
+    def scope() -> Iterator[None]:
+        namespaces = ctx.allocator.namespaces
+        missing = object()
+        saved = namespaces.get(name, missing)
+        namespaces[name] = labelled
+        try:
+            yield
+        finally:
+            if saved is missing:
+                del namespaces[name]
+            else:
+                namespaces[name] = saved
+
+    return scope
+
+
 # --- requirements: the pod's, then the NodePools' ------------------------------------------
 
 
@@ -1141,11 +1200,18 @@ def apply_change(documents: list[dict], change: dict) -> list[dict]:
                 _release(doc, gone)
         return kept
     out = []
+    found = False
     for doc in documents:
         doc = copy.deepcopy(doc)
         if _object_name(doc) == change["object"]:
             _set_path(doc, change["field"], copy.deepcopy(change["value"]))
+            found = True
         out.append(doc)
+    kind, _, name = change["object"].partition(" ")
+    if not found and kind == "Namespace":  # one the export left out: created, as kubectl would
+        doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        _set_path(doc, change["field"], copy.deepcopy(change["value"]))
+        out.insert(0, doc)
     return out
 
 

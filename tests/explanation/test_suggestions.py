@@ -445,3 +445,27 @@ def test_dropping_a_class_s_only_selector_keeps_its_driver():
     assert f"{GPU}/gpu-node-1/gpu-0" in s["message"]
     entry = placed_after(docs, s)
     assert {d["driver"] for c in entry["claims"] for d in c["devices"]} == {GPU}
+
+
+def test_admin_access_outside_a_labelled_namespace_gets_label_namespace():
+    """dcgm-exporter's admin request in ``default`` (not labelled): label the namespace."""
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+        device_class(GPU),
+        *gpu_node(devices=[gpu(0)]),
+        template("monitor", [request("gpus", adminAccess=True)]),
+        pod("train-0", templates={"gpu": "monitor"}),
+    ]
+    entry = failed(docs)
+    assert "admin access" in entry["error"]
+    s = first(entry, "label-namespace")
+    assert s["change"] == {
+        "object": "Namespace default",
+        "field": "metadata.labels",
+        "op": "set",
+        "value": {"resource.kubernetes.io/admin-access": "true"},
+    }
+    assert s["target"] == {"kind": "Node", "name": "gpu-node-1", "new": False}
+    placed_after(docs, s)
+    # A namespace the export left out is created by the patch, labelled.
+    placed_after(docs[1:], s)
