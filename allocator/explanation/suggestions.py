@@ -201,6 +201,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     for build in (
         _tolerations,
         _counts,
+        _extended_counts,
         _selectors,
         _constraints,
         _admin_namespace,
@@ -455,6 +456,104 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                 )
             )
     return out[:MAX_PER_KIND]
+
+
+_NODE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "hugepages-")
+
+
+def _extended_counts(ctx: _Context, outcome) -> list[_Candidate]:
+    """An extended resource (``nvidia.com/gpu: 16`` in a container's limits) that no node or
+    allowed instance type has that many of: the largest count that places the pod, written
+    into the one container that asks for it."""
+    pod = outcome.pod
+    containers = ((pod.raw or {}).get("spec") or {}).get("containers") or []
+    out = []
+    for name in sorted(pod.requests):
+        if name.startswith(_NODE_RESOURCES):
+            continue
+        wanted = pod_requests(pod).get(name, 0)
+        if wanted < 2000 or wanted % 1000:
+            continue
+        most = max(
+            [i.capacity.get(name, 0) for i in ctx.infos.values()]
+            + [t.available.get(name, 0) for t in ctx.scheduler.existing],
+            default=0,
+        )
+        if most >= wanted or most < 1000:
+            continue  # something has that many (another cause), or nothing has any
+        asking = [
+            i for i, c in enumerate(containers) if isinstance(c, dict) and _container_asks(c, name)
+        ]
+        if len(asking) != 1:
+            continue  # several containers share it: which one to cut is the user's call
+        out.append(
+            _Candidate("reduce-count", {}, "", search=_extended_search(pod, name, asking[0]))
+        )
+    return out[:MAX_PER_KIND]
+
+
+def _container_asks(container: dict, name: str) -> bool:
+    resources = container.get("resources") or {}
+    return any(name in (resources.get(k) or {}) for k in ("requests", "limits"))
+
+
+def _extended_search(pod: Pod, name: str, ci: int):
+    from allocator.quantity import Quantity
+
+    container = pod.raw["spec"]["containers"][ci]
+    total = pod_requests(pod)[name] // 1000
+    own = _container_count(container, name)
+    others = total - own  # init containers and overhead are not touched
+
+    def candidate(count: int) -> _Candidate:
+        resources = copy.deepcopy(container.get("resources") or {})
+        for key in ("requests", "limits"):
+            if name in (resources.get(key) or {}):
+                resources[key][name] = str(count - others)
+        changed = dataclasses.replace(
+            pod, requests={**pod.requests, name: Quantity.parse(str(count))}
+        )
+        return _Candidate(
+            "reduce-count",
+            {
+                "object": f"Pod {pod.key}",
+                "field": f"spec.containers[{ci}].resources",
+                "op": "set",
+                "value": resources,
+            },
+            f"reduce {name} of container {container.get('name')} of pod {pod.key} from "
+            f"{own} to {count - others} (the largest count that fits)",
+            pod=changed,
+        )
+
+    def search(attempt):
+        lo, hi, best = max(others, 0) + 1, total - 1, None
+        while lo <= hi:
+            mid = (lo + hi + 1) // 2
+            c = candidate(mid)
+            hit = attempt(c)
+            if hit is not None:
+                best = (c, hit)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    return search
+
+
+def _container_count(container: dict, name: str) -> int:
+    from allocator.quantity import Quantity
+
+    resources = container.get("resources") or {}
+    for key in ("requests", "limits"):
+        value = (resources.get(key) or {}).get(name)
+        if value is not None:
+            try:
+                return int(Quantity.parse(value).value)
+            except (ValueError, TypeError, AttributeError):
+                return 0
+    return 0
 
 
 def _count_search(outcome, index, claim, ri, obj, prefix):

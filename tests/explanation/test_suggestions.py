@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from allocator.cli import main
 from allocator.explanation.suggestions import apply_change
@@ -469,3 +470,69 @@ def test_admin_access_outside_a_labelled_namespace_gets_label_namespace():
     placed_after(docs, s)
     # A namespace the export left out is created by the patch, labelled.
     placed_after(docs[1:], s)
+
+
+def test_more_nvidia_com_gpu_than_any_instance_type_has_gets_reduce_count_on_the_container():
+    """The device plugin way of asking: ``nvidia.com/gpu: 16`` in the container's limits, on a
+    catalog whose largest type has 8."""
+    docs = yaml.safe_load_all(
+        """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: gpu}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [p5, g5]}
+---
+apiVersion: dra-web.io/v1alpha1
+kind: InstanceType
+metadata: {name: p5.48xlarge}
+spec:
+  capacity: {cpu: 191450m, memory: 1938Gi, pods: "100", nvidia.com/gpu: "8"}
+  requirements:
+  - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+  - {key: karpenter.k8s.aws/instance-family, operator: In, values: [p5]}
+  offerings:
+  - {zone: us-west-2a, capacityType: on-demand, price: 98.32, available: true}
+---
+apiVersion: dra-web.io/v1alpha1
+kind: InstanceType
+metadata: {name: g5.12xlarge}
+spec:
+  capacity: {cpu: 47810m, memory: 178933Mi, pods: "100", nvidia.com/gpu: "4"}
+  requirements:
+  - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+  - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5]}
+  offerings:
+  - {zone: us-west-2a, capacityType: on-demand, price: 5.672, available: true}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-0, namespace: default}
+spec:
+  containers:
+  - name: trainer
+    image: nvcr.io/nvidia/nemo:24.07
+    resources:
+      requests: {cpu: "32", memory: 256Gi}
+      limits: {nvidia.com/gpu: "16", memory: 256Gi}
+"""
+    )
+    docs = list(docs)
+    s = failed(docs)["suggestions"][0]
+    assert s["kind"] == "reduce-count"
+    assert "nvidia.com/gpu" in s["message"] and "from 16 to 8" in s["message"]
+    assert s["change"] == {
+        "object": "Pod default/train-0",
+        "field": "spec.containers[0].resources",
+        "op": "set",
+        "value": {
+            "requests": {"cpu": "32", "memory": "256Gi"},
+            "limits": {"nvidia.com/gpu": "8", "memory": "256Gi"},
+        },
+    }
+    assert s["target"] == {"kind": "NodeClaim", "name": "gpu-1", "new": True}
+    placed_after(docs, s)
