@@ -977,45 +977,82 @@ def _plan_override(ctx: _Context, plan, replacement):
 
 
 def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
-    """Raise a NodePool's limits just enough for its largest allowed instance type."""
+    """Raise a NodePool's limits just enough for a NodeClaim the pod fits: first for the
+    smallest allowed instance type that has the pod's resources but does not fit under the
+    limits, then (when that does not place it, say its devices are too few) for the largest."""
     out = []
     sched = ctx.scheduler
+    requests = pod_requests(outcome.pod)
     for plan in sched.pools:
         if plan.limits is None or not plan.instance_types:
             continue
         if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
             continue
         remaining = sched._remaining(plan)
+        keys = sorted(plan.limits)
+        over = [
+            i
+            for i in plan.instance_types
+            if fits(requests, i.capacity)
+            and any(i.capacity.get(n, 0) > remaining.get(n, 0) for n in keys)
+        ]
+        over.sort(key=lambda i: (tuple(i.capacity.get(n, 0) for n in keys), i.name))
+        sizes = [over[0].capacity] if over else []
         biggest = max_capacity(plan.instance_types)
-        raised = dict(plan.limits)
-        grew = []
-        for name, limit in plan.limits.items():
-            short = biggest.get(name, 0) - remaining.get(name, 0)
-            if short > 0:
-                raised[name] = _round_up(name, limit + short)
-                short = raised[name] - limit
-                grew.append(
-                    f"{name} from {format_quantity(name, limit)} to "
-                    f"{format_quantity(name, raised[name])} "
-                    f"(+{format_quantity(name, short)})"
-                )
-        if not grew:
-            continue
-        value = {name: format_quantity(name, v) for name, v in sorted(raised.items())}
-        out.append(
-            _Candidate(
-                "nodepool-limit",
-                {
-                    "object": f"NodePool {plan.pool.name}",
-                    "field": "spec.limits",
-                    "op": "set",
-                    "value": value,
-                },
-                f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
-                override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
-            )
-        )
+        if biggest not in sizes:
+            sizes.append(biggest)
+        steps = [c for c in (_limit_raise(ctx, plan, remaining, size) for size in sizes) if c]
+        if steps:
+            out.append(_Candidate("nodepool-limit", {}, "", search=_first_that_places(steps)))
     return out[:MAX_PER_KIND]
+
+
+def _limit_raise(ctx: _Context, plan, remaining, capacity) -> _Candidate | None:
+    """The NodePool's limits raised so that a node of ``capacity`` fits under them."""
+    raised = dict(plan.limits)
+    grew = []
+    for name, limit in plan.limits.items():
+        short = capacity.get(name, 0) - remaining.get(name, 0)
+        if short > 0:
+            raised[name] = _round_up(name, limit + short)
+            short = raised[name] - limit
+            grew.append(
+                f"{name} from {format_quantity(name, limit)} to "
+                f"{format_quantity(name, raised[name])} "
+                f"(+{format_quantity(name, short)})"
+            )
+    if not grew:
+        return None
+    value = {name: format_quantity(name, v) for name, v in sorted(raised.items())}
+    return _Candidate(
+        "nodepool-limit",
+        {
+            "object": f"NodePool {plan.pool.name}",
+            "field": "spec.limits",
+            "op": "set",
+            "value": value,
+        },
+        f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
+        override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
+    )
+
+
+def _first_that_places(steps: list[_Candidate]):
+    """A search over alternatives, smallest change first: the first that places the pod."""
+
+    def search(attempt):
+        seen = set()
+        for c in steps:
+            key = repr(c.change)
+            if key in seen:
+                continue
+            seen.add(key)
+            hit = attempt(c)
+            if hit is not None:
+                return c, hit
+        return None
+
+    return search
 
 
 def _round_up(name: str, milli: int) -> int:

@@ -536,3 +536,20 @@ spec:
     }
     assert s["target"] == {"kind": "NodeClaim", "name": "gpu-1", "new": True}
     placed_after(docs, s)
+
+
+@pytest.mark.parametrize(("gpus", "raised"), [(2, "48"), (8, "192")])
+def test_nodepool_limit_raise_is_the_smallest_that_places_the_pod(gpus, raised):
+    """Two GPUs fit a g5.12xlarge (48 vCPUs), eight only a p5.48xlarge (192): the limit is
+    raised for the smaller node when that is enough."""
+    docs = [
+        device_class(GPU),
+        node_pool("gpu-pool", requirements=families("p5", "g5"), limits={"cpu": "40"}),
+        instance_type("p5.48xlarge", gpus=8),
+        instance_type("g5.12xlarge", cpu="48", memory="192Gi", gpus=4, model="NVIDIA A10G"),
+        *gpu_pod(gpus, cpu="8", memory="32Gi"),
+    ]
+    s = first(failed(docs), "nodepool-limit")
+    assert s["change"]["value"] == {"cpu": raised}
+    assert f"cpu from 40 to {raised}" in s["message"]
+    placed_after(docs, s)
