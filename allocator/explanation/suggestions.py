@@ -600,33 +600,34 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
         (g.detail or {}).get("expression") for g in _funnel_groups(outcome, "selector", "cel-error")
     }
     own, of_class = [], []
+    classes_seen: set[str] = set()
     for index, claim in _dfs_claims(ctx, outcome):
         obj, prefix = _claim_object(ctx, claim)
-        for ri, request in _exact_requests(claim):
-            exact = request.exactly
+        for ri, k, exact, path, label in _selector_slots(claim):
             for si, selector in enumerate(exact.selectors):
                 for dropped, relaxed in _relaxations(selector.cel):
                     changed = _copy_claim(claim)
-                    _set_selector(changed.spec.requests[ri].exactly.selectors, si, relaxed)
-                    rest = changed.spec.requests[ri].exactly.selectors
+                    rest = _slot(changed, ri, k).selectors
+                    _set_selector(rest, si, relaxed)
                     own.append(
                         _Candidate(
                             "relax-selector",
                             {
                                 "object": obj,
-                                "field": f"{prefix}.requests[{ri}].exactly.selectors",
+                                "field": f"{prefix}.{path}.selectors",
                                 "op": "set",
                                 "value": [s.raw for s in rest],
                             },
-                            f"relax selector {selector.cel!r} of request {request.name} of claim "
+                            f"relax selector {selector.cel!r} of request {label} of claim "
                             f"{claim.key}: drop {dropped!r}{_condition_on(dropped)}",
                             claims=_with_claim(outcome, index, changed),
                             order=0 if selector.cel in preferred else 1,
                         )
                     )
             device_class = ctx.allocator.device_classes.get(exact.device_class_name)
-            if device_class is None:
+            if device_class is None or device_class.name in classes_seen:
                 continue
+            classes_seen.add(device_class.name)
             for si, selector in enumerate(device_class.selectors):
                 for dropped, relaxed in _relaxations(selector.cel):
                     rest = list(device_class.selectors)
@@ -685,6 +686,27 @@ def _driver_expression(ctx: _Context, expression: str) -> str | None:
     if len(domains) != 1:
         return None
     return f'device.driver == "{domains.pop()}"'
+
+
+def _selector_slots(claim: ResourceClaim):
+    """(request index, subrequest index or None, the exact request, its path under
+    ``devices``, its name) for every request and FirstAvailable subrequest of the claim."""
+    for ri, request in enumerate(claim.spec.requests):
+        if request.exactly is not None:
+            yield ri, None, request.exactly, f"requests[{ri}].exactly", request.name
+        for k, sub in enumerate(request.first_available):
+            yield (
+                ri,
+                k,
+                sub.request,
+                f"requests[{ri}].firstAvailable[{k}]",
+                (f"{request.name}/{sub.name}"),
+            )
+
+
+def _slot(claim: ResourceClaim, ri: int, k: int | None):
+    request = claim.spec.requests[ri]
+    return request.exactly if k is None else request.first_available[k].request
 
 
 def _set_selector(selectors: list, index: int, expression: str | None) -> None:

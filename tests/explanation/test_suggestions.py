@@ -553,3 +553,31 @@ def test_nodepool_limit_raise_is_the_smallest_that_places_the_pod(gpus, raised):
     assert s["change"]["value"] == {"cpu": raised}
     assert f"cpu from 40 to {raised}" in s["message"]
     placed_after(docs, s)
+
+
+def test_prioritized_list_of_models_nobody_has_gets_a_subrequest_selector_relaxed():
+    """firstAvailable: an H100, else an A100, on a node of T4s: the fallback's selector is the
+    one relaxed first, so that an H100 stays the first choice."""
+    h100 = f'device.attributes["{GPU}"].productName == "NVIDIA H100 80GB HBM3"'
+    a100 = f'device.attributes["{GPU}"].productName == "NVIDIA A100-SXM4-80GB"'
+    subs = [
+        {"name": "h100", "deviceClassName": GPU, "selectors": [{"cel": {"expression": h100}}]},
+        {"name": "a100", "deviceClassName": GPU, "selectors": [{"cel": {"expression": a100}}]},
+    ]
+    docs = [
+        device_class(GPU),
+        *gpu_node(devices=[gpu(i, "Tesla T4") for i in range(2)]),
+        template("train-gpu", [{"name": "gpu", "firstAvailable": subs}]),
+        pod("train-0", templates={"gpu": "train-gpu"}),
+    ]
+    s = first(failed(docs), "relax-selector")
+    assert s["change"] == {
+        "object": "ResourceClaimTemplate default/train-gpu",
+        "field": "spec.spec.devices.requests[0].firstAvailable[1].selectors",
+        "op": "set",
+        "value": [],
+    }
+    assert "request gpu/a100" in s["message"]
+    assert "the condition on gpu.nvidia.com/productName" in s["message"]
+    entry = placed_after(docs, s)
+    assert entry["claims"][0]["devices"][0]["request"] == "gpu/a100"
