@@ -81,13 +81,13 @@ def describe_taint(taint: DeviceTaint) -> str:
 
 
 def toleration_to_json(toleration: DeviceToleration | Toleration) -> dict[str, Any]:
-    """A toleration as the API writes it (``key``, ``operator``, ``value``, ``effect``,
-    ``tolerationSeconds``, empty ones left out). Device tolerations and pod tolerations have
-    the same fields, so this serves both (result ``tolerations``, suggested patches)."""
-    out: dict[str, Any] = {}
+    """A toleration as the result prints it (``operator``, ``key``, ``value``, ``effect``,
+    ``tolerationSeconds``, empty ones left out; the order is part of the printed document).
+    Device and pod tolerations have the same fields, so this serves both (result
+    ``tolerations``, suggested patches)."""
+    out: dict[str, Any] = {"operator": toleration.operator or "Equal"}
     if toleration.key:
         out["key"] = toleration.key
-    out["operator"] = toleration.operator or "Equal"
     if toleration.value:
         out["value"] = toleration.value
     if toleration.effect:
