@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="run one provisioning scheduling loop")
     sim.add_argument("snapshot", nargs="+", metavar="SNAPSHOT", help="YAML or JSON files")
     sim.add_argument("--json", action="store_true", help="print the result document")
+    sim.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default=None,
+        help="output format, as kubectl's -o: json is the same as --json (default text)",
+    )
     sim.add_argument("--trace", metavar="FILE", help="also write the DFS trace as JSON")
     sim.add_argument(
         "--timeout",
@@ -173,7 +180,7 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
                 json.dump(output.trace, fh)
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
-    if args.json:
+    if args.json or args.output == "json":
         json.dump(output.result, stdout, indent=2)
         stdout.write("\n")
     else:

@@ -18,14 +18,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from allocator.features.taints import toleration_matches, toleration_to_json
 from allocator.model import (
     DeviceSelector,
+    DeviceTaint,
     DeviceToleration,
+    Namespace,
     NodePool,
     Pod,
     ResourceClaim,
@@ -35,6 +39,7 @@ from allocator.model import (
 )
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import (
+    _BINARY,
     cheapest_offering,
     fits,
     format_quantity,
@@ -58,6 +63,7 @@ RANK = {
     "relax-selector": 2,
     "drop-constraint": 3,
     "nodepool-requirement": 4,
+    "label-namespace": 4,
     "nodepool-limit": 5,
     "instance-type-resources": 6,
     "add-instance-type": 6,
@@ -87,6 +93,9 @@ class _Candidate:
         None
     )
     order: int = 0  # within the same rank, the order found (pod's own before NodePool's)
+    # A placement that does not show what the message claims (the instance type it names) is
+    # no verification of it.
+    accept: Callable[[object], bool] | None = None
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -167,6 +176,7 @@ class _Context:
         self.allocator = run.allocator
         self._infos = None
         self._pods_by_key = None
+        self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
     def infos(self):
@@ -192,8 +202,10 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     for build in (
         _tolerations,
         _counts,
+        _extended_counts,
         _selectors,
         _constraints,
+        _admin_namespace,
         _pod_requirements,
         _pool_requirements,
         _pool_limits,
@@ -243,7 +255,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
             candidate, hit = found
         else:
             hit = attempt(candidate)
-        if hit is None:
+        if hit is None or (candidate.accept is not None and not candidate.accept(hit)):
             continue
         key = repr((candidate.kind, candidate.change))
         if key in seen:
@@ -352,7 +364,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
                     "object": f"Pod {pod.key}",
                     "field": "spec.tolerations",
                     "op": "set",
-                    "value": [_toleration_json(t) for t in changed.tolerations],
+                    "value": [toleration_to_json(t) for t in changed.tolerations],
                 },
                 f"tolerate taint {format_taint(taint)} in pod {pod.key} "
                 f"(toleration {taint.key} Exists:{taint.effect})",
@@ -388,7 +400,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
                             "object": obj,
                             "field": f"{prefix}.requests[{ri}].exactly.tolerations",
                             "op": "set",
-                            "value": [_device_toleration_json(t) for t in exact.tolerations],
+                            "value": [toleration_to_json(t) for t in exact.tolerations],
                         },
                         f"tolerate device taint {shown} in request {request.name} of claim "
                         f"{claim.key} (toleration {taint[0]} Exists:{taint[2]})",
@@ -431,11 +443,7 @@ def _device_taints(ctx: _Context, outcome) -> list[tuple[str, str | None, str]]:
 
 def _device_tolerates(t: DeviceToleration, taint: tuple) -> bool:
     key, value, effect = taint
-    if t.effect and t.effect != effect:
-        return False
-    if t.key and t.key != key:
-        return False
-    return t.operator == "Exists" or (t.value or "") == (value or "")
+    return toleration_matches(t, DeviceTaint(key=key, value=value, effect=effect))
 
 
 def _counts(ctx: _Context, outcome) -> list[_Candidate]:
@@ -460,6 +468,104 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                 )
             )
     return out[:MAX_PER_KIND]
+
+
+_NODE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "hugepages-")
+
+
+def _extended_counts(ctx: _Context, outcome) -> list[_Candidate]:
+    """An extended resource (``nvidia.com/gpu: 16`` in a container's limits) that no node or
+    allowed instance type has that many of: the largest count that places the pod, written
+    into the one container that asks for it."""
+    pod = outcome.pod
+    containers = ((pod.raw or {}).get("spec") or {}).get("containers") or []
+    out = []
+    for name in sorted(pod.requests):
+        if name.startswith(_NODE_RESOURCES):
+            continue
+        wanted = pod_requests(pod).get(name, 0)
+        if wanted < 2000 or wanted % 1000:
+            continue
+        most = max(
+            [i.capacity.get(name, 0) for i in ctx.infos.values()]
+            + [t.available.get(name, 0) for t in ctx.scheduler.existing],
+            default=0,
+        )
+        if most >= wanted or most < 1000:
+            continue  # something has that many (another cause), or nothing has any
+        asking = [
+            i for i, c in enumerate(containers) if isinstance(c, dict) and _container_asks(c, name)
+        ]
+        if len(asking) != 1:
+            continue  # several containers share it: which one to cut is the user's call
+        out.append(
+            _Candidate("reduce-count", {}, "", search=_extended_search(pod, name, asking[0]))
+        )
+    return out[:MAX_PER_KIND]
+
+
+def _container_asks(container: dict, name: str) -> bool:
+    resources = container.get("resources") or {}
+    return any(name in (resources.get(k) or {}) for k in ("requests", "limits"))
+
+
+def _extended_search(pod: Pod, name: str, ci: int):
+    from allocator.quantity import Quantity
+
+    container = pod.raw["spec"]["containers"][ci]
+    total = pod_requests(pod)[name] // 1000
+    own = _container_count(container, name)
+    others = total - own  # init containers and overhead are not touched
+
+    def candidate(count: int) -> _Candidate:
+        resources = copy.deepcopy(container.get("resources") or {})
+        for key in ("requests", "limits"):
+            if name in (resources.get(key) or {}):
+                resources[key][name] = str(count - others)
+        changed = dataclasses.replace(
+            pod, requests={**pod.requests, name: Quantity.parse(str(count))}
+        )
+        return _Candidate(
+            "reduce-count",
+            {
+                "object": f"Pod {pod.key}",
+                "field": f"spec.containers[{ci}].resources",
+                "op": "set",
+                "value": resources,
+            },
+            f"reduce {name} of container {container.get('name')} of pod {pod.key} from "
+            f"{own} to {count - others} (the largest count that fits)",
+            pod=changed,
+        )
+
+    def search(attempt):
+        lo, hi, best = max(others, 0) + 1, total - 1, None
+        while lo <= hi:
+            mid = (lo + hi + 1) // 2
+            c = candidate(mid)
+            hit = attempt(c)
+            if hit is not None:
+                best = (c, hit)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    return search
+
+
+def _container_count(container: dict, name: str) -> int:
+    from allocator.quantity import Quantity
+
+    resources = container.get("resources") or {}
+    for key in ("requests", "limits"):
+        value = (resources.get(key) or {}).get(name)
+        if value is not None:
+            try:
+                return int(Quantity.parse(value).value)
+            except (ValueError, TypeError, AttributeError):
+                return 0
+    return 0
 
 
 def _count_search(outcome, index, claim, ri, obj, prefix):
@@ -555,36 +661,41 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
         (g.detail or {}).get("expression") for g in _funnel_groups(outcome, "selector", "cel-error")
     }
     own, of_class = [], []
+    classes_seen: set[str] = set()
     for index, claim in _dfs_claims(ctx, outcome):
         obj, prefix = _claim_object(ctx, claim)
-        for ri, request in _exact_requests(claim):
-            exact = request.exactly
+        for ri, k, exact, path, label in _selector_slots(claim):
             for si, selector in enumerate(exact.selectors):
                 for dropped, relaxed in _relaxations(selector.cel):
                     changed = _copy_claim(claim)
-                    _set_selector(changed.spec.requests[ri].exactly.selectors, si, relaxed)
-                    rest = changed.spec.requests[ri].exactly.selectors
+                    rest = _slot(changed, ri, k).selectors
+                    _set_selector(rest, si, relaxed)
                     own.append(
                         _Candidate(
                             "relax-selector",
                             {
                                 "object": obj,
-                                "field": f"{prefix}.requests[{ri}].exactly.selectors",
+                                "field": f"{prefix}.{path}.selectors",
                                 "op": "set",
                                 "value": [s.raw for s in rest],
                             },
-                            f"relax selector {selector.cel!r} of request {request.name} of claim "
-                            f"{claim.key}: drop {dropped!r}",
+                            f"relax selector {selector.cel!r} of request {label} of claim "
+                            f"{claim.key}: drop {dropped!r}{_condition_on(dropped)}",
                             claims=_with_claim(outcome, index, changed),
                             order=0 if selector.cel in preferred else 1,
                         )
                     )
             device_class = ctx.allocator.device_classes.get(exact.device_class_name)
-            if device_class is None:
+            if device_class is None or device_class.name in classes_seen:
                 continue
+            classes_seen.add(device_class.name)
             for si, selector in enumerate(device_class.selectors):
                 for dropped, relaxed in _relaxations(selector.cel):
                     rest = list(device_class.selectors)
+                    if relaxed is None and len(rest) == 1:
+                        # A class without selectors selects every driver's devices: keep the
+                        # driver whose attributes the expression read.
+                        relaxed = _driver_expression(ctx, dropped)
                     _set_selector(rest, si, relaxed)
                     of_class.append(
                         _Candidate(
@@ -596,7 +707,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                                 "value": [s.raw for s in rest],
                             },
                             f"relax selector {selector.cel!r} of DeviceClass "
-                            f"{device_class.name}: drop {dropped!r}",
+                            f"{device_class.name}: drop {dropped!r}{_condition_on(dropped)}",
                             override=_class_override(ctx, device_class, rest),
                             order=0 if selector.cel in preferred else 1,
                         )
@@ -604,6 +715,59 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
     own.sort(key=lambda c: c.order)
     of_class.sort(key=lambda c: c.order)
     return (own + of_class)[: MAX_PER_KIND + 1]
+
+
+_ATTRIBUTE = re.compile(
+    r"""\b(attributes|capacity)\s*\[\s*(["'])([^"']+)\2\s*\]\s*"""
+    r"""(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(["'])([^"']+)\5\s*\])"""
+)
+
+
+def _condition_on(expression: str) -> str:
+    """``, the condition on gpu.nvidia.com/productName``: the device attributes and capacities
+    the dropped expression reads, by their qualified names (empty when it reads none)."""
+    names = []
+    for m in _ATTRIBUTE.finditer(expression):
+        name = m.group(4) or m.group(6)
+        qualified = name if "/" in name else f"{m.group(3)}/{name}"
+        if qualified not in names:
+            names.append(qualified)
+    if not names:
+        return ""
+    return f", the condition on {' and '.join(names)}"
+
+
+def _driver_expression(ctx: _Context, expression: str) -> str | None:
+    """``device.driver == "gpu.nvidia.com"`` for the one known driver whose attribute domain
+    ``expression`` reads (None when it reads none, or several)."""
+    known = {s.driver for s in ctx.snapshot.resource_slices}
+    for it in ctx.snapshot.instance_types.values():
+        known.update(t.driver for t in it.resource_slice_templates)
+    domains = {m.group(3) for m in _ATTRIBUTE.finditer(expression)} & known
+    if len(domains) != 1:
+        return None
+    return f'device.driver == "{domains.pop()}"'
+
+
+def _selector_slots(claim: ResourceClaim):
+    """(request index, subrequest index or None, the exact request, its path under
+    ``devices``, its name) for every request and FirstAvailable subrequest of the claim."""
+    for ri, request in enumerate(claim.spec.requests):
+        if request.exactly is not None:
+            yield ri, None, request.exactly, f"requests[{ri}].exactly", request.name
+        for k, sub in enumerate(request.first_available):
+            yield (
+                ri,
+                k,
+                sub.request,
+                f"requests[{ri}].firstAvailable[{k}]",
+                (f"{request.name}/{sub.name}"),
+            )
+
+
+def _slot(claim: ResourceClaim, ri: int, k: int | None):
+    request = claim.spec.requests[ri]
+    return request.exactly if k is None else request.first_available[k].request
 
 
 def _set_selector(selectors: list, index: int, expression: str | None) -> None:
@@ -705,6 +869,62 @@ def _constraints(ctx: _Context, outcome) -> list[_Candidate]:
     return out[:MAX_PER_KIND]
 
 
+def _admin_namespace(ctx: _Context, outcome) -> list[_Candidate]:
+    """An admin-access request in a namespace without the admin-access label: label it (a
+    cluster admin's change, so ranked with the NodePool ones)."""
+    from allocator.features.adminaccess import ADMIN_ACCESS_LABEL, namespace_allows_admin_access
+
+    namespaces = ctx.allocator.namespaces
+    wanted = []
+    for _, claim in _dfs_claims(ctx, outcome):
+        admin = any(r.exactly is not None and r.exactly.admin_access for r in claim.spec.requests)
+        allowed = namespace_allows_admin_access(namespaces.get(claim.namespace))
+        if admin and not allowed and claim.namespace not in wanted:
+            wanted.append(claim.namespace)
+    out = []
+    for name in wanted:
+        before = namespaces.get(name)
+        labels = {**(before.labels if before is not None else {}), ADMIN_ACCESS_LABEL: "true"}
+        labelled = (
+            dataclasses.replace(before, labels=labels)
+            if before is not None
+            else Namespace(name=name, labels=labels)
+        )
+        out.append(
+            _Candidate(
+                "label-namespace",
+                {
+                    "object": f"Namespace {name}",
+                    "field": "metadata.labels",
+                    "op": "set",
+                    "value": dict(sorted(labels.items())),
+                },
+                f'label namespace {name} {ADMIN_ACCESS_LABEL}="true" (admin access to devices '
+                f"is only allowed in namespaces with that label)",
+                override=_namespace_override(ctx, name, labelled),
+            )
+        )
+    return out
+
+
+def _namespace_override(ctx: _Context, name: str, labelled):
+    @contextmanager
+    def scope() -> Iterator[None]:
+        namespaces = ctx.allocator.namespaces
+        missing = object()
+        saved = namespaces.get(name, missing)
+        namespaces[name] = labelled
+        try:
+            yield
+        finally:
+            if saved is missing:
+                del namespaces[name]
+            else:
+                namespaces[name] = saved
+
+    return scope
+
+
 # --- requirements: the pod's, then the NodePools' ------------------------------------------
 
 
@@ -800,17 +1020,18 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
     return out[: MAX_PER_KIND + 1]
 
 
-def _replan(ctx: _Context, plan, pool: NodePool, limits=None):
-    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered)."""
+def _replan(ctx: _Context, plan, pool: NodePool):
+    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered).
+    The same change is asked for by many failed pods: computed once per run."""
+    key = (plan.pool.name, json.dumps(pool.requirements, sort_keys=True, default=str))
+    cached = ctx.replans.get(key)
+    if cached is not None:
+        return cached
     reqs = node_pool_requirements(pool)
     its = [i for i in ctx.infos.values() if reqs.intersects(i.requirements) is None]
-    return dataclasses.replace(
-        plan,
-        pool=pool,
-        requirements=reqs,
-        instance_types=its,
-        limits=plan.limits if limits is None else limits,
-    )
+    replacement = dataclasses.replace(plan, pool=pool, requirements=reqs, instance_types=its)
+    ctx.replans[key] = replacement
+    return replacement
 
 
 def _plan_override(ctx: _Context, plan, replacement):
@@ -839,80 +1060,139 @@ def _plan_override(ctx: _Context, plan, replacement):
 
 
 def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
-    """Raise a NodePool's limits just enough for its largest allowed instance type."""
+    """Raise a NodePool's limits just enough for a NodeClaim the pod fits: first for the
+    smallest allowed instance type that has the pod's resources but does not fit under the
+    limits, then (when that does not place it, say its devices are too few) for the largest."""
     out = []
     sched = ctx.scheduler
+    requests = pod_requests(outcome.pod)
     for plan in sched.pools:
         if plan.limits is None or not plan.instance_types:
             continue
         if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
             continue
         remaining = sched._remaining(plan)
+        keys = sorted(plan.limits)
+        over = [
+            i
+            for i in plan.instance_types
+            if fits(requests, i.capacity)
+            and any(i.capacity.get(n, 0) > remaining.get(n, 0) for n in keys)
+        ]
+        over.sort(key=lambda i: (tuple(i.capacity.get(n, 0) for n in keys), i.name))
+        sizes = [over[0].capacity] if over else []
         biggest = max_capacity(plan.instance_types)
-        raised = dict(plan.limits)
-        grew = []
-        for name, limit in plan.limits.items():
-            short = biggest.get(name, 0) - remaining.get(name, 0)
-            if short > 0:
-                raised[name] = limit + short
-                grew.append(
-                    f"{name} from {format_quantity(name, limit)} to "
-                    f"{format_quantity(name, raised[name])} "
-                    f"(+{format_quantity(name, short)})"
-                )
-        if not grew:
-            continue
-        value = {name: format_quantity(name, v) for name, v in sorted(raised.items())}
-        out.append(
-            _Candidate(
-                "nodepool-limit",
-                {
-                    "object": f"NodePool {plan.pool.name}",
-                    "field": "spec.limits",
-                    "op": "set",
-                    "value": value,
-                },
-                f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
-                override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
-            )
-        )
+        if biggest not in sizes:
+            sizes.append(biggest)
+        steps = [c for c in (_limit_raise(ctx, plan, remaining, size) for size in sizes) if c]
+        if steps:
+            out.append(_Candidate("nodepool-limit", {}, "", search=_first_that_places(steps)))
     return out[:MAX_PER_KIND]
+
+
+def _limit_raise(ctx: _Context, plan, remaining, capacity) -> _Candidate | None:
+    """The NodePool's limits raised so that a node of ``capacity`` fits under them."""
+    raised = dict(plan.limits)
+    grew = []
+    for name, limit in plan.limits.items():
+        short = capacity.get(name, 0) - remaining.get(name, 0)
+        if short > 0:
+            raised[name] = _round_up(name, limit + short)
+            short = raised[name] - limit
+            grew.append(
+                f"{name} from {format_quantity(name, limit)} to "
+                f"{format_quantity(name, raised[name])} "
+                f"(+{format_quantity(name, short)})"
+            )
+    if not grew:
+        return None
+    value = {name: format_quantity(name, v) for name, v in sorted(raised.items())}
+    return _Candidate(
+        "nodepool-limit",
+        {
+            "object": f"NodePool {plan.pool.name}",
+            "field": "spec.limits",
+            "op": "set",
+            "value": value,
+        },
+        f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
+        override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
+    )
+
+
+def _first_that_places(steps: list[_Candidate]):
+    """A search over alternatives, smallest change first: the first that places the pod."""
+
+    def search(attempt):
+        seen = set()
+        for c in steps:
+            key = repr(c.change)
+            if key in seen:
+                continue
+            seen.add(key)
+            hit = attempt(c)
+            if hit is not None:
+                return c, hit
+        return None
+
+    return search
+
+
+def _round_up(name: str, milli: int) -> int:
+    """A limit a person would write: whole units (cpu, pods ...), whole Gi for byte sizes."""
+    step = 1000 * 2**30 if name.startswith(_BINARY) else 1000
+    return -(-milli // step) * step
 
 
 def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
     """Catalog instance types no NodePool allows, cheapest first: widen the first NodePool the
     pod tolerates so that it allows the type. ``instance-type-resources`` when the pod's cpu /
-    memory fit no allowed type but fit this one, else ``add-instance-type``."""
+    memory fit no allowed type but fit this one, else ``add-instance-type``. For a pod that
+    needs devices, types whose drivers publish devices are tried before those without any; a
+    trial counts only when the pod's NodeClaim could be of the type the suggestion names."""
     sched = ctx.scheduler
     plans = [p for p in sched.pools if untolerated_taint(outcome.pod.tolerations, p.taints) is None]
     if not plans:
         return []
     allowed = {i.name for p in sched.pools for i in p.instance_types}
     requests = pod_requests(outcome.pod)
-    fits_allowed = any(fits(requests, i.capacity) for p in plans for i in p.instance_types)
-    unpriced = Requirements()
+    allowed_types = [i for p in plans for i in p.instance_types]
+    fits_allowed = any(fits(requests, i.capacity) for i in allowed_types)
+    needs_devices = any(c.spec.requests for _, c in _dfs_claims(ctx, outcome))
+    plan = plans[0]
+    # Priced as the NodePool would buy it: its zones and capacity types select the offerings.
+    offering_reqs = Requirements.from_node_selector_requirements(
+        [
+            {k: v for k, v in r.items() if k in ("key", "operator", "values")}
+            for r in plan.pool.requirements
+            if isinstance(r, dict) and r.get("key") in _OFFERING_KEYS
+        ]
+    )
     priced = []
     for name, info in ctx.infos.items():
         if name in allowed:
             continue
-        price = cheapest_offering(info, unpriced)
+        price = cheapest_offering(info, offering_reqs)
         if price is not None and fits(requests, info.capacity):
-            priced.append((price, name, info))
-    priced.sort(key=lambda e: (e[0], e[1]))
-    plan = plans[0]
+            deviceless = needs_devices and not _has_template_devices(info)
+            priced.append((deviceless, price, name, info))
+    priced.sort(key=lambda e: (e[0], e[1], e[2]))
     out = []
-    for price, name, info in priced[:MAX_PER_KIND]:
+    for _, price, name, info in priced[:MAX_PER_KIND]:
         widened = _widen(plan.pool.requirements, info)
         pool = dataclasses.replace(plan.pool, requirements=widened)
         replacement = _replan(ctx, plan, pool)
         if name not in {i.name for i in replacement.instance_types}:
             continue
-        kind = "add-instance-type" if fits_allowed else "instance-type-resources"
-        why = (
-            "no allowed instance type has enough devices"
-            if fits_allowed
-            else f"no allowed instance type has the pod's resources ({_resources(requests)})"
-        )
+        if not allowed_types:
+            kind = "add-instance-type"
+            why = f"NodePool {plan.pool.name} allows no instance type of the catalog"
+        elif fits_allowed:
+            kind = "add-instance-type"
+            why = "no allowed instance type has enough devices"
+        else:
+            kind = "instance-type-resources"
+            why = f"no allowed instance type has the pod's resources ({_resources(requests)})"
         out.append(
             _Candidate(
                 kind,
@@ -924,9 +1204,30 @@ def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
                 },
                 f"allow instance type {name} (${price:g}/h) in NodePool {plan.pool.name}: {why}",
                 override=_plan_override(ctx, plan, replacement),
+                accept=_lands_on(name),
             )
         )
     return out
+
+
+_OFFERING_KEYS = ("karpenter.sh/capacity-type", "topology.kubernetes.io/zone")
+
+
+def _has_template_devices(info) -> bool:
+    return any(t.devices for t in info.it.resource_slice_templates)
+
+
+def _lands_on(name: str) -> Callable[[object], bool]:
+    """The trial's NodeClaim can be of instance type ``name`` (the DFS found the devices on it,
+    or the pod needs none and the type is among the NodeClaim's candidates)."""
+
+    def check(hit) -> bool:
+        result = hit.result
+        if result is not None and result.claims:
+            return name in result.instance_types
+        return name in (getattr(hit.target, "instance_types", None) or ())
+
+    return check
 
 
 def _resources(requests) -> str:
@@ -1021,9 +1322,11 @@ def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str
             for r in claim.reserved_for
             if r.resource == "pods" and r.api_group in ("", None)
         ]
-        if not pods or any(p in pending or p not in ctx.pods_by_key for p in pods):
+        # A pod of this run holds nothing to give back. A reserving pod the snapshot left out
+        # (only the claims were exported) is still the one to delete.
+        if not pods or any(p in pending for p in pods):
             continue
-        nodes = {ctx.pods_by_key[p].node_name for p in pods}
+        nodes = {ctx.pods_by_key[p].node_name for p in pods if p in ctx.pods_by_key}
         out.append((claim, pods, nodes.pop() if len(nodes) == 1 else None))
     return out
 
@@ -1043,7 +1346,7 @@ def _drivers_of_interest(ctx: _Context, outcome) -> set[str]:
                 dc = ctx.allocator.device_classes.get(sub.device_class_name)
                 text = " ".join(s.cel or "" for s in (dc.selectors if dc else ()))
                 text += " ".join(s.cel or "" for s in sub.selectors)
-                found = {d for d in known if f'"{d}"' in text}
+                found = {d for d in known if f'"{d}"' in text or f"'{d}'" in text}
                 if not found:
                     return set()
                 drivers |= found
@@ -1067,8 +1370,8 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
         returned = []
         by_node = {t.node_name: t for t in ctx.scheduler.existing if t.node_name}
         for key in pods:
-            pod = ctx.pods_by_key[key]
-            target = by_node.get(pod.node_name)
+            pod = ctx.pods_by_key.get(key)
+            target = by_node.get(pod.node_name) if pod is not None else None
             if target is None:
                 continue
             for name, value in pod_requests(pod).items():
@@ -1101,27 +1404,6 @@ def _funnel_groups(outcome, *reasons: str):
     return out
 
 
-# --- JSON of model objects -----------------------------------------------------------------
-
-
-def _toleration_json(t: Toleration) -> dict:
-    out: dict = {}
-    if t.key:
-        out["key"] = t.key
-    out["operator"] = t.operator
-    if t.value:
-        out["value"] = t.value
-    if t.effect:
-        out["effect"] = t.effect
-    if t.toleration_seconds is not None:
-        out["tolerationSeconds"] = t.toleration_seconds
-    return out
-
-
-def _device_toleration_json(t: DeviceToleration) -> dict:
-    return _toleration_json(t)  # same fields
-
-
 # --- applying a change to the snapshot's documents (tests, the pages' YAML patch) -----------
 
 
@@ -1137,11 +1419,18 @@ def apply_change(documents: list[dict], change: dict) -> list[dict]:
                 _release(doc, gone)
         return kept
     out = []
+    found = False
     for doc in documents:
         doc = copy.deepcopy(doc)
         if _object_name(doc) == change["object"]:
             _set_path(doc, change["field"], copy.deepcopy(change["value"]))
+            found = True
         out.append(doc)
+    kind, _, name = change["object"].partition(" ")
+    if not found and kind == "Namespace":  # one the export left out: created, as kubectl would
+        doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        _set_path(doc, change["field"], copy.deepcopy(change["value"]))
+        out.insert(0, doc)
     return out
 
 

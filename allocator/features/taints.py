@@ -25,6 +25,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
     Snapshot,
+    Toleration,
 )
 
 GATE = "DRADeviceTaints"
@@ -82,7 +83,11 @@ def describe_taint(taint: DeviceTaint) -> str:
     return f"{taint.key}{value}:{taint.effect}"
 
 
-def toleration_to_json(toleration: DeviceToleration) -> dict[str, Any]:
+def toleration_to_json(toleration: DeviceToleration | Toleration) -> dict[str, Any]:
+    """A toleration as the result prints it (``operator``, ``key``, ``value``, ``effect``,
+    ``tolerationSeconds``, empty ones left out; the order is part of the printed document).
+    Device and pod tolerations have the same fields, so this serves both (result
+    ``tolerations``, suggested patches)."""
     out: dict[str, Any] = {"operator": toleration.operator or "Equal"}
     if toleration.key:
         out["key"] = toleration.key

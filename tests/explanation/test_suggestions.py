@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from allocator.cli import main
 from allocator.explanation.suggestions import apply_change
@@ -420,3 +421,163 @@ def test_replicas_are_tried_once_and_named_each_by_their_own_objects():
         assert s["change"]["object"] == f"Pod default/train-{i}"
         assert f"pod default/train-{i} " in s["message"]
         assert s["target"] == {"kind": "NodeClaim", "name": "gpu-pool-1", "new": True}
+
+
+def test_dropping_a_class_s_only_selector_keeps_its_driver():
+    """An H100 class on a node of T4s and RDMA NICs (dra.net sorts before gpu.nvidia.com): a
+    class left without selectors would hand the pod a NIC, so the driver stays."""
+    expr = f'device.attributes["{GPU}"].productName == "NVIDIA H100 80GB HBM3"'
+    nics = [{"name": "eth1", "attributes": {"dra.net/rdma": {"bool": True}}}]
+    docs = [
+        device_class("h100.nvidia.com", expr),
+        *gpu_node(devices=[gpu(i, "Tesla T4") for i in range(2)]),
+        resource_slice("gpu-node-1-nics", driver="dra.net", node="gpu-node-1", devices=nics),
+        template("train-gpu", [request("gpu", cls="h100.nvidia.com")]),
+        pod("train-0", templates={"gpu": "train-gpu"}),
+    ]
+    s = first(failed(docs), "relax-selector")
+    assert s["change"] == {
+        "object": "DeviceClass h100.nvidia.com",
+        "field": "spec.selectors",
+        "op": "set",
+        "value": [{"cel": {"expression": f'device.driver == "{GPU}"'}}],
+    }
+    assert "the condition on gpu.nvidia.com/productName" in s["message"]
+    assert f"{GPU}/gpu-node-1/gpu-0" in s["message"]
+    entry = placed_after(docs, s)
+    assert {d["driver"] for c in entry["claims"] for d in c["devices"]} == {GPU}
+
+
+def test_admin_access_outside_a_labelled_namespace_gets_label_namespace():
+    """dcgm-exporter's admin request in ``default`` (not labelled): label the namespace."""
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+        device_class(GPU),
+        *gpu_node(devices=[gpu(0)]),
+        template("monitor", [request("gpus", adminAccess=True)]),
+        pod("train-0", templates={"gpu": "monitor"}),
+    ]
+    entry = failed(docs)
+    assert "admin access" in entry["error"]
+    s = first(entry, "label-namespace")
+    assert s["change"] == {
+        "object": "Namespace default",
+        "field": "metadata.labels",
+        "op": "set",
+        "value": {"resource.kubernetes.io/admin-access": "true"},
+    }
+    assert s["target"] == {"kind": "Node", "name": "gpu-node-1", "new": False}
+    placed_after(docs, s)
+    # A namespace the export left out is created by the patch, labelled.
+    placed_after(docs[1:], s)
+
+
+def test_more_nvidia_com_gpu_than_any_instance_type_has_gets_reduce_count_on_the_container():
+    """The device plugin way of asking: ``nvidia.com/gpu: 16`` in the container's limits, on a
+    catalog whose largest type has 8."""
+    docs = yaml.safe_load_all(
+        """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: gpu}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [p5, g5]}
+---
+apiVersion: dra-web.io/v1alpha1
+kind: InstanceType
+metadata: {name: p5.48xlarge}
+spec:
+  capacity: {cpu: 191450m, memory: 1938Gi, pods: "100", nvidia.com/gpu: "8"}
+  requirements:
+  - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+  - {key: karpenter.k8s.aws/instance-family, operator: In, values: [p5]}
+  offerings:
+  - {zone: us-west-2a, capacityType: on-demand, price: 98.32, available: true}
+---
+apiVersion: dra-web.io/v1alpha1
+kind: InstanceType
+metadata: {name: g5.12xlarge}
+spec:
+  capacity: {cpu: 47810m, memory: 178933Mi, pods: "100", nvidia.com/gpu: "4"}
+  requirements:
+  - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+  - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5]}
+  offerings:
+  - {zone: us-west-2a, capacityType: on-demand, price: 5.672, available: true}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-0, namespace: default}
+spec:
+  containers:
+  - name: trainer
+    image: nvcr.io/nvidia/nemo:24.07
+    resources:
+      requests: {cpu: "32", memory: 256Gi}
+      limits: {nvidia.com/gpu: "16", memory: 256Gi}
+"""
+    )
+    docs = list(docs)
+    s = failed(docs)["suggestions"][0]
+    assert s["kind"] == "reduce-count"
+    assert "nvidia.com/gpu" in s["message"] and "from 16 to 8" in s["message"]
+    assert s["change"] == {
+        "object": "Pod default/train-0",
+        "field": "spec.containers[0].resources",
+        "op": "set",
+        "value": {
+            "requests": {"cpu": "32", "memory": "256Gi"},
+            "limits": {"nvidia.com/gpu": "8", "memory": "256Gi"},
+        },
+    }
+    assert s["target"] == {"kind": "NodeClaim", "name": "gpu-1", "new": True}
+    placed_after(docs, s)
+
+
+@pytest.mark.parametrize(("gpus", "raised"), [(2, "48"), (8, "192")])
+def test_nodepool_limit_raise_is_the_smallest_that_places_the_pod(gpus, raised):
+    """Two GPUs fit a g5.12xlarge (48 vCPUs), eight only a p5.48xlarge (192): the limit is
+    raised for the smaller node when that is enough."""
+    docs = [
+        device_class(GPU),
+        node_pool("gpu-pool", requirements=families("p5", "g5"), limits={"cpu": "40"}),
+        instance_type("p5.48xlarge", gpus=8),
+        instance_type("g5.12xlarge", cpu="48", memory="192Gi", gpus=4, model="NVIDIA A10G"),
+        *gpu_pod(gpus, cpu="8", memory="32Gi"),
+    ]
+    s = first(failed(docs), "nodepool-limit")
+    assert s["change"]["value"] == {"cpu": raised}
+    assert f"cpu from 40 to {raised}" in s["message"]
+    placed_after(docs, s)
+
+
+def test_prioritized_list_of_models_nobody_has_gets_a_subrequest_selector_relaxed():
+    """firstAvailable: an H100, else an A100, on a node of T4s: the fallback's selector is the
+    one relaxed first, so that an H100 stays the first choice."""
+    h100 = f'device.attributes["{GPU}"].productName == "NVIDIA H100 80GB HBM3"'
+    a100 = f'device.attributes["{GPU}"].productName == "NVIDIA A100-SXM4-80GB"'
+    subs = [
+        {"name": "h100", "deviceClassName": GPU, "selectors": [{"cel": {"expression": h100}}]},
+        {"name": "a100", "deviceClassName": GPU, "selectors": [{"cel": {"expression": a100}}]},
+    ]
+    docs = [
+        device_class(GPU),
+        *gpu_node(devices=[gpu(i, "Tesla T4") for i in range(2)]),
+        template("train-gpu", [{"name": "gpu", "firstAvailable": subs}]),
+        pod("train-0", templates={"gpu": "train-gpu"}),
+    ]
+    s = first(failed(docs), "relax-selector")
+    assert s["change"] == {
+        "object": "ResourceClaimTemplate default/train-gpu",
+        "field": "spec.spec.devices.requests[0].firstAvailable[1].selectors",
+        "op": "set",
+        "value": [],
+    }
+    assert "request gpu/a100" in s["message"]
+    assert "the condition on gpu.nvidia.com/productName" in s["message"]
+    entry = placed_after(docs, s)
+    assert entry["claims"][0]["devices"][0]["request"] == "gpu/a100"
