@@ -347,6 +347,8 @@ MEMBER: dict[str, list[str]] = {
     "sum": [f"list({c}) -> {c}" for c in ("int", "uint", "double", "duration")],
     "min": [f"list({c}) -> {c}" for c in COMPARABLE],
     "max": [f"list({c}) -> {c}" for c in COMPARABLE],
+    # DRA's own: <attribute>.includes(value), for scalar and list-typed attributes alike
+    "includes": ["dyn, dyn -> bool"],
     # Kubernetes regex library
     "find": ["string, string -> string"],
     "findAll": ["string, string -> list(string)", "string, string, int -> list(string)"],

@@ -500,6 +500,26 @@ def list_max(xs: Any) -> Any:
 # --- Kubernetes regex library ------------------------------------------------------------------
 
 
+# ResourceSliceMaxAttributeValuesPerDevice: the longest list ``includes`` looks through.
+INCLUDES_MAX_VALUES = 64
+
+
+def includes(target: Any, value: Any) -> bool:
+    """DRA's ``<attribute>.includes(value)``: a list-typed attribute contains the value, a
+    scalar one equals it. Only a true comparison counts; past 64 values it errs."""
+    if isinstance(target, list | tuple):
+        for i, item in enumerate(target):
+            if i >= INCLUDES_MAX_VALUES:
+                raise CelError(
+                    "'includes' function cannot be applied to lists longer than "
+                    f"{INCLUDES_MAX_VALUES} values"
+                )
+            if rt.eq_quiet(item, value):
+                return True
+        return False
+    return rt.eq_quiet(target, value)
+
+
 def find(s: Any, pattern: Any) -> str:
     _str("find", s, pattern)
     m = rt.regex(pattern).search(s)
@@ -906,6 +926,7 @@ MEMBER_FUNCS: dict[str, Callable[..., Any]] = {
     "sum": list_sum,
     "min": list_min,
     "max": list_max,
+    "includes": includes,
     "find": find,
     "findAll": find_all,
     **URL_MEMBERS,
