@@ -1120,7 +1120,7 @@ def _go_float(d: float) -> str:
     )
     digits = digits.rstrip("0") or "0"
     sign = "-" if d < 0 else ""
-    if e10 < -4 or e10 >= 21:
+    if e10 < -4 or e10 >= 6:  # strconv's 'g' decides with precision 6 when shortest
         m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{m}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
     if e10 >= 0:
