@@ -388,3 +388,20 @@ def test_upstream_verdict(engine, expression, device, driver, verdict):
     else:
         assert out.error is None, out.error
         assert out.matched is verdict
+
+
+def test_a_long_chain_of_conditions_compiles_as_cel_go_balances_it(engine):
+    # cel-go's parser builds && and || chains as balanced trees: 400 conditions are shallow
+    chain = " && ".join(
+        f'device.attributes["gpu.nvidia.com"].index != {i + 100}' for i in range(400)
+    )
+    out = engine.matches(engine.compile(chain), H100, NVIDIA)
+    assert out.error is None and out.matched is True
+    either = " || ".join(f'device.attributes["gpu.nvidia.com"].index == {i}' for i in range(400))
+    assert engine.matches(engine.compile(either), H100, NVIDIA).matched is True
+
+
+def test_an_expression_over_cel_gos_size_limit_does_not_compile(engine):
+    too_big = "true" + " && true" * 12_500  # more than 100,000 code points
+    with pytest.raises(CelCompileError, match="expression code point size exceeds limit"):
+        engine.compile(too_big)
