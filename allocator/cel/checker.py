@@ -347,6 +347,8 @@ MEMBER: dict[str, list[str]] = {
     "sum": [f"list({c}) -> {c}" for c in ("int", "uint", "double", "duration")],
     "min": [f"list({c}) -> {c}" for c in COMPARABLE],
     "max": [f"list({c}) -> {c}" for c in COMPARABLE],
+    # DRA's own: <attribute>.includes(value), for scalar and list-typed attributes alike
+    "includes": ["dyn, dyn -> bool"],
     # Kubernetes regex library
     "find": ["string, string -> string"],
     "findAll": ["string, string -> list(string)", "string, string, int -> list(string)"],
@@ -749,8 +751,18 @@ class Checker:
         self._validate_constants(n, name)
         return result
 
+    def _format_problem(self, fmt: str, args: list[Node]) -> str | None:
+        return _format_problem_of(self, fmt, args)
+
     def _validate_constants(self, n: Call, name: str) -> None:
-        if name in ("matches", "find", "findAll"):
+        if name == "format" and n.target is not None:
+            target, args = n.target, n.args
+            constant = isinstance(target, Lit) and target.kind == "string"
+            if constant and len(args) == 1 and isinstance(args[0], ListLit):
+                problem = self._format_problem(target.value, args[0].elems)
+                if problem is not None:
+                    self.fail(n, problem)
+        elif name in ("matches", "find", "findAll"):
             # s.matches(re) / matches(s, re) / s.find(re) / s.findAll(re[, n])
             pattern = n.args[0] if n.target is not None else n.args[1]
             if isinstance(pattern, Lit) and pattern.kind == "string":
@@ -766,6 +778,120 @@ class Checker:
                     (parse_duration if name == "duration" else parse_timestamp)(a.value)
                 except CelError as e:
                     self.fail(a, f"invalid {name} argument: {e}")
+
+
+# The static kinds each clause of a constant format string accepts (the strings
+# extension's format validator; dyn is always accepted).
+_FORMAT_KINDS = {
+    "s": (
+        "list",
+        "map",
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "google.protobuf.Timestamp",
+        "bytes",
+        "google.protobuf.Duration",
+        "type",
+        "null_type",
+    ),
+    "d": ("int", "uint"),
+    "o": ("int", "uint"),
+    "f": ("double", "string"),
+    "e": ("double", "string"),
+    "b": ("int", "uint", "bool"),
+    "x": ("int", "uint", "string", "bytes"),
+    "X": ("int", "uint", "string", "bytes"),
+}
+_FORMAT_ERRORS = {
+    "s": "string clause can only be used on strings, bools, bytes, ints, doubles, maps, "
+    "lists, types, durations, and timestamps",
+    "d": "decimal clause can only be used on integers",
+    "o": "octal clause can only be used on integers",
+    "f": "fixed-point clause can only be used on doubles",
+    "e": "scientific clause can only be used on doubles",
+    "b": "only integers and bools can be formatted as binary",
+    "x": "only integers, byte buffers, and strings can be formatted as hex",
+    "X": "only integers, byte buffers, and strings can be formatted as hex",
+}
+
+
+def _format_kind_ok(t: T | None, clause: str) -> bool:
+    return t is None or t.kind in ("dyn", "?") or t.kind in _FORMAT_KINDS[clause]
+
+
+def _format_problem_of(checker: Checker, fmt: str, args: list[Node]) -> str | None:
+    """What cel-go's string.format validator reports for a constant format string applied
+    to a list literal (a compile error), or None."""
+    types = checker.types
+
+    def string_ok(node: Node) -> Node | None:
+        if not _format_kind_ok(types.get(id(node)), "s"):
+            return node
+        children: list[Node] = []
+        if isinstance(node, ListLit):
+            children = list(node.elems)
+        elif isinstance(node, MapLit):
+            for k, v, _ in node.entries:
+                children += [k, v]
+        for c in children:
+            bad = string_ok(c)
+            if bad is not None:
+                return bad
+        return None
+
+    i, arg, requested = 0, 0, 0
+    while i < len(fmt):
+        if fmt[i] != "%":
+            i += 1
+            continue
+        if i + 1 < len(fmt) and fmt[i + 1] == "%":
+            i += 2
+            continue
+        requested += 1
+        if i + 1 >= len(fmt):
+            return "unexpected end of string"
+        if arg >= len(args):
+            return f"index {arg} out of range"
+        j = i + 1
+        if fmt[j] == ".":
+            j += 1
+            start = j
+            while True:
+                if j >= len(fmt):
+                    return (
+                        "could not parse formatting clause: error while parsing precision: "
+                        "could not find end of precision specifier"
+                    )
+                if not ("0" <= fmt[j] <= "9"):
+                    break
+                j += 1
+            if j == start:
+                return (
+                    "could not parse formatting clause: error while parsing precision: "
+                    'error while converting precision to integer: strconv.Atoi: parsing "": '
+                    "invalid syntax"
+                )
+        clause = fmt[j]
+        if clause not in _FORMAT_KINDS:
+            return f'could not parse formatting clause: unrecognized formatting clause "{clause}"'
+        node = args[arg]
+        bad = string_ok(node) if clause == "s" else None
+        if clause != "s" and not _format_kind_ok(types.get(id(node)), clause):
+            bad = node
+        if bad is not None:
+            shown = types.get(id(bad))
+            given = shown.kind if shown is not None else "dyn"
+            return f"error during formatting: {_FORMAT_ERRORS[clause]}, was given {given}"
+        i = j + 1
+        arg += 1
+    if len(args) > requested:
+        return (
+            f"too many arguments supplied to string.format (expected {requested}, got {len(args)})"
+        )
+    return None
 
 
 def check(root: Node) -> Checked:

@@ -23,7 +23,7 @@ from typing import Any
 from allocator.cel import runtime as rt
 from allocator.cel.checker import CheckError, check
 from allocator.cel.fields import device_fields
-from allocator.cel.interp import build
+from allocator.cel.interp import COST, build
 from allocator.cel.parser import ParseError, location, parse
 from allocator.model import Device
 
@@ -273,7 +273,7 @@ class SelectorEngine:
     def _evaluate(self, selector: CompiledSelector, view: _View) -> MatchOutcome:
         self.evaluations += 1
         try:
-            result = selector.program({"device": view.cel()})
+            result = selector.program({"device": view.cel(), COST: [0]})
         except rt.CelError as e:
             return MatchOutcome(False, str(e))
         except RecursionError:

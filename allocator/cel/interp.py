@@ -223,15 +223,23 @@ class Builder:
 
             return opt_map
 
+        # What one iteration costs (the loop's condition, step and body), in cel-go's units.
+        weight = 2 + _weight(n.expr) + _weight(n.pred)
+
         def items(a: dict) -> list[tuple[Any, Any]]:
             r = rng(a)
             if isinstance(r, list | tuple):
-                return list(enumerate(r)) if v2 else [(x, None) for x in r]
-            if isinstance(r, dict):
-                return list(r.items()) if v2 else [(k, None) for k in r]
-            raise CelError(
-                f"expression of type '{rt.type_name(r)}' cannot be range of a comprehension"
-            )
+                out = list(enumerate(r)) if v2 else [(x, None) for x in r]
+            elif isinstance(r, dict):
+                out = list(r.items()) if v2 else [(k, None) for k in r]
+            else:
+                raise rt.not_iterable(r)
+            cost = a.get(COST)
+            if cost is not None:
+                cost[0] += weight * len(out)
+                if cost[0] > COST_LIMIT:
+                    raise CelError("operation cancelled: actual cost limit exceeded")
+            return out
 
         def scope(a: dict, x: Any, y: Any) -> dict:
             inner = dict(a)
@@ -321,6 +329,38 @@ class Builder:
             return out
 
         return tentry
+
+
+# The activation key of an evaluation's running cost (a one-element list shared by every
+# scope), and resourceapi.CELSelectorExpressionMaxCost, the limit kube-scheduler evaluates
+# selectors with. Only comprehensions are charged (each iteration by the static cost of its
+# body): nothing else can come near the limit, and a selector of nested loops over ten
+# elements each errs after a fraction of a second instead of running for minutes.
+COST = "@cost"
+COST_LIMIT = 1_000_000
+
+
+def _weight(n: Node | None) -> int:
+    """cel-go's cost of evaluating ``n`` once, roughly: one per identifier, field selection
+    and call, ten per list literal, thirty per map literal; a nested comprehension charges
+    its own iterations."""
+    if n is None or isinstance(n, Lit):
+        return 0
+    if isinstance(n, Ident):
+        return 1
+    if isinstance(n, Select | Has):
+        return 1 + _weight(n.operand)
+    if isinstance(n, Call):
+        return 1 + _weight(n.target) + sum(_weight(x) for x in n.args)
+    if isinstance(n, ListLit):
+        return 10 + sum(_weight(x) for x in n.elems)
+    if isinstance(n, MapLit):
+        return 30 + sum(_weight(k) + _weight(v) for k, v, _ in n.entries)
+    if isinstance(n, Comp):
+        return _weight(n.range)
+    if isinstance(n, Bind):
+        return _weight(n.init) + _weight(n.body)
+    return 1
 
 
 def _logic(left: Fn, right: Fn, is_and: bool) -> Fn:

@@ -25,6 +25,7 @@ from allocator.cel.runtime import (
     QuantityValue,
     SemverValue,
     Timestamp,
+    TypeValue,
     UInt,
     URLValue,
     no_overload,
@@ -361,38 +362,103 @@ def quote(s: Any) -> str:
 _FORMAT = re.compile(r"%(?:\.(\d+))?([sdfeboxX%])")
 
 
+_STRING_CLAUSE = (
+    "error during formatting: string clause can only be used on strings, bools, bytes, ints, "
+    "doubles, maps, lists, types, durations, and timestamps, was given "
+)
+
+
+def _go_quote(s: str) -> str:
+    """Go's %q of a string (strconv.Quote) for the characters CEL strings hold."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _format_nested(v: Any) -> str:
+    """A list element or map value inside %s, as cel-go's strings extension (before
+    version 4) writes it: strings and bytes quoted, doubles with six decimals,
+    timestamps and durations as their CEL constructors."""
+    t = type(v)
+    if t is str:
+        return _go_quote(v)
+    if t is bytes:
+        return "b" + _go_quote(v.decode("utf-8", "replace"))
+    if t is float:
+        if math.isnan(v) or math.isinf(v):
+            return _go_quote(rt._go_float(v))
+        return f"{v:.6f}"
+    if t is Timestamp or t is Duration:
+        name = "timestamp" if t is Timestamp else "duration"
+        return f"{name}({_go_quote(_format_one('s', None, v))})"
+    if t in (bool, int, UInt, TypeValue) or v is None or isinstance(v, list | tuple | dict):
+        return _format_one("s", None, v)
+    raise CelError(f"error during formatting: no formatting function for {rt.type_name(v)}")
+
+
+def _format_key(k: Any) -> str:
+    if type(k) is str:
+        return _go_quote(k)
+    if type(k) in (bool, int, UInt):
+        return _format_one("s", None, k)
+    raise CelError(
+        f"error during formatting: no formatting function for map key of type {rt.type_name(k)}"
+    )
+
+
 def _format_one(spec: str, prec: str | None, v: Any) -> str:
     if spec == "s":
         if type(v) is bool:
             return "true" if v else "false"
         if isinstance(v, list | tuple):
-            return "[" + ", ".join(_format_one("s", None, x) for x in v) + "]"
+            return "[" + ", ".join(_format_nested(x) for x in v) + "]"
         if isinstance(v, dict):
-            items = sorted(
-                (_format_one("s", None, k), _format_one("s", None, w)) for k, w in v.items()
-            )
-            return "{" + ", ".join(f"{k}: {w}" for k, w in items) + "}"
+            items = sorted((_format_key(k), _format_nested(w)) for k, w in v.items())
+            return "{" + ", ".join(f"{k}:{w}" for k, w in items) + "}"
         if v is None:
             return "null"
         if type(v) is float:
             return rt._go_float(v)
-        if type(v) is QuantityValue:
-            return str(v.q)
-        if type(v) is SemverValue:
-            return v.text
+        if type(v) is UInt:
+            return str(int(v))
         if type(v) is bytes:
             return v.decode("utf-8", "replace")
-        return str(v)
+        if type(v) is TypeValue:
+            return v.name
+        if type(v) in (int, str, Duration, Timestamp):
+            return rt.to_string(v)
+        raise CelError(_STRING_CLAUSE + rt.type_name(v))
     if spec == "d":
         if type(v) not in (int, UInt):
             raise CelError("error during formatting: integer clause can only be used on integers")
         return str(int(v))
+    if spec in "fe" and type(v) is str and v in ("NaN", "Infinity", "-Infinity"):
+        v = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[v]
+    if spec == "b" and type(v) is bool:
+        return "1" if v else "0"
     if spec in "fe":
         if type(v) not in (int, UInt, float):
             raise CelError(
                 "error during formatting: fixed-point clause can only be used on doubles"
             )
-        return f"{float(v):.{6 if prec is None else int(prec)}{spec}}"
+        f = float(v)
+        if math.isnan(f) or math.isinf(f):
+            return rt._go_float(f)
+        return f"{f:.{6 if prec is None else int(prec)}{spec}}"
     if type(v) is str and spec in "xX":
         h = v.encode().hex()
         return h if spec == "x" else h.upper()
@@ -498,6 +564,26 @@ def list_max(xs: Any) -> Any:
 
 
 # --- Kubernetes regex library ------------------------------------------------------------------
+
+
+# ResourceSliceMaxAttributeValuesPerDevice: the longest list ``includes`` looks through.
+INCLUDES_MAX_VALUES = 64
+
+
+def includes(target: Any, value: Any) -> bool:
+    """DRA's ``<attribute>.includes(value)``: a list-typed attribute contains the value, a
+    scalar one equals it. Only a true comparison counts; past 64 values it errs."""
+    if isinstance(target, list | tuple):
+        for i, item in enumerate(target):
+            if i >= INCLUDES_MAX_VALUES:
+                raise CelError(
+                    "'includes' function cannot be applied to lists longer than "
+                    f"{INCLUDES_MAX_VALUES} values"
+                )
+            if rt.eq_quiet(item, value):
+                return True
+        return False
+    return rt.eq_quiet(target, value)
 
 
 def find(s: Any, pattern: Any) -> str:
@@ -906,6 +992,7 @@ MEMBER_FUNCS: dict[str, Callable[..., Any]] = {
     "sum": list_sum,
     "min": list_min,
     "max": list_max,
+    "includes": includes,
     "find": find,
     "findAll": find_all,
     **URL_MEMBERS,

@@ -354,18 +354,18 @@ class Parser:
             self.depth -= 1
 
     def or_(self) -> Node:
-        left = self.and_()
+        terms, ops = [self.and_()], []
         while self.at("||"):
-            t = self.take()
-            left = Call("_||_", [left, self.and_()], pos=t.pos)
-        return left
+            ops.append(self.take().pos)
+            terms.append(self.and_())
+        return _balanced("_||_", terms, ops)
 
     def and_(self) -> Node:
-        left = self.relation()
+        terms, ops = [self.relation()], []
         while self.at("&&"):
-            t = self.take()
-            left = Call("_&&_", [left, self.relation()], pos=t.pos)
-        return left
+            ops.append(self.take().pos)
+            terms.append(self.relation())
+        return _balanced("_&&_", terms, ops)
 
     def relation(self) -> Node:
         left = self.addition()
@@ -636,7 +636,29 @@ class Parser:
             raise ParseError(f"duplicate variable name: {v1}", pos)
 
 
+def _balanced(fn: str, terms: list[Node], ops: list[int]) -> Node:
+    """A chain of ``&&`` (or ``||``) as the balanced tree cel-go's parser builds, so a long
+    chain is shallow (the logic is associative; only the depth changes)."""
+
+    def tree(lo: int, hi: int) -> Node:
+        mid = (lo + hi + 1) // 2
+        left = terms[mid] if mid == lo else tree(lo, mid - 1)
+        right = terms[mid + 1] if mid == hi else tree(mid + 1, hi)
+        return Call(fn, [left, right], pos=ops[mid])
+
+    return terms[0] if not ops else tree(0, len(ops) - 1)
+
+
+# cel-go's default limit on an expression's size, in code points.
+MAX_CODE_POINTS = 100_000
+
+
 def parse(text: str) -> Node:
+    if len(text) > MAX_CODE_POINTS:
+        raise ParseError(
+            f"expression code point size exceeds limit: size: {len(text)}, limit {MAX_CODE_POINTS}",
+            0,
+        )
     return Parser(text).parse()
 
 

@@ -315,6 +315,37 @@ def type_name(v: Any) -> str:
     return _TYPE_NAMES.get(type(v), type(v).__name__)
 
 
+# The Go types cel-go names when a value cannot be iterated ("got 'types.Int', expected
+# iterable type").
+_GO_TYPE_NAMES = {
+    bool: "types.Bool",
+    int: "types.Int",
+    UInt: "types.Uint",
+    float: "types.Double",
+    str: "types.String",
+    bytes: "types.Bytes",
+    type(None): "types.Null",
+    TypeValue: "*types.Type",
+    QuantityValue: "cel.Quantity",
+    SemverValue: "cel.Semver",
+    OptionalValue: "*types.Optional",
+    IPValue: "cel.IP",
+    CIDRValue: "cel.CIDR",
+    URLValue: "cel.URL",
+    FormatValue: "*library.NamedFormat",
+    Duration: "types.Duration",
+    Timestamp: "types.Timestamp",
+}
+
+
+def not_iterable(v: Any) -> CelError:
+    go = _GO_TYPE_NAMES.get(type(v), type(v).__name__)
+    return CelError(
+        f"expression of type '{type_name(v)}' cannot be range of a comprehension "
+        f"(got '{go}', expected iterable type)"
+    )
+
+
 # --- equality and ordering ---------------------------------------------------------------
 
 _NUMERIC = (int, UInt, float)
@@ -1089,7 +1120,7 @@ def _go_float(d: float) -> str:
     )
     digits = digits.rstrip("0") or "0"
     sign = "-" if d < 0 else ""
-    if e10 < -4 or e10 >= 21:
+    if e10 < -4 or e10 >= 6:  # strconv's 'g' decides with precision 6 when shortest
         m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{m}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
     if e10 >= 0:
