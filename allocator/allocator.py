@@ -81,6 +81,9 @@ class Allocator:
         self.engine = engine if engine is not None else _new_engine()
         self.clock = clock
         self.pool_cache: dict[str, list[Pool]] = {}
+        # Count-stage funnels of fresh NodeClaims (DFSContext.funnel_memo); the scheduler
+        # switches it on (issue 11 item 2).
+        self.fresh_funnels: dict | None = None
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
         # State the DRA features keep across Allocate calls (counters in use, ...).
         self.extensions: dict[str, Any] = {}
@@ -107,8 +110,11 @@ class Allocator:
         trace: Trace = NULL_TRACE,
         trace_parent: int | None = None,
         pod: Any = None,
+        explain: bool = True,
     ) -> AllocationResult:
-        """``pod`` (optional) lets the features count per-container node resources."""
+        """``pod`` (optional) lets the features count per-container node resources.
+        ``explain`` False: a failure's words and funnels are not built (the decision, the
+        result of a success and the DFS nodes counted are the same)."""
         self.last_funnels = []
         effective = node_claim.requirements.copy()
         classified = classify_claims(
@@ -197,6 +203,8 @@ class Allocator:
             clock=self.clock,
             trace=trace,
             extensions=self.extensions,
+            explain=explain,
+            funnel_memo=self.fresh_funnels,
         )
         dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
         results: list[ITOutcome] = []

@@ -364,8 +364,19 @@ class DFSContext:
         clock: Callable[[], float] | None = None,
         trace: Trace = NULL_TRACE,
         extensions: dict[str, Any] | None = None,
+        explain: bool = True,
+        funnel_memo: dict | None = None,
     ) -> None:
         self.tracker = tracker
+        # False: a refused instance type's funnel and words are not built (decision only).
+        self.explain = explain or trace.enabled
+        # Count-stage funnels of template devices on NodeClaims holding nothing yet, shared
+        # across Allocate calls (see ``_fresh_count_funnel``); None: not shared.
+        fresh = (
+            node_claim_id not in tracker.templates
+            and node_claim_id not in tracker.cluster_by_node_claim
+        )
+        self.funnel_memo = funnel_memo if fresh and not trace.enabled else None
         self.bindings = bindings
         self.node_claim_id = node_claim_id
         self.node_pool = node_pool
@@ -712,7 +723,14 @@ class DFSContext:
             for req in claim.requests:
                 if req.alternatives:
                     continue
-                refused = self._count_funnel(claim, req)
+                if not self.explain:
+                    if self._count_refuses(claim, req):
+                        return ITOutcome(instance_type, False, reason="refused by counting")
+                    continue
+                if self.funnel_memo is not None and not self._in_cluster:
+                    refused = self._fresh_count_funnel(claim, req)
+                else:
+                    refused = self._count_funnel(claim, req)
                 counted.append((claim.index, req.name, refused[0] if refused else None))
                 if refused is not None:
                     funnel, reason = refused
@@ -733,7 +751,7 @@ class DFSContext:
             out.path = list(self.path)
         else:
             out.reason = self.failure[1] if self.failure else "no allocation found"
-            funnel = self._search_funnel(out.reason)
+            funnel = self._search_funnel(out.reason) if self.explain else None
             if funnel is not None:
                 out.funnels.append(funnel)
         if trace.enabled:
@@ -776,6 +794,42 @@ class DFSContext:
             funnel = self._funnel(claim, req, req.num_devices)
             return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
         return None
+
+    def _fresh_count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
+        """``_count_funnel`` on a NodeClaim that holds no device yet and reaches no in-cluster
+        device: the funnel counts this instance type's template devices only, each refused for
+        what its own attributes and the claim's spec say, so it is the one an earlier fresh
+        NodeClaim of this NodePool got for a claim of the same spec (renamed for this claim).
+        The decision itself is always made here, by counting."""
+        if req.allocation_mode == ALL:
+            return self._count_funnel(claim, req)
+        if not self._count_refuses(claim, req):
+            return None
+        memo = self.funnel_memo
+        spec = memo.get(id(claim.claim))
+        if spec is None or spec[0] is not claim.claim:
+            spec = memo[id(claim.claim)] = (
+                claim.claim,
+                (claim.claim.namespace, repr(claim.claim.spec)),
+            )
+        key = (self.node_pool, self.instance_type, spec[1], req.name, req.num_devices)
+        funnel = memo.get(key)
+        if funnel is None:
+            refused = self._count_funnel(claim, req)
+            if refused is None:  # cannot happen: counted just above
+                return None
+            funnel = memo[key] = refused[0]
+        funnel = funnel.for_claim(claim.key)
+        return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
+
+    def _count_refuses(self, claim: ClaimData, req: RequestData) -> bool:
+        """Whether ``_count_funnel`` refuses the request, without building its funnel."""
+        if req.allocation_mode == ALL:
+            slots = req.slots_for(self.instance_type) or []
+            return not slots or any(self._prefilter(claim, req, c) is not None for c in slots)
+        return not self.eligible[(claim.index, req.name)].has(
+            req.num_devices - 1
+        ) and not self._reusable_left((claim.index, req.name), 0)
 
     def _funnel(self, claim: ClaimData, req: RequestData, needed: int, whole=None) -> Funnel:
         return build_funnel(

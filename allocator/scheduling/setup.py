@@ -98,6 +98,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace) -> Run:
         trace=trace,
         allocation_errors=(AllocationError,),
         funnel_refusal=getattr(options, "funnel_refusal", True),
+        nodeclaim_caches=getattr(options, "nodeclaim_caches", True),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 
