@@ -84,6 +84,8 @@ class Allocator:
         # Count-stage funnels of fresh NodeClaims (DFSContext.funnel_memo); the scheduler
         # switches it on (issue 11 item 2).
         self.fresh_funnels: dict | None = None
+        # NodeClaim id -> keys of the claims committed to it (release looks only at those).
+        self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
         # State the DRA features keep across Allocate calls (counters in use, ...).
         self.extensions: dict[str, Any] = {}
@@ -293,8 +295,9 @@ class Allocator:
         self.tracker.release_instance_type(node_claim_id, instance_type)
         for hook in RELEASE_HOOKS:
             hook(self, node_claim_id, instance_type)
-        for meta in self.claim_metadata.values():
-            if meta.node_claim_id == node_claim_id:
+        for key in self._claims_of_node_claim.get(node_claim_id, ()):
+            meta = self.claim_metadata.get(key)
+            if meta is not None and meta.node_claim_id == node_claim_id:
                 meta.devices_by_instance_type.pop(instance_type, None)
 
     def claim_devices(self, claim_key: str) -> list[AllocatedDevice]:
@@ -450,6 +453,7 @@ class Allocation:
         for key, index in self._claims:
             entries = [e for path in self._per_it.values() for e in path if e.claim_index == index]
             outcome = self._outcomes[index]
+            a._claims_of_node_claim.setdefault(self.node_claim_id, set()).add(key)
             a.claim_metadata[key] = ClaimAllocationMetadata(
                 node_claim_id=self.node_claim_id,
                 used_templates=any(e.cand.source == TEMPLATE for e in entries),

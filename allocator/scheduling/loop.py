@@ -135,6 +135,7 @@ class Scheduler:
         allocation_errors: tuple[type[BaseException], ...] = (),
         funnel_refusal: bool = True,
         nodeclaim_caches: bool = True,
+        nodeclaims_reach_cluster: bool = True,
     ) -> None:
         self.allocator = allocator
         self.existing = existing
@@ -171,6 +172,10 @@ class Scheduler:
         self._nc_versions: dict[str, int] = {}
         self._cluster_version = 0
         self._holds_in_cluster: set[str] = set()  # targets given in-cluster devices in this run
+        # Whether a NodeClaim can reach any in-cluster device (a slice not pinned to a node):
+        # the device-count bound of NodeClaims counts template devices only, so needs False.
+        self.nodeclaims_reach_cluster = nodeclaims_reach_cluster
+        self._template_totals: dict[str, int | None] = {}
         # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
@@ -1046,6 +1051,11 @@ class Scheduler:
             return _Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
         if quick:
+            if self._count_bound_refuses(probe, outcome):
+                # Allocate would refuse every instance type at its count stage (no DFS node),
+                # past Request Validation: the pod counts as validated, as then.
+                self._mark_validated(outcome)
+                raise AllocationFailure("", "no-instance-type", True)
             self._quick_allocate(probe, outcome, term)
         try:
             result = self.allocator.allocate(
@@ -1095,6 +1105,37 @@ class Scheduler:
             term=term,
             stages=stages,
         )
+
+    def _count_bound_refuses(self, probe: Probe, outcome: PodOutcome) -> bool:
+        """The device-count bound of a NodeClaim (issue 11 item 2): when NodeClaims reach no
+        in-cluster device, a request for more devices than an instance type has template
+        devices left on this NodeClaim is refused by Allocate's count stage there. True when
+        that holds for every candidate; only for pods whose claim specs passed Request
+        Validation (so Allocate would get that far) and are simply unallocated."""
+        if self.nodeclaims_reach_cluster or not self._is_validated(outcome):
+            return False
+        need = 0
+        for claim in outcome.pod_claims.claims:
+            if claim_state_before_dfs(claim, self.deleting_pods, claim.key in self.in_memory) != (
+                "unallocated"
+            ):
+                return False
+            for r in claim.spec.requests:
+                ex = r.exactly
+                if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                    need = max(need, ex.count)
+        if not need:
+            return False
+        held = self.allocator.tracker.templates.get(probe.id, {})
+        for info in probe.candidates:
+            total = self._template_totals.get(info.name, -1)
+            if total == -1:
+                devices = [d for t in info.it.resource_slice_templates for d in t.devices]
+                multi = any(d.allow_multiple_allocations for d in devices)
+                total = self._template_totals[info.name] = None if multi else len(devices)
+            if total is None or total - len(held.get(info.name, ())) >= need:
+                return False
+        return True
 
     def _reach_version(self, reach: tuple | None) -> int:
         """Grows whenever devices of these in-cluster pools are taken or freed (None: any)."""
