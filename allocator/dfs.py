@@ -44,6 +44,9 @@ TIMEOUT_CHECK_EVERY = 256  # DFS nodes between clock reads
 _BACKTRACK = "taken, but the slots after it could not be filled"
 
 
+_COUNT_PASSES = "passes"  # funnel_memo: the request passes the count stage
+
+
 class TimedOut(Exception):
     pass
 
@@ -376,7 +379,14 @@ class DFSContext:
             node_claim_id not in tracker.templates
             and node_claim_id not in tracker.cluster_by_node_claim
         )
-        self.funnel_memo = funnel_memo if fresh and not trace.enabled else None
+        self.funnel_memo = (
+            funnel_memo
+            if fresh
+            and not trace.enabled
+            and not superset
+            and not node_claim_id.startswith("node/")
+            else None
+        )
         self.bindings = bindings
         self.node_claim_id = node_claim_id
         self.node_pool = node_pool
@@ -716,6 +726,11 @@ class DFSContext:
                     )
                     trace.nodes[node]["funnel"] = [funnel_json(funnel)]
                 return ITOutcome(instance_type, False, reason=reason, funnels=[funnel])
+        memo = self.funnel_memo
+        if memo is not None:
+            known = self._memo_count_refusal(instance_type)
+            if known is not None:
+                return known
         self._prepare_it(instance_type, it_requirements)
         # Up-front count pruning: a request with fewer eligible devices than slots.
         counted: list[tuple[int, str, Funnel | None]] = []
@@ -726,8 +741,10 @@ class DFSContext:
                 if not self.explain:
                     if self._count_refuses(claim, req):
                         return ITOutcome(instance_type, False, reason="refused by counting")
+                    if memo is not None and req.allocation_mode != ALL:
+                        memo[self._memo_key(claim, req)] = _COUNT_PASSES
                     continue
-                if self.funnel_memo is not None and not self._in_cluster:
+                if memo is not None:
                     refused = self._fresh_count_funnel(claim, req)
                 else:
                     refused = self._count_funnel(claim, req)
@@ -795,16 +812,16 @@ class DFSContext:
             return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
         return None
 
-    def _fresh_count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
-        """``_count_funnel`` on a NodeClaim that holds no device yet and reaches no in-cluster
-        device: the funnel counts this instance type's template devices only, each refused for
-        what its own attributes and the claim's spec say, so it is the one an earlier fresh
-        NodeClaim of this NodePool got for a claim of the same spec (renamed for this claim).
-        The decision itself is always made here, by counting."""
-        if req.allocation_mode == ALL:
-            return self._count_funnel(claim, req)
-        if not self._count_refuses(claim, req):
-            return None
+    # --- the count stage of fresh NodeClaims (issue 11 item 2) ----------------------------------
+    #
+    # On a NodeClaim that holds no device yet and reaches no in-cluster device, the count stage
+    # reads only this instance type's template devices, each refused (or not) for what its own
+    # attributes and the claim's spec say: every fresh NodeClaim of the NodePool gets the same
+    # answer for a claim of the same spec. ``funnel_memo`` keeps it per (NodePool, instance
+    # type, claim spec, request, count): _COUNT_PASSES, or the refusal's funnel (renamed for
+    # the claim it is shown for).
+
+    def _memo_key(self, claim: ClaimData, req: RequestData) -> tuple:
         memo = self.funnel_memo
         spec = memo.get(id(claim.claim))
         if spec is None or spec[0] is not claim.claim:
@@ -812,15 +829,45 @@ class DFSContext:
                 claim.claim,
                 (claim.claim.namespace, repr(claim.claim.spec)),
             )
-        key = (self.node_pool, self.instance_type, spec[1], req.name, req.num_devices)
-        funnel = memo.get(key)
-        if funnel is None:
-            refused = self._count_funnel(claim, req)
-            if refused is None:  # cannot happen: counted just above
-                return None
-            funnel = memo[key] = refused[0]
-        funnel = funnel.for_claim(claim.key)
-        return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
+        return (self.node_pool, self.instance_type, spec[1], req.name, req.num_devices)
+
+    def _memo_count_refusal(self, instance_type: str) -> ITOutcome | None:
+        """The count stage's refusal from the memo, without preparing the instance type; None
+        when it is not known (or every request passes: the search must run)."""
+        memo = self.funnel_memo
+        self.instance_type = instance_type  # for _memo_key; _prepare_it sets it again
+        counted: list[tuple[int, str, Funnel | None]] = []
+        for claim in self.claims:
+            for req in claim.requests:
+                if req.alternatives:
+                    continue
+                if req.allocation_mode == ALL:
+                    return None
+                hit = memo.get(self._memo_key(claim, req))
+                if hit is None:
+                    return None
+                if hit is _COUNT_PASSES:
+                    counted.append((claim.index, req.name, None))
+                    continue
+                if not self.explain:
+                    return ITOutcome(instance_type, False, reason="refused by counting")
+                funnel = hit.for_claim(claim.key)
+                counted.append((claim.index, req.name, funnel))
+                reason = count_message(claim.key, req.name, req.num_devices, funnel)
+                return ITOutcome(
+                    instance_type, False, reason=reason, funnels=[funnel], counted=counted
+                )
+        return None
+
+    def _fresh_count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
+        """``_count_funnel``, remembered in the memo (see above)."""
+        if req.allocation_mode == ALL:
+            return self._count_funnel(claim, req)
+        refused = self._count_funnel(claim, req)
+        self.funnel_memo[self._memo_key(claim, req)] = (
+            refused[0] if refused is not None else _COUNT_PASSES
+        )
+        return refused
 
     def _count_refuses(self, claim: ClaimData, req: RequestData) -> bool:
         """Whether ``_count_funnel`` refuses the request, without building its funnel."""
