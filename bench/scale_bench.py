@@ -36,11 +36,11 @@ KARPENTER_ANCHOR = "Karpenter Go benchmark: 1,000 pods on 200 new nodes in 0.89 
 KUBE_SCHEDULER_ANCHOR = "kube-scheduler scheduler_perf (DRA): a few hundred pods/s"
 
 
-def _child(args: list[str]) -> tuple[float, int, bytes]:
-    """Run a child; its wall time, peak RSS (bytes) and standard output."""
+def _child(args: list[str], cwd: Path = ROOT) -> tuple[float, float, int, bytes]:
+    """Run a child; its wall time, CPU time (user + system), peak RSS (bytes) and output."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.PIPE, cwd=ROOT)
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.PIPE, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -48,11 +48,13 @@ def _child(args: list[str]) -> tuple[float, int, bytes]:
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(args)} exited {proc.returncode}: {err.decode()[-2000:]}")
         out.seek(0)
-        return seconds, usage.ru_maxrss * 1024, out.read()
+        cpu = usage.ru_utime + usage.ru_stime
+        return seconds, cpu, usage.ru_maxrss * 1024, out.read()
 
 
 def phases(path: str) -> None:
     """Child: the CLI's own calls, timed per phase; prints one JSON line."""
+    sys.path.insert(0, os.getcwd())  # the checkout measured (--repo)
     started = time.perf_counter()
     from allocator.snapshot import load_paths
 
@@ -88,14 +90,15 @@ def phases(path: str) -> None:
     )
 
 
-def bench(kind: str, scale: float, with_phases: bool, directory: str) -> dict:
-    from bench.workloads import write
-
+def bench(kind: str, scale: float, with_phases: bool, directory: str, repo: Path) -> dict:
     suffix = ".yaml" if kind == "upload" else ".json"
     path = os.path.join(directory, f"{kind}{suffix}")
-    size = write(kind, Path(path), scale)
     py = sys.executable
-    wall, rss, out = _child([py, "-m", "allocator", "simulate", path, "--json"])
+    # Generated in a child too: a fork of a big parent would count in the child's peak RSS.
+    gen = [py, str(ROOT / "bench" / "workloads.py"), kind, "--out", path, "--scale", str(scale)]
+    _child(gen)
+    size = os.path.getsize(path)
+    wall, cpu, rss, out = _child([py, "-m", "allocator", "simulate", path, "--json"], repo)
     result = json.loads(out)
     stats = result["stats"]
     row = {
@@ -106,11 +109,12 @@ def bench(kind: str, scale: float, with_phases: bool, directory: str) -> dict:
         "failed": stats["failed"],
         "nodeClaims": len(result["nodeClaims"]),
         "seconds": wall,
+        "cpuSeconds": cpu,
         "podsPerSecond": stats["pods"] / wall if wall else 0.0,
         "peakRSSMB": rss / 1e6,
     }
     if with_phases:
-        _, _, text = _child([py, str(Path(__file__).resolve()), "--phases", path])
+        _, _, _, text = _child([py, str(Path(__file__).resolve()), "--phases", path], repo)
         row.update(json.loads(text))
     return row
 
@@ -121,6 +125,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--no-phases", action="store_true")
     parser.add_argument("--phases", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--repo", type=Path, default=ROOT, help="run another checkout's allocator (before/after)"
+    )
     args = parser.parse_args()
     if args.phases:
         phases(args.phases)
@@ -128,13 +135,14 @@ def main() -> None:
     print(f"anchors: {KARPENTER_ANCHOR}; {KUBE_SCHEDULER_ANCHOR}")
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as directory:
         for kind in args.workloads:
-            row = bench(kind, args.scale, not args.no_phases, directory)
+            row = bench(kind, args.scale, not args.no_phases, directory, args.repo.resolve())
             target, goal = TARGETS[kind]
             verdict = "ok" if row["seconds"] < target * max(args.scale, 1.0) else "ABOVE TARGET"
             line = (
                 f"{kind:10s} {row['MB']:5.1f} MB pods={row['pods']} scheduled={row['scheduled']} "
                 f"failed={row['failed']} nodeClaims={row['nodeClaims']} "
-                f"whole-process={row['seconds']:.2f}s pods/s={row['podsPerSecond']:.0f} "
+                f"whole-process={row['seconds']:.2f}s (CPU {row['cpuSeconds']:.2f}s) "
+                f"pods/s={row['podsPerSecond']:.0f} "
                 f"peak RSS={row['peakRSSMB']:.0f} MB"
             )
             if "load" in row:

@@ -331,7 +331,10 @@ def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list
 def upload_yaml(megabytes: float = 10.0) -> str:
     # About 8.5 kB of YAML per node with 8 GPUs and 4 running pods (and their claims).
     nodes = max(1, int(megabytes * 1e6 / 8500))
-    docs = synthetic_cluster(nodes=nodes, gpus_per_node=8, running_pods=nodes * 4, pending_pods=200)
+    pending = max(10, nodes // 6)
+    docs = synthetic_cluster(
+        nodes=nodes, gpus_per_node=8, running_pods=nodes * 4, pending_pods=pending
+    )
     return to_yaml(docs)
 
 
