@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(PY) bench/scheduling_bench.py
 	$(PY) bench/web_bench.py
 	$(PY) bench/tree_bench.py
+	$(PY) bench/scale_bench.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check allocator dra_web tests bench

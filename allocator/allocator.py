@@ -80,6 +80,11 @@ class Allocator:
         self.engine = engine if engine is not None else _new_engine()
         self.clock = clock
         self.pool_cache: dict[str, list[Pool]] = {}
+        # Count-stage funnels of fresh NodeClaims (DFSContext.funnel_memo); the scheduler
+        # switches it on (issue 11 item 2).
+        self.fresh_funnels: dict | None = None
+        # NodeClaim id -> keys of the claims committed to it (release looks only at those).
+        self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
         # State the DRA features keep across Allocate calls (counters in use, ...).
         self.extensions: dict[str, Any] = {}
@@ -106,8 +111,11 @@ class Allocator:
         trace: Trace = NULL_TRACE,
         trace_parent: int | None = None,
         pod: Any = None,
+        explain: bool = True,
     ) -> AllocationResult:
-        """``pod`` (optional) lets the features count per-container node resources."""
+        """``pod`` (optional) lets the features count per-container node resources.
+        ``explain`` False: a failure's words and funnels are not built (the decision, the
+        result of a success and the DFS nodes counted are the same)."""
         self.last_funnels = []
         effective = node_claim.requirements.copy()
         classified = classify_claims(
@@ -203,6 +211,8 @@ class Allocator:
             trace=trace,
             extensions=self.extensions,
             pipeline=self.pipeline,
+            explain=explain,
+            funnel_memo=self.fresh_funnels,
         )
         dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
         results: list[ITOutcome] = []
@@ -291,8 +301,9 @@ class Allocator:
         self.tracker.release_instance_type(node_claim_id, instance_type)
         for hook in self.pipeline.release_hooks:
             hook(self, node_claim_id, instance_type)
-        for meta in self.claim_metadata.values():
-            if meta.node_claim_id == node_claim_id:
+        for key in self._claims_of_node_claim.get(node_claim_id, ()):
+            meta = self.claim_metadata.get(key)
+            if meta is not None and meta.node_claim_id == node_claim_id:
                 meta.devices_by_instance_type.pop(instance_type, None)
 
     def claim_devices(self, claim_key: str) -> list[AllocatedDevice]:
@@ -448,6 +459,7 @@ class Allocation:
         for key, index in self._claims:
             entries = [e for path in self._per_it.values() for e in path if e.claim_index == index]
             outcome = self._outcomes[index]
+            a._claims_of_node_claim.setdefault(self.node_claim_id, set()).add(key)
             a.claim_metadata[key] = ClaimAllocationMetadata(
                 node_claim_id=self.node_claim_id,
                 used_templates=any(e.cand.source == TEMPLATE for e in entries),

@@ -48,6 +48,9 @@ TIMEOUT_CHECK_EVERY = 256  # DFS nodes between clock reads
 _BACKTRACK = "taken, but the slots after it could not be filled"
 
 
+_COUNT_PASSES = "passes"  # funnel_memo: the request passes the count stage
+
+
 class TimedOut(Exception):
     pass
 
@@ -395,6 +398,8 @@ class DFSContext:
         trace: Trace = NULL_TRACE,
         extensions: dict[str, Any] | None = None,
         pipeline: Pipeline,
+        explain: bool = True,
+        funnel_memo: dict | None = None,
     ) -> None:
         self.pipeline = pipeline
         # Devices that may fill several slots of one request (DRAConsumableCapacity: a device
@@ -403,6 +408,22 @@ class DFSContext:
         # treats such a device as able to fill every remaining slot.
         self.reusable = pipeline.reusable
         self.tracker = tracker
+        # False: a refused instance type's funnel and words are not built (decision only).
+        self.explain = explain or trace.enabled
+        # Count-stage funnels of template devices on NodeClaims holding nothing yet, shared
+        # across Allocate calls (see ``_fresh_count_funnel``); None: not shared.
+        fresh = (
+            node_claim_id not in tracker.templates
+            and node_claim_id not in tracker.cluster_by_node_claim
+        )
+        self.funnel_memo = (
+            funnel_memo
+            if fresh
+            and not trace.enabled
+            and not superset
+            and not node_claim_id.startswith("node/")
+            else None
+        )
         self.bindings = bindings
         self.node_claim_id = node_claim_id
         self.node_pool = node_pool
@@ -780,6 +801,11 @@ class DFSContext:
                     )
                     trace.nodes[node]["funnel"] = [funnel_json(funnel)]
                 return ITOutcome(instance_type, False, reason=reason, funnels=[funnel])
+        memo = self.funnel_memo
+        if memo is not None:
+            known = self._memo_count_refusal(instance_type)
+            if known is not None:
+                return known
         self._prepare_it(instance_type, it_requirements)
         # Up-front count pruning: a request with fewer eligible devices than slots.
         counted: list[tuple[int, str, Funnel | None]] = []
@@ -787,7 +813,16 @@ class DFSContext:
             for req in claim.requests:
                 if req.alternatives:
                     continue
-                refused = self._count_funnel(claim, req)
+                if not self.explain:
+                    if self._count_refuses(claim, req):
+                        return ITOutcome(instance_type, False, reason="refused by counting")
+                    if memo is not None and req.allocation_mode != ALL:
+                        memo[self._memo_key(claim, req)] = _COUNT_PASSES
+                    continue
+                if memo is not None:
+                    refused = self._fresh_count_funnel(claim, req)
+                else:
+                    refused = self._count_funnel(claim, req)
                 counted.append((claim.index, req.name, refused[0] if refused else None))
                 if refused is not None:
                     funnel, reason = refused
@@ -815,7 +850,7 @@ class DFSContext:
             out.path = list(self.path)
         else:
             out.reason = self.failure[1] if self.failure else "no allocation found"
-            funnel = self._search_funnel(out.reason)
+            funnel = self._search_funnel(out.reason) if self.explain else None
             if funnel is not None:
                 out.funnels.append(funnel)
         if trace.enabled:
@@ -883,6 +918,72 @@ class DFSContext:
             funnel = self._funnel(claim, req, req.num_devices)
             return funnel, count_message(claim.key, req.name, req.num_devices, funnel)
         return None
+
+    # --- the count stage of fresh NodeClaims (issue 11 item 2) ----------------------------------
+    #
+    # On a NodeClaim that holds no device yet and reaches no in-cluster device, the count stage
+    # reads only this instance type's template devices, each refused (or not) for what its own
+    # attributes and the claim's spec say: every fresh NodeClaim of the NodePool gets the same
+    # answer for a claim of the same spec. ``funnel_memo`` keeps it per (NodePool, instance
+    # type, claim spec, request, count): _COUNT_PASSES, or the refusal's funnel (renamed for
+    # the claim it is shown for).
+
+    def _memo_key(self, claim: ClaimData, req: RequestData) -> tuple:
+        memo = self.funnel_memo
+        spec = memo.get(id(claim.claim))
+        if spec is None or spec[0] is not claim.claim:
+            spec = memo[id(claim.claim)] = (
+                claim.claim,
+                (claim.claim.namespace, repr(claim.claim.spec)),
+            )
+        return (self.node_pool, self.instance_type, spec[1], req.name, req.num_devices)
+
+    def _memo_count_refusal(self, instance_type: str) -> ITOutcome | None:
+        """The count stage's refusal from the memo, without preparing the instance type; None
+        when it is not known (or every request passes: the search must run)."""
+        memo = self.funnel_memo
+        self.instance_type = instance_type  # for _memo_key; _prepare_it sets it again
+        counted: list[tuple[int, str, Funnel | None]] = []
+        for claim in self.claims:
+            for req in claim.requests:
+                if req.alternatives:
+                    continue
+                if req.allocation_mode == ALL:
+                    return None
+                hit = memo.get(self._memo_key(claim, req))
+                if hit is None:
+                    return None
+                if hit is _COUNT_PASSES:
+                    counted.append((claim.index, req.name, None))
+                    continue
+                if not self.explain:
+                    return ITOutcome(instance_type, False, reason="refused by counting")
+                funnel = hit.for_claim(claim.key)
+                counted.append((claim.index, req.name, funnel))
+                reason = count_message(claim.key, req.name, req.num_devices, funnel)
+                return ITOutcome(
+                    instance_type, False, reason=reason, funnels=[funnel], counted=counted
+                )
+        return None
+
+    def _fresh_count_funnel(self, claim: ClaimData, req: RequestData) -> tuple[Funnel, str] | None:
+        """``_count_funnel``, remembered in the memo (see above)."""
+        if req.allocation_mode == ALL:
+            return self._count_funnel(claim, req)
+        refused = self._count_funnel(claim, req)
+        self.funnel_memo[self._memo_key(claim, req)] = (
+            refused[0] if refused is not None else _COUNT_PASSES
+        )
+        return refused
+
+    def _count_refuses(self, claim: ClaimData, req: RequestData) -> bool:
+        """Whether ``_count_funnel`` refuses the request, without building its funnel."""
+        if req.allocation_mode == ALL:
+            slots = req.slots_for(self.instance_type) or []
+            return not slots or any(self._prefilter(claim, req, c) is not None for c in slots)
+        return not self.eligible[(claim.index, req.name)].has(
+            req.num_devices - 1
+        ) and not self._reusable_left((claim.index, req.name), 0)
 
     def _funnel(self, claim: ClaimData, req: RequestData, needed: int, whole=None) -> Funnel:
         return build_funnel(

@@ -265,6 +265,8 @@ class Quantity:
 
     def milli_value(self) -> int:
         """Value in thousandths, rounded up away from zero like Kubernetes' MilliValue."""
+        if self.value.denominator == 1:  # most quantities ("8", "64Gi"): no Fraction math
+            return self.value.numerator * 1000
         scaled = self.value * 1000
         magnitude = math.ceil(abs(scaled))
         return magnitude if scaled >= 0 else -magnitude

@@ -40,6 +40,9 @@ class SimulationOptions:
     # Internal (not an API option): refuse by the cached refusal funnel and skip unchanged
     # retries. Switched off only by the property test proving decisions do not depend on it.
     funnel_refusal: bool = True
+    # Internal too: NodeClaim refusals found without their words first, per-NodeClaim caches
+    # (issue 11 item 2). Switched off only by the property test comparing both paths.
+    nodeclaim_caches: bool = True
     suggestions: bool = True  # verified fix suggestions for failed pods (CONTRACT section 4)
 
     @classmethod

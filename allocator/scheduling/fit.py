@@ -190,6 +190,9 @@ class InstanceTypeInfo:
     requirements: Requirements
     capacity: Resources
     offerings: list[tuple[Offering, Requirements | None]] = field(default_factory=list)
+    # cheapest_offering by the zone and capacity-type requirements (when no offering has
+    # requirements of its own, those two keys are all it reads).
+    cheapest: dict[tuple, float | None] = field(default_factory=dict)
 
 
 def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
@@ -226,8 +229,24 @@ def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requi
 
 
 def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | None:
+    key = None
+    if all(extra is None for _, extra in info.offerings):
+        key = (_values_key(reqs, ZONE), _values_key(reqs, CAPACITY_TYPE))
+        hit = info.cheapest.get(key, info)
+        if hit is not info:
+            return hit  # type: ignore[return-value]
     prices = [o.price for o, extra in info.offerings if offering_allowed(o, extra, reqs)]
-    return min(prices) if prices else None
+    price = min(prices) if prices else None
+    if key is not None:
+        info.cheapest[key] = price
+    return price
+
+
+def _values_key(reqs: Requirements, key: str) -> tuple | None:
+    if not reqs.has(key):
+        return None
+    r = reqs.get(key)
+    return (r.complement, r._values, r.greater_than, r.less_than)
 
 
 @dataclass(slots=True)

@@ -107,9 +107,18 @@ class _Plan:
 class AllocationFailure(Exception):
     """A NodeClaim cannot take the pod; ``code`` is the trace's short reason."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(
+        self, message: str, code: str, deferred: bool = False, reach: tuple | None = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.deferred = deferred  # found without its words (see Scheduler._plan's quick)
+        # The in-cluster pools the refusal read (None: not known, any may matter).
+        self.reach = reach
+
+
+# A refusal found without its words; they are built if the pod fails everywhere.
+_DEFERRED = "(deferred)"
 
 
 class Scheduler:
@@ -125,6 +134,8 @@ class Scheduler:
         trace: Trace = NULL_TRACE,
         allocation_errors: tuple[type[BaseException], ...] = (),
         funnel_refusal: bool = True,
+        nodeclaim_caches: bool = True,
+        nodeclaims_reach_cluster: bool = True,
     ) -> None:
         self.allocator = allocator
         self.existing = existing
@@ -146,6 +157,25 @@ class Scheduler:
         # pod's requests cannot be met is refused without running Allocate there; a retry in
         # an unchanged state is skipped. Off only to prove that decisions do not depend on it.
         self.funnel_refusal = funnel_refusal
+        # NodeClaims of this run and new ones (issue 11 item 2): a refusal is first found
+        # without its words (Allocate's ``explain`` off), and explained only when the pod
+        # fails everywhere; see ``_deferred``. Off only to prove decisions do not depend on it.
+        self.nodeclaim_caches = nodeclaim_caches
+        allocator.fresh_funnels = {} if nodeclaim_caches else None
+        # (NodeClaim id, pod shape) -> ((NodeClaim version, cluster version), refusal: words
+        # or _DEFERRED, DFS nodes it counted, whether it marked the pod validated). A NodeClaim's
+        # version grows whenever it takes a pod; the cluster version whenever in-cluster devices
+        # are committed or freed: an entry whose versions match is what _plan would find again.
+        self._nc_refusals: dict[tuple, tuple] = {}
+        # (NodeClaim id, claim spec keys, instance types) -> (versions, code, DFS nodes).
+        self._allocate_refusals: dict[tuple, tuple] = {}
+        self._nc_versions: dict[str, int] = {}
+        self._cluster_version = 0
+        self._holds_in_cluster: set[str] = set()  # targets given in-cluster devices in this run
+        # Whether a NodeClaim can reach any in-cluster device (a slice not pinned to a node):
+        # the device-count bound of NodeClaims counts template devices only, so needs False.
+        self.nodeclaims_reach_cluster = nodeclaims_reach_cluster
+        self._template_totals: dict[str, int | None] = {}
         # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
@@ -416,11 +446,18 @@ class Scheduler:
                 return self._placed(outcome, target, pod_node)
             outcome.reasons.append((target.reason_target, reason))
 
+        quick = self.nodeclaim_caches and not self.trace.enabled
+        deferred: list[tuple[int, int, object]] = []  # (place in reasons, in funnels, target)
+        shape = self._shape(outcome) if quick and self.node_claims else None
         for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
             self.allocator.last_funnels = []
-            reason = self._try_in_flight(nc, outcome, requests, terms, pod_node)
+            reason = self._try_in_flight(nc, outcome, requests, terms, pod_node, quick, shape)
             if reason is None:
                 return self._placed(outcome, nc, pod_node)
+            if reason is _DEFERRED:  # its words and funnels come if the pod fails everywhere
+                deferred.append((len(outcome.reasons), len(outcome.funnel_log), nc))
+                outcome.reasons.append((nc.reason_target, reason))
+                continue
             outcome.reasons.append((nc.reason_target, reason))
             funnels.extend((nc.reason_target, f, None) for f in self.allocator.last_funnels)
 
@@ -429,10 +466,16 @@ class Scheduler:
             reason, nc = self._try_new(plan, outcome, requests, terms, pod_node)
             if nc is not None:
                 return self._placed(outcome, nc, pod_node)
+            if reason is _DEFERRED:
+                deferred.append((len(outcome.reasons), len(outcome.funnel_log), plan))
+                outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
+                continue
             outcome.reasons.append((f"nodepool/{plan.pool.name}", reason))
             pool = f"nodepool/{plan.pool.name}"
             funnels.extend((pool, f, None) for f in self.allocator.last_funnels)
 
+        if deferred:
+            self._explain_deferred(outcome, deferred, requests, terms)
         self._explain_counted_out(outcome, specs)
         outcome.error = explain.summarize(outcome.reasons)
         outcome.claim_states = {c.key: self.claim_state(c) for c in claims}
@@ -590,6 +633,50 @@ class Scheduler:
         self._record(outcome, result, dra)
         return None
 
+    def _explain_deferred(
+        self,
+        outcome: PodOutcome,
+        deferred: list[tuple[int, int, object]],
+        requests: Resources,
+        terms: list[Requirements],
+    ) -> None:
+        """The words and funnels of the NodeClaim refusals found quickly, now that the pod
+        failed everywhere: each target is asked again in full, in the same state (nothing was
+        committed since), so the words are those a full attempt gives. DFS nodes are counted
+        once (by the quick attempt)."""
+        allocator = self.allocator
+        nodes = allocator.dfs_nodes
+        # From the last: a funnel list grows where an earlier target's funnels go.
+        for place, funnel_place, target in reversed(deferred):
+            allocator.last_funnels = []
+            if isinstance(target, PoolPlan):
+                label = f"nodepool/{target.pool.name}"
+                reason, _ = self._try_new(
+                    target, outcome, requests, terms, -1, False, explain_only=True
+                )
+            else:
+                label = target.reason_target
+                try:
+                    self._plan(
+                        target.id,
+                        target.node_pool,
+                        target.requirements,
+                        target.candidates,
+                        target.requests,
+                        outcome,
+                        requests,
+                        terms,
+                        -1,
+                    )
+                    reason = ""  # cannot happen: refused in this very state
+                except AllocationFailure as failure:
+                    reason = str(failure)
+            outcome.reasons[place] = (label, reason)
+            outcome.funnel_log[funnel_place:funnel_place] = [
+                (label, f, None) for f in allocator.last_funnels
+            ]
+        allocator.dfs_nodes = nodes
+
     # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
 
     def invalidate_funnels(self) -> None:
@@ -597,6 +684,11 @@ class Scheduler:
         allocation state other than through a placement (a trial that frees devices ...)."""
         self._funnels.clear()
         self._shapes.clear()
+        self._nc_refusals.clear()
+        self._allocate_refusals.clear()
+        if self.allocator.fresh_funnels is not None:
+            self.allocator.fresh_funnels.clear()
+        self._cluster_version += 1
         self._releases += 1
         self.state_version += 1
 
@@ -806,11 +898,28 @@ class Scheduler:
         requests: Resources,
         terms: list[Requirements],
         pod_node: int,
+        quick: bool = False,
+        shape: tuple | None = None,
     ) -> str | None:
+        """None when placed; the refusal's words, or ``_DEFERRED`` when ``quick``. With
+        ``shape`` (the pod's, see ``_shape``) a refusal in an unchanged state is reused."""
         taint = untolerated_taint(outcome.pod.tolerations, nc.taints)
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
             return self._refused(pod_node, nc, "taint", reason)
+        key = None
+        if quick and shape is not None:
+            key = (nc.id, shape)
+            nc_version = self._nc_versions.get(nc.id, 0)
+            hit = self._nc_refusals.get(key)
+            if hit is not None and hit[0] == nc_version and hit[2] == self._reach_version(hit[1]):
+                _, _, _, reason, nodes, validated = hit
+                self.allocator.dfs_nodes += nodes
+                if validated and not outcome.validated:
+                    self._mark_validated(outcome)
+                return reason
+            nodes = self.allocator.dfs_nodes
+            validated = outcome.validated
         node = self._target_trace(pod_node, nc.trace_label)
         try:
             plan = self._plan(
@@ -823,10 +932,27 @@ class Scheduler:
                 requests,
                 terms,
                 node,
+                quick=quick,
             )
         except AllocationFailure as failure:
-            self.trace.set(node, "failed", failure.code, str(failure))
-            return str(failure)
+            reason = _DEFERRED if failure.deferred else str(failure)
+            # Reused: a finished search's refusal, or one found before Allocate ran (it read
+            # nothing in-cluster); not a timeout, a validation error or a refusal of the result.
+            if (
+                key is not None
+                and (failure.reach == () or failure.deferred)
+                and (failure.reach is not None)
+            ):
+                self._nc_refusals[key] = (
+                    nc_version,
+                    failure.reach,
+                    self._reach_version(failure.reach),
+                    reason,
+                    self.allocator.dfs_nodes - nodes,
+                    outcome.validated and not validated,
+                )
+            self.trace.set(node, "failed", failure.code, reason)
+            return reason
         self.trace.set(node, "ok", "allocated")
         self._apply(nc, plan, outcome)
         return None
@@ -838,7 +964,11 @@ class Scheduler:
         requests: Resources,
         terms: list[Requirements],
         pod_node: int,
+        quick: bool = False,
+        explain_only: bool = False,
     ) -> tuple[str, InFlightNodeClaim | None]:
+        """``explain_only``: the words of a refusal found earlier in this state (nothing is
+        created even if the NodePool could take the pod)."""
         pool = plan_pool.pool
         label = f"nodepool/{pool.name}"
         overhead = format_resources(plan_pool.daemon_overhead)
@@ -875,10 +1005,15 @@ class Scheduler:
                 requests,
                 terms,
                 node,
+                quick=quick,
             )
         except AllocationFailure as failure:
+            if failure.deferred:
+                return _DEFERRED, None
             self.trace.set(node, "failed", failure.code, str(failure))
             return explain.nodepool_reason(pool.name, str(failure), overhead), None
+        if explain_only:
+            return "", None
         self.trace.set(node, "ok", "allocated")
         self._name_for(pool.name, peek=False)
         nc = InFlightNodeClaim(
@@ -908,9 +1043,18 @@ class Scheduler:
         requests: Resources,
         terms: list[Requirements],
         trace_node: int,
+        *,
         claims: list[ResourceClaim] | None = None,
+        quick: bool = False,
     ) -> _Plan:
-        """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation."""
+        """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation.
+
+        ``claims``: the pod's claims with the scheduler's extended resource claim, if any (None:
+        the pod's own). ``quick``: Allocate first runs without building its refusal's words; a
+        refusal raises a deferred AllocationFailure (explained later, see
+        ``_explain_deferred``), a success is run again in full (same state, same result, its
+        per-instance-type reasons with words).
+        """
         extended = outcome.pod_claims.extended
         if extended is not None and claims is None and candidates:
             from allocator.features.extendedresources import instance_type_groups
@@ -943,6 +1087,13 @@ class Scheduler:
         if not claims:
             return _Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(nc_id, node_pool, reqs, filtered.remaining)
+        if quick:
+            if self._count_bound_refuses(probe, outcome, claims):
+                # Allocate would refuse every instance type at its count stage (no DFS node),
+                # past Request Validation: the pod counts as validated, as then.
+                self._mark_validated(outcome)
+                raise AllocationFailure("", "no-instance-type", True)
+            self._quick_allocate(probe, outcome, term, claims)
         try:
             result = self.allocator.allocate(
                 probe,
@@ -954,7 +1105,7 @@ class Scheduler:
         except self.allocation_errors as err:
             self._note_validation(outcome, err)
             code = getattr(err, "code", "allocation")
-            raise AllocationFailure(explain.dra_reason(str(err)), code) from None
+            raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
         self._mark_validated(outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -962,6 +1113,7 @@ class Scheduler:
             raise AllocationFailure(
                 explain.dra_reason("no instance type can satisfy the allocation"),
                 "no-instance-type",
+                reach=None,
             )
         # Requirement tightening, then the FULL instance type filter again (design:
         # Constraint Propagation): zones, offerings and resources may all change.
@@ -970,12 +1122,13 @@ class Scheduler:
         dra = dra_node_resources(result)
         problem = pod_level_problem(outcome.pod, result)
         if problem is not None:
-            raise AllocationFailure(explain.dra_reason(problem), "node-resources")
+            raise AllocationFailure(explain.dra_reason(problem), "node-resources", reach=None)
         refiltered = filter_instance_types(kept, tightened, merged(total, dra))
         if not refiltered.remaining:
             raise AllocationFailure(
                 explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
                 "instance-types",
+                reach=None,
             )
         stages.append((DRA_STAGE, filtered.remaining, result, kept))
         stages.append((FILTER_STAGE, kept, tightened, merged(total, dra), refiltered.remaining))
@@ -1038,6 +1191,91 @@ class Scheduler:
             return plan
         raise first
 
+    def _count_bound_refuses(
+        self, probe: Probe, outcome: PodOutcome, claims: list[ResourceClaim]
+    ) -> bool:
+        """The device-count bound of a NodeClaim (issue 11 item 2): when NodeClaims reach no
+        in-cluster device, a request for more devices than an instance type has template
+        devices left on this NodeClaim is refused by Allocate's count stage there. True when
+        that holds for every candidate; only for pods whose claim specs passed Request
+        Validation (so Allocate would get that far) and are simply unallocated."""
+        if self.nodeclaims_reach_cluster or not self._is_validated(outcome):
+            return False
+        need = 0
+        for claim in claims:
+            if self.claim_state(claim) != "unallocated":
+                return False
+            for r in claim.spec.requests:
+                ex = r.exactly
+                if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                    need = max(need, ex.count)
+        if not need:
+            return False
+        held = self.allocator.tracker.templates.get(probe.id, {})
+        for info in probe.candidates:
+            total = self._template_totals.get(info.name, -1)
+            if total == -1:
+                devices = [d for t in info.it.resource_slice_templates for d in t.devices]
+                multi = any(d.allow_multiple_allocations for d in devices)
+                total = self._template_totals[info.name] = None if multi else len(devices)
+            if total is None or total - len(held.get(info.name, ())) >= need:
+                return False
+        return True
+
+    def _reach_version(self, reach: tuple | None) -> int:
+        """Grows whenever devices of these in-cluster pools are taken or freed (None: any)."""
+        if reach is None:
+            return -1 - self._cluster_version
+        versions = self._pool_versions
+        total = self._releases  # freed in-cluster devices: which pools is not tracked
+        for k in reach:
+            total += versions.get(k, 0)
+        return total
+
+    def _quick_allocate(
+        self, probe: Probe, outcome: PodOutcome, term: Requirements, claims: list[ResourceClaim]
+    ) -> None:
+        """Allocate without words; a refusal raises a deferred AllocationFailure. A refusal
+        is reused while nothing it read changed: the NodeClaim (its version), in-cluster
+        devices (the cluster version), the claims' specs, the requirements (the pod's term
+        must be empty: the NodeClaim's own then) and the instance types left to try."""
+        allocator = self.allocator
+        key = None
+        if len(term) == 0 and probe.id in self._nc_versions:
+            specs = tuple(self._funnel_key(c) for c in claims)
+            if None not in specs and all(self.claim_state(c) == "unallocated" for c in claims):
+                key = (probe.id, specs, tuple(probe.instance_types))
+                nc_version = self._nc_versions[probe.id]
+                hit = self._allocate_refusals.get(key)
+                if (
+                    hit is not None
+                    and hit[0] == nc_version
+                    and hit[2] == self._reach_version(hit[1])
+                ):
+                    _, reach, _, code, nodes = hit
+                    allocator.dfs_nodes += nodes
+                    if code != "validation":
+                        self._mark_validated(outcome)
+                    raise AllocationFailure("", code, True, reach)
+        nodes = allocator.dfs_nodes
+        try:
+            allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
+        except self.allocation_errors as err:
+            self._note_validation(outcome, err)
+            code = getattr(err, "code", "allocation")
+            # Only a finished search's refusal is reused (not a validation error or a timeout).
+            reach = getattr(err, "reach", None)
+            if key is not None and reach is not None:
+                self._allocate_refusals[key] = (
+                    nc_version,
+                    reach,
+                    self._reach_version(reach),
+                    code,
+                    allocator.dfs_nodes - nodes,
+                )
+            raise AllocationFailure("", code, True, reach) from None
+        allocator.dfs_nodes = nodes  # counted once, by the full run that follows
+
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
         self._stop_trial(nc, plan.result)
@@ -1049,9 +1287,14 @@ class Scheduler:
         nc.candidates = plan.candidates
         nc.requests = plan.requests
         kept = set(nc.instance_types)
+        self._nc_versions[nc.id] = self._nc_versions.get(nc.id, 0) + 1
         for name in sorted(before - kept):
             self.allocator.release_instance_type(nc.id, name)
-            self._releases += 1  # freed devices may be in reach of any target
+            if nc.id in self._holds_in_cluster or not self.nodeclaim_caches:
+                # Freed in-cluster devices (or shares) may be in reach of any target; a
+                # NodeClaim holding template devices only frees nothing another target sees.
+                self._releases += 1
+                self._cluster_version += 1
         self.prunes.applied(nc.id, plan.term, plan.stages)
         self._record(outcome, plan.result, plan.dra_resources)
 
@@ -1094,6 +1337,9 @@ class Scheduler:
                 versions[key] = versions.get(key, 0) + 1
         nc_id = result.allocation.node_claim_id
         self._target_versions[nc_id] = self._target_versions.get(nc_id, 0) + 1
+        if any(d.source != "template" for claim in result.claims for d in claim.devices):
+            self._cluster_version += 1  # in-cluster devices taken (NodeClaim refusals)
+            self._holds_in_cluster.add(nc_id)
         for claim in result.claims:
             if claim.state in ("unallocated", "reallocated"):
                 self.in_memory.add(claim.key)

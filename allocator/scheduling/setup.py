@@ -108,6 +108,8 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         trace=trace,
         allocation_errors=(AllocationError,),
         funnel_refusal=getattr(options, "funnel_refusal", True),
+        nodeclaim_caches=getattr(options, "nodeclaim_caches", True),
+        nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 

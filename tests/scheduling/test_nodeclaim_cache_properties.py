@@ -1,0 +1,200 @@
+"""The NodeClaim fast path changes how a NodeClaim's refusal is found, never a decision
+(issue 11 item 2).
+
+Random clusters: a few existing GPU nodes (H100 or L4, some GPUs taken), optionally a pool of
+network-attached RDMA NICs any node can reach (so NodeClaims read in-cluster devices too), a
+NodePool (with or without limits) over instance types with 1 to 4 GPUs of one model in one or
+two zones, and pending pods asking for 1 to 3 GPUs of a model (T4: nobody has it), some pinned
+to a zone, some with a NIC as well. The result document with the NodeClaim caches switched on
+(refusals found without their words first, reused while nothing they read changed, shared
+count funnels of fresh NodeClaims) is the one with them switched off, apart from clock readings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator.simulation import SimulationOptions, simulate
+from allocator.snapshot import load_files
+from tests.contract.conftest import (
+    claim,
+    claim_template,
+    device_class,
+    instance_type,
+    namespace,
+    node,
+    nodepool,
+    pod,
+    request,
+    resource_slice,
+    template_slice,
+)
+
+MODELS = ("H100", "L4", "A10G", "T4")
+ZONES = ("us-west-2a", "us-west-2b")
+
+
+def gpus(model: str, count: int) -> list[dict]:
+    return [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {"model": {"string": model}, "index": {"int": i}},
+            "capacity": {"memory": {"value": "24Gi" if model == "L4" else "80Gi"}},
+        }
+        for i in range(count)
+    ]
+
+
+def model_selector(model: str) -> list[dict]:
+    return [{"cel": {"expression": f'device.attributes["gpu.nvidia.com"].model == "{model}"'}}]
+
+
+node_spec = st.tuples(st.sampled_from(MODELS[:2]), st.integers(1, 4), st.integers(0, 3))
+it_spec = st.tuples(
+    st.sampled_from(MODELS[:3]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([(ZONES[0],), ZONES]),
+)
+pod_spec = st.tuples(
+    st.sampled_from(MODELS),
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 4, 8]),
+    st.none() | st.sampled_from(ZONES),
+    st.booleans(),  # a NIC too
+)
+
+
+def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
+    docs = [namespace("default"), device_class(), device_class("rdma.example.com")]
+    for i, (model, count, taken) in enumerate(nodes):
+        name = f"ip-10-0-2-{i}.us-west-2.compute.internal"
+        docs.append(node(name, cpu="32", memory="256Gi"))
+        docs.append(resource_slice(name, gpus(model, count)))
+        for t in range(min(taken, count)):
+            held = f"serve-{i}-{t}"
+            docs.append(
+                claim(
+                    f"{held}-gpu",
+                    status={
+                        "allocation": {
+                            "devices": {
+                                "results": [
+                                    {
+                                        "request": "gpu",
+                                        "driver": "gpu.nvidia.com",
+                                        "pool": name,
+                                        "device": f"gpu-{t}",
+                                    }
+                                ]
+                            }
+                        },
+                        "reservedFor": [{"resource": "pods", "name": held, "uid": f"uid-{held}"}],
+                    },
+                )
+            )
+            docs.append(
+                pod(
+                    held,
+                    node_name=name,
+                    claims=[{"name": "gpu", "resourceClaimName": f"{held}-gpu"}],
+                )
+            )
+    if nics:
+        devices = [
+            {"name": f"nic-{i}", "attributes": {"rdma": {"bool": True}}} for i in range(nics)
+        ]
+        docs.append(
+            resource_slice(None, devices, driver="rdma.example.com", pool="fabric", allNodes=True)
+        )
+    docs.append(claim_template("nic", requests=[request("nic", cls="rdma.example.com")]))
+    for m in MODELS:
+        for count in (1, 2, 3):
+            docs.append(
+                claim_template(
+                    f"{m.lower()}-x{count}",
+                    requests=[request(count=count, selectors=model_selector(m))],
+                )
+            )
+    docs.append(nodepool("gpu-pool", limits={"cpu": "48"} if limits else None))
+    for j, (model, count, cpu, zones) in enumerate(its):
+        name = f"{model.lower()}.{count}g{j}"
+        offerings = [
+            {"zone": z, "capacityType": "on-demand", "price": 1.0 + count + cpu / 100 + j / 1000}
+            for z in zones
+        ]
+        offerings = [dict(o, available=True) for o in offerings]
+        docs.append(
+            instance_type(
+                name,
+                cpu=str(cpu),
+                memory=f"{cpu * 8}Gi",
+                offerings=offerings,
+                slices=[template_slice(f"{name}-gpus", gpus(model, count))],
+            )
+        )
+    for j, (model, count, cpu, zone, nic) in enumerate(pods):
+        claims = [{"name": "gpu", "resourceClaimTemplateName": f"{model.lower()}-x{count}"}]
+        if nic:
+            claims.append({"name": "nic", "resourceClaimTemplateName": "nic"})
+        docs.append(
+            pod(
+                f"train-{j}",
+                cpu=str(cpu),
+                created=f"2026-12-01T10:00:{j:02d}Z",
+                claims=claims,
+                node_selector={"topology.kubernetes.io/zone": zone} if zone else None,
+            )
+        )
+    return docs
+
+
+def run(docs: list[dict], caches: bool) -> dict:
+    snapshot = load_files([("cluster.json", json.dumps(docs))])
+    options = SimulationOptions()
+    options.nodeclaim_caches = caches
+    result = simulate(snapshot, options).result
+    result["stats"].pop("seconds")
+    result["stats"].pop("suggestionSeconds", None)
+    return result
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.lists(node_spec, max_size=3),
+    its=st.lists(it_spec, min_size=1, max_size=4),
+    pods=st.lists(pod_spec, min_size=1, max_size=12),
+    nics=st.integers(0, 3),
+    limits=st.booleans(),
+)
+def test_nodeclaim_caches_change_no_decision(nodes, its, pods, nics, limits) -> None:
+    docs = cluster(nodes, its, pods, nics, limits)
+    fast = run(docs, True)
+    plain = run(docs, False)
+    assert fast == plain
+
+
+def test_a_pod_failing_on_full_nodeclaims_is_told_who_holds_their_devices() -> None:
+    # 12 one-GPU L4 pods fill three NodeClaims of 4 L4s (the 1-GPU and H100 types dropped);
+    # a T4 pod then fails everywhere: its refusals on the NodeClaims, found without words,
+    # are explained afterwards with the words of a full attempt (who holds each GPU).
+    pods = [("L4", 1, 2, None, False)] * 12 + [("T4", 1, 2, None, False)]
+    its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
+    docs = cluster([], its, pods, 0, False)
+    fast = run(docs, True)
+    assert fast == run(docs, False)
+    assert [(nc["instanceTypes"], len(nc["pods"])) for nc in fast["nodeClaims"]] == [
+        (["l4.4g1"], 4)
+    ] * 3
+    failed = [p for p in fast["pods"] if not p["scheduled"]]
+    assert [p["pod"] for p in failed] == ["default/train-12"]
+    reasons = {r["target"]: r["reason"] for r in failed[0]["reasons"]}
+    for i, nc in enumerate(fast["nodeClaims"]):
+        reason = reasons[f"node/{nc['name']}"]
+        assert "l4.4g1: claim default/train-12-gpu request gpu: 0 of 1 devices available" in reason
+        first = 4 * i
+        assert f"claim default/train-{first}-gpu of default/train-{first} (placed" in reason
+    assert 'rejected by selector: model is "L4"' in reasons["nodepool/gpu-pool"]
