@@ -73,15 +73,21 @@ _YAML_LOADER: Any = _Loader
 # file is read by PyYAML.
 # Plain scalars yaml-rs reads as numbers and PyYAML does not, or differently: leading zeros
 # (``0755``, ``010`` are octal in 1.1, ``08`` a string), ``0o``/``0X`` forms, ``_1``,
-# exponents (``1e3``, ``1.0e3`` are strings in PyYAML), signed fractions (``-.5``); tags,
-# anchors and aliases (only PyYAML's path bounds alias expansion).
+# exponents (``1e3``, ``1.0e3`` are strings in PyYAML), signed fractions (``-.5``).
+# Each must be the whole token, so a UID such as ``00e71d65-ec52-...`` (a string to both) does
+# not send a snapshot full of them down the slow path.
 _NUMBER_1_2 = (
-    r"(?:[-+]?0[0-9oOX_]|_[0-9]|[!&*][^\s=]|!\s"
-    r"|[-+]?(?:[0-9][0-9_.]*|\.[0-9])[eE][-+]?[0-9]|[-+]\.[0-9])"
+    r"(?:(?:[-+]?0[0-9oOX_]|_[0-9])[0-9A-Fa-f_.oOxX]*"
+    r"|[-+]?(?:[0-9][0-9_.]*|\.[0-9])[eE][-+]?[0-9][0-9_.]*|[-+]\.[0-9][0-9_.eE+-]*)"
+    r"(?=[\s,\]}]|$)"
 )
 _TEXT_GUARDS = (
     re.compile(r"[\s\[{,]" + _NUMBER_1_2),
     re.compile(r"""["']:""" + _NUMBER_1_2),  # JSON-style flow mappings: {"a":0755}
+    # Tags, anchors and aliases (only PyYAML's path bounds alias expansion), where a node can
+    # start: at a line's start or after an indicator. Not after a word, so a CEL selector's
+    # ``a && !b`` inside a quoted string keeps the fast path.
+    re.compile(r"(?:^|[:?\-,\[{])[ \t]*(?:[!&*][^\s=]|!\s)", re.M),
     re.compile(r"\n%"),  # directives (%YAML 1.1, %TAG)
     # Deep block nesting: yaml-rs recurses without a bound (a segfault at some 30,000 levels).
     re.compile(r"\n[ \t?-]{100}"),

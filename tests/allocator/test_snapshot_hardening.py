@@ -246,10 +246,26 @@ TOKENS = [
     "'010'",
     "nvidia.com/gpu",
     "us-west-2a",
+    "00e71d65-ec52-665e-6970-2d98aa5b1c79",
+    "71e5f606-22a3-3570-2d98-0c4e1c79ce2c",
+    "0755 abc",
+    "1e3x",
+    "08,",
+    "[0755]",
+    "{a: 1e3}",
+    "&a 1",
+    "*a",
+    "&&",
+    "&& x",
+    "!!str 1",
+    "! x",
+    "a && !b",
+    "'device.driver == \"gpu.nvidia.com\" && !device.attributes[\"x\"].bool'",
+    '"a && *b || !c"',
 ]
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=6), st.booleans())
 def test_the_fast_yaml_path_answers_only_as_pyyaml_would(tokens, as_list):
     """yaml-rs (YAML 1.2) reads a file only when it cannot read it differently from PyYAML
