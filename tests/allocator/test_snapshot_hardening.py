@@ -260,7 +260,7 @@ TOKENS = [
     "!!str 1",
     "! x",
     "a && !b",
-    "'device.driver == \"gpu.nvidia.com\" && !device.attributes[\"x\"].bool'",
+    '\'device.driver == "gpu.nvidia.com" && !device.attributes["x"].bool\'',
     '"a && *b || !c"',
 ]
 
