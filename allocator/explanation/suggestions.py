@@ -48,7 +48,6 @@ from allocator.scheduling.fit import (
     max_capacity,
     node_pool_requirements,
     pod_requests,
-    tolerates,
     untolerated_taint,
 )
 from allocator.scheduling.initialization import PodClaims
@@ -349,7 +348,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
         for taint in source:
             if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignored:
                 continue
-            if any(tolerates(t, taint) for t in pod.tolerations):
+            if any(toleration_matches(t, taint) for t in pod.tolerations):
                 continue
             if f"taint {format_taint(taint)}" not in refused:
                 continue

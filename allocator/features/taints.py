@@ -25,6 +25,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
     Snapshot,
+    Taint,
     Toleration,
 )
 
@@ -42,8 +43,12 @@ ClassMatcher = Callable[[str, str, Device], bool]
 # --- tolerations -----------------------------------------------------------------------------
 
 
-def toleration_matches(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
-    """Kubernetes' ToleratesTaint: effect (empty = any), key (empty = any), Exists or Equal."""
+def toleration_matches(
+    toleration: DeviceToleration | Toleration, taint: DeviceTaint | Taint
+) -> bool:
+    """Kubernetes' ToleratesTaint, the same for a pod's tolerations of node taints and a
+    request's tolerations of device taints: effect (empty = any), key (empty = any), Exists
+    or Equal; any other operator tolerates nothing."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
     if toleration.key and toleration.key != taint.key:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from allocator.features.taints import toleration_matches
 from allocator.model import InstanceType, NodePool, Offering, Pod, Taint, Toleration
 from allocator.quantity import Quantity
 from allocator.requirements import (
@@ -97,17 +98,6 @@ def format_resources(resources: Resources) -> str:
 # --- taints ----------------------------------------------------------------------------------
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Kubernetes' Toleration.ToleratesTaint."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    return (toleration.value or "") == (taint.value or "")
-
-
 def format_taint(taint: Taint) -> str:
     value = f"={taint.value}" if taint.value else ""
     return f"{taint.key}{value}:{taint.effect}"
@@ -120,7 +110,7 @@ def untolerated_taint(
     for taint in taints:
         if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignore:
             continue
-        if not any(tolerates(t, taint) for t in tolerations):
+        if not any(toleration_matches(t, taint) for t in tolerations):
             return taint
     return None
 

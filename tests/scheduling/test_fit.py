@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator.features.gates import FeatureGates
+from allocator.features.taints import toleration_matches as tolerates
 from allocator.model import InstanceType, Offering, Pod, Taint, Toleration
 from allocator.quantity import Quantity
 from allocator.requirements import Requirements
@@ -17,7 +18,6 @@ from allocator.scheduling.fit import (
     format_resources,
     instance_type_info,
     pod_requests,
-    tolerates,
     untolerated_taint,
     within_limits,
 )
@@ -54,6 +54,8 @@ def test_exists_without_key_tolerates_everything_and_equal_needs_the_value(key, 
     assert not tolerates(Toleration(key=key, operator="Equal", value=other), taint)
     wrong_effect = next(e for e in EFFECTS if e != effect)
     assert not tolerates(Toleration(key=key, operator="Exists", effect=wrong_effect), taint)
+    # Kubernetes' ToleratesTaint: an operator it does not know tolerates nothing.
+    assert not tolerates(Toleration(key=key, operator="Gt", value=value), taint)
 
 
 def test_prefer_no_schedule_and_ignored_taints_do_not_block():
