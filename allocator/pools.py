@@ -158,6 +158,19 @@ def terms_compatible(terms: tuple[Requirements, ...], variants: Sequence[Require
 PoolValidator = Callable[[PoolKey, list[ResourceSlice]], str | None]
 
 
+def newest_generation(slices: Iterable[ResourceSlice]) -> dict[PoolKey, list[ResourceSlice]]:
+    """Each pool's slices of its newest generation, in the order given (older generations are
+    being replaced and count for nothing)."""
+    by_pool: dict[PoolKey, list[ResourceSlice]] = {}
+    for s in slices:
+        current = by_pool.get(s.pool_key)
+        if current is None or s.generation > current[0].generation:
+            by_pool[s.pool_key] = [s]
+        elif s.generation == current[0].generation:
+            current.append(s)
+    return by_pool
+
+
 class SliceUniverse:
     """The pre-filtered in-cluster slices, indexed once per Allocator."""
 

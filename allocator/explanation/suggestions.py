@@ -537,20 +537,7 @@ def _extended_search(pod: Pod, name: str, ci: int):
             pod=changed,
         )
 
-    def search(attempt):
-        lo, hi, best = max(others, 0) + 1, total - 1, None
-        while lo <= hi:
-            mid = (lo + hi + 1) // 2
-            c = candidate(mid)
-            hit = attempt(c)
-            if hit is not None:
-                best = (c, hit)
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return best
-
-    return search
+    return lambda attempt: _largest_count(candidate, attempt, max(others, 0) + 1, total - 1)
 
 
 def _container_count(container: dict, name: str) -> int:
@@ -568,8 +555,7 @@ def _container_count(container: dict, name: str) -> int:
 
 
 def _count_search(outcome, index, claim, ri, obj, prefix):
-    """The largest count that places the pod: a binary search over 1..count-1 (fewer devices
-    are never harder to find, barring constraints; every answer is verified anyway)."""
+    """The largest count that places the pod, among 1..count-1."""
     request = claim.spec.requests[ri]
 
     def candidate(count: int) -> _Candidate:
@@ -588,20 +574,24 @@ def _count_search(outcome, index, claim, ri, obj, prefix):
             claims=_with_claim(outcome, index, changed),
         )
 
-    def search(attempt):
-        lo, hi, best = 1, request.exactly.count - 1, None
-        while lo <= hi:
-            mid = (lo + hi + 1) // 2
-            c = candidate(mid)
-            hit = attempt(c)
-            if hit is not None:
-                best = (c, hit)
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return best
+    return lambda attempt: _largest_count(candidate, attempt, 1, request.exactly.count - 1)
 
-    return search
+
+def _largest_count(candidate, attempt, lo: int, hi: int):
+    """Binary search for the largest count in lo..hi whose candidate places the pod (fewer
+    devices are never harder to find, barring constraints; every answer is verified anyway):
+    (candidate, where it goes) or None."""
+    best = None
+    while lo <= hi:
+        mid = (lo + hi + 1) // 2
+        c = candidate(mid)
+        hit = attempt(c)
+        if hit is not None:
+            best = (c, hit)
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _is_extended(outcome, claim: ResourceClaim) -> bool:

@@ -35,6 +35,7 @@ from allocator.model import (
     ResourceSlice,
     ResourceSliceTemplate,
 )
+from allocator.pools import newest_generation
 from allocator.quantity import Quantity
 
 GATE = "DRAPartitionableDevices"
@@ -201,17 +202,6 @@ class GroupState:
 # --- the ledger --------------------------------------------------------------------------------
 
 
-def _newest_generation(slices: Iterable[ResourceSlice]) -> dict[PoolKey, list[ResourceSlice]]:
-    by_pool: dict[PoolKey, list[ResourceSlice]] = {}
-    for s in slices:
-        current = by_pool.get(s.pool_key)
-        if current is None or s.generation > current[0].generation:
-            by_pool[s.pool_key] = [s]
-        elif s.generation == current[0].generation:
-            current.append(s)
-    return by_pool
-
-
 class CounterLedger:
     """Counter budgets for one scheduling loop (in-cluster pools and template pools)."""
 
@@ -225,7 +215,7 @@ class CounterLedger:
         self.partitionable_on = gates.enabled(GATE)  # read once: checked per device
         self.groups_on = gates.enabled(GROUPS_GATE)
         self.pools: dict[PoolKey, CounterPool] = {}
-        for key, slices in _newest_generation(in_cluster_slices).items():
+        for key, slices in newest_generation(in_cluster_slices).items():
             if any(s.shared_counters for s in slices) or any(
                 d.consumes_counters for s in slices for d in s.devices
             ):

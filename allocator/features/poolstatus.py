@@ -29,6 +29,7 @@ from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.features.state import state_of
 from allocator.features.taints import TaintIndex
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice
+from allocator.pools import newest_generation
 from allocator.quantity import Quantity
 
 GATE = "DRAResourcePoolStatus"
@@ -37,17 +38,6 @@ GATE = "DRAResourcePoolStatus"
 def _partition_attribute(s: ResourceSlice, default: str | None) -> str | None:
     spec = (s.raw or {}).get("spec") or {}
     return spec.get("partitionTypeAttribute") or default
-
-
-def _pool_slices(slices: Iterable[ResourceSlice]) -> dict[PoolKey, list[ResourceSlice]]:
-    by_pool: dict[PoolKey, list[ResourceSlice]] = {}
-    for s in slices:
-        current = by_pool.get(s.pool_key)
-        if current is None or s.generation > current[0].generation:
-            by_pool[s.pool_key] = [s]
-        elif s.generation == current[0].generation:
-            current.append(s)
-    return by_pool
 
 
 def _fits(remaining: dict[str, dict[str, Quantity]], device: Device) -> bool:
@@ -97,7 +87,7 @@ def pool_status(
     partition_on = gates.enabled("DRAPartitionableDevices")
     shareable_on = gates.enabled("DRAConsumableCapacity")
     out = []
-    for key, pool_slices in sorted(_pool_slices(slices).items()):
+    for key, pool_slices in sorted(newest_generation(slices).items()):
         pool_slices.sort(key=lambda s: s.name)
         declared = max(s.resource_slice_count for s in pool_slices)
         generation = pool_slices[0].generation
