@@ -287,6 +287,29 @@ def test_the_fast_yaml_path_answers_only_as_pyyaml_would(tokens, as_list):
         assert [_types(v) for v, _ in flat] == [_types(v) for v, _ in flat_expected]
 
 
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.sampled_from(TOKENS), min_size=1, max_size=5),
+    st.sampled_from(["", " ", "  ", "    "]),
+    st.sampled_from(["", "j: 1\n", "- x\n"]),
+)
+def test_folded_lines_read_the_same_on_the_fast_path(tokens, indent, tail):
+    """go-yaml folds a long selector: its next line may start with ``&&`` or ``!``, which is
+    text there, not an anchor or a tag."""
+    text = "k: word\n" + "".join(f"{indent}{t}\n" for t in tokens) + tail
+    try:
+        expected = list(yaml.load_all(text, Loader=decode._YAML_LOADER))
+    except yaml.YAMLError:
+        expected = None
+    fast = decode._fast_yaml_docs(text)
+    if fast is not None:
+        assert expected is not None, text
+        assert decode._flatten(fast) == decode._flatten(expected), text
+        assert [_types(v) for v, _ in decode._flatten(fast)] == [
+            _types(v) for v, _ in decode._flatten(expected)
+        ]
+
+
 def _types(value):
     if isinstance(value, dict):
         return {k: type(v) for k, v in value.items()}
@@ -296,6 +319,69 @@ def _types(value):
 def test_the_fast_path_is_taken_for_ordinary_kubernetes_yaml():
     text = yaml.safe_dump_all([POD, {**POD, "metadata": {"name": "train-1"}}])
     assert decode._fast_yaml_docs(text) == [POD, {**POD, "metadata": {"name": "train-1"}}]
+
+
+def test_the_fast_path_is_taken_for_what_kubectl_writes():
+    """UIDs with leading zeros and CEL selectors full of && and ! are strings to both
+    parsers; they used to send nearly every real snapshot down the slow path."""
+    pod = {
+        **POD,
+        "metadata": {
+            "name": "train-0",
+            "namespace": "ml-training",
+            "uid": "00e71d65-ec52-665e-6970-2d98aa5b1c79",
+            "resourceVersion": "0755",
+            "creationTimestamp": "2026-12-01T10:00:00Z",
+            "managedFields": [
+                {
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:status": {'k:{"type":"Ready"}': {".": {}}}},
+                    "manager": "kubelet",
+                    "time": "2026-12-01T10:00:00Z",
+                }
+            ],
+        },
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "h100", "namespace": "ml-training"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "selectors": [
+                                    {
+                                        "cel": {
+                                            "expression": 'device.driver == "gpu.nvidia.com" '
+                                            '&& !device.attributes["gpu.nvidia.com"].mig '
+                                            "&& device.capacity['gpu.nvidia.com'].memory "
+                                            '>= quantity("80Gi")'
+                                        }
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    text = yaml.safe_dump_all([pod, claim])
+    assert not decode._needs_pyyaml(text)
+    assert decode._fast_yaml_docs(text) == [pod, claim]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["k: &a 1\nj: *a\n", "- &a [1]\n- *a\n", "k:\n  &a\n  x: 1\n", '{"a":&x 1}', "k: !!str 1\n"],
+)
+def test_anchors_aliases_and_tags_where_a_node_starts_go_to_pyyaml(text):
+    assert decode._needs_pyyaml(text)
 
 
 # --- structure: validate reports what simulate would crash on --------------------------------
