@@ -83,7 +83,8 @@ def canonical(value: Any) -> bytes:
         raise UnstorableText(
             f"a lone UTF-16 surrogate ({text[exc.start]!r}) is not valid text"
         ) from None
-    if _NUL_ESCAPE.search(data):
+    # The substring test first: the regular expression alone took 0.7 s on a 10 MB upload.
+    if b"\\u0000" in data and _NUL_ESCAPE.search(data):
         raise UnstorableText("a NUL character (\\u0000) is not allowed in text")
     return data
 
