@@ -84,7 +84,7 @@ def main() -> None:
 
         from dra_web.runs.models import Run
         from dra_web.runs.services import store_output
-        from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
+        from dra_web.snapshots.synthetic import as_exported, synthetic_cluster, to_json, to_yaml
 
         user = get_user_model().objects.create_user("bench")
         client = APIClient()
@@ -93,7 +93,7 @@ def main() -> None:
         # --- 1. upload + parse ----------------------------------------------------------
         scale = max(1, int(150 * args.megabytes))
         text = to_yaml(
-            synthetic_cluster(nodes=scale, running_pods=2 * scale, pending_pods=scale)
+            as_exported(synthetic_cluster(nodes=scale, running_pods=2 * scale, pending_pods=scale))
         ).encode()
         mb = len(text) / 1e6
         start = time.perf_counter()
@@ -103,7 +103,8 @@ def main() -> None:
         body = response.json()
         objects = sum(body["objectCounts"].values())
         print(
-            f"upload+parse: {mb:.1f} MB YAML, {objects} objects: {upload:.2f} s "
+            f"upload+parse: {mb:.1f} MB YAML as kubectl exports it, {objects} objects: "
+            f"{upload:.2f} s "
             f"({mb / upload:.1f} MB/s)"
         )
         snapshot_id = body["id"]

@@ -7,7 +7,10 @@ more, and pending training pods that ask for GPUs through ResourceClaimTemplates
 
 from __future__ import annotations
 
+import copy
 import json
+import random
+import uuid
 import zlib
 
 import yaml
@@ -273,6 +276,35 @@ def _pod(
         "spec": spec,
         "status": {"phase": "Running" if node_name else "Pending"},
     }
+
+
+def as_exported(docs: list[dict], *, seed: int = 0) -> list[dict]:
+    """The documents as ``kubectl get -o yaml`` exports them: random UIDs (leading zeros
+    included), resourceVersion, creationTimestamp and managedFields, which is what a real
+    upload is made of (and what a YAML reader must not be slowed down by)."""
+    rnd = random.Random(seed)
+    out = []
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        meta = doc.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.UUID(int=rnd.getrandbits(128), version=4)))
+        meta["resourceVersion"] = str(rnd.randint(1_000, 99_999_999))
+        meta["creationTimestamp"] = "2026-12-01T10:00:00Z"
+        meta["managedFields"] = [
+            {
+                "apiVersion": doc.get("apiVersion"),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:labels": {".": {}}},
+                    "f:status": {'k:{"type":"Ready"}': {".": {}, "f:status": {}}},
+                },
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "time": "2026-12-01T10:00:00Z",
+            }
+        ]
+        out.append(doc)
+    return out
 
 
 def to_yaml(docs: list[dict]) -> str:

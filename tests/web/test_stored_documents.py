@@ -66,3 +66,19 @@ def test_warnings_of_skipped_documents_reach_the_result(user):
     snap = services.create_snapshot(user, [("c.yaml", text)])
     files = loader.load_files([("c.yaml", text)])
     assert files.warnings and services.load_snapshot(snap).warnings == files.warnings
+
+
+def test_an_upload_as_kubectl_exports_it_is_read_on_the_fast_path():
+    """UIDs, managedFields and CEL selectors are what real uploads are made of; the fast
+    YAML reader takes them and reads them as PyYAML would."""
+    import yaml
+
+    from allocator.snapshot import decode
+    from dra_web.snapshots.synthetic import as_exported
+
+    docs = as_exported(synthetic_cluster(nodes=20, running_pods=40, pending_pods=20))
+    assert any(d["metadata"]["uid"][0] == "0" for d in docs)  # the leading zeros are there
+    text = to_yaml(docs)
+    assert not decode._needs_pyyaml(text)
+    fast = decode._fast_yaml_docs(text)
+    assert fast == list(yaml.safe_load_all(text))
