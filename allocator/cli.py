@@ -180,12 +180,27 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
                 json.dump(output.trace, fh)
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
+    _print_warnings(snapshot.warnings, stderr)
     if args.json or args.output == "json":
         json.dump(output.result, stdout, indent=2)
         stdout.write("\n")
     else:
         stdout.write(summary(output.result))
     return EXIT_OK
+
+
+MAX_WARNINGS_SHOWN = 10
+
+
+def _print_warnings(warnings: list[str], stderr: TextIO) -> None:
+    """What was skipped (unknown kinds, legacy keys...) on standard error, as kubectl warns,
+    so standard output stays the summary or the JSON; a long list is cut short (every one is
+    in the result's ``warnings``)."""
+    for warning in warnings[:MAX_WARNINGS_SHOWN]:
+        print(f"warning: {warning}", file=stderr)
+    if len(warnings) > MAX_WARNINGS_SHOWN:
+        rest = len(warnings) - MAX_WARNINGS_SHOWN
+        print(f"warning: ... and {rest} more (see --json: warnings)", file=stderr)
 
 
 def _is_tty(stream) -> bool:

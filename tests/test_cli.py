@@ -153,3 +153,30 @@ def test_validate_ok_prints_counts():
     assert code == 0 and err == ""
     assert out.startswith("ok: ") and " objects (" in out
     assert "14 InstanceType" in out
+
+
+def test_skipped_objects_are_warned_about_on_stderr_and_stdout_stays_json(tmp_path):
+    """An export from a real cluster holds Deployments, Services and Events: each skipped kind
+    is said on standard error (as kubectl warns), a long list cut short."""
+    docs = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"svc-{i}", "namespace": "ml"}}
+        for i in range(12)
+    ]
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "train-0", "namespace": "ml"},
+            "spec": {"containers": [{"name": "main", "image": "pytorch:2.5"}]},
+        }
+    )
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    code, out, err = cli("simulate", str(path), "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert len(result["warnings"]) == 12
+    lines = err.splitlines()
+    assert len(lines) == 11
+    assert "Service ml/svc-0: unknown kind Service (v1), skipped" in lines[0]
+    assert lines[-1] == "warning: ... and 2 more (see --json: warnings)"
