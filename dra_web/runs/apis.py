@@ -57,7 +57,8 @@ class RunListCreateApi(APIView):
         if status_value and status_value not in STATUS_VALUES:
             return _bad("status", f"must be one of {', '.join(STATUS_VALUES)}")
         snapshot = params.get("snapshot") or None
-        if snapshot is not None and not snapshot.isdigit():
+        # isdigit() also admits superscripts ("¹") that int() refuses; ids are ASCII digits.
+        if snapshot is not None and not (snapshot.isascii() and snapshot.isdigit()):
             return _bad("snapshot", "must be a snapshot id")
         try:
             open_review = _bool_param(params.get("has_open_review"))

@@ -77,6 +77,23 @@ def test_lone_surrogate_in_a_document_is_refused_naming_the_object(api):
     assert not Snapshot.objects.exists()
 
 
+def test_a_lone_surrogate_in_a_key_is_quoted_back_escaped_not_a_500(api):
+    """The refusal names the field, and the field's name is the surrogate itself: the answer
+    is ASCII JSON with the escape, which a client decodes back to the same path."""
+    body = to_json(synthetic_cluster()).replace('"team"', '"\\ud800"', 1)
+    response = api.post(SNAPSHOTS, body, content_type="application/json")
+    problem = assert_json_problem(response, says="surrogate")
+    assert "metadata.labels.\ud800" in problem["detail"]
+    assert b"\\ud800" in response.content
+    assert not Snapshot.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["\u00b9", "\u0663", "1.5", "-1"])
+def test_a_snapshot_filter_that_is_not_an_ascii_id_is_a_400(api, value):
+    """str.isdigit() admits superscripts and Arabic-Indic digits, which int() refuses."""
+    assert_json_problem(api.get("/api/runs/", {"snapshot": value}), says="snapshot id")
+
+
 def test_nul_escape_in_a_document_is_refused(api):
     body = to_json(synthetic_cluster()).replace('"research"', '"re\\u0000search"', 1)
     assert_json_problem(api.post(SNAPSHOTS, body, content_type="application/json"), says="NUL")
