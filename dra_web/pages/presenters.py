@@ -336,6 +336,11 @@ def pool_anchor(driver: str, pool: str) -> str:
     return "pool-" + _anchor(driver) + "-" + _anchor(pool)
 
 
+def pool_device_anchor(device: str | None) -> str:
+    """A device's part of its row id on the Pools tab: ``pool-<driver>-<pool>.<device>``."""
+    return _anchor(device or "")
+
+
 def _anchor(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", key or "").strip("-")
 
@@ -345,8 +350,10 @@ def funnel_view(
 ) -> list[dict[str, Any]]:
     """Each funnel of a failed pod as the page shows it: a heading (claim, request, how many
     targets refused it this way) and one row per rejection reason, largest first, with its
-    example devices linked to their pool's row (``pool_href`` maps (driver, pool) to a URL;
-    devices of instance type templates have no pool row and stay plain)."""
+    example devices linked to their row on the Pools tab (``pool_href`` maps (driver, pool) to
+    the URL of the pool's row, ``#pool-DRIVER-POOL``; a device's is that plus ``.DEVICE``, the
+    dot being the one character anchors never hold; devices of instance type templates have no
+    pool row and stay plain)."""
     pool_href = pool_href or {}
     out = []
     for funnel in explanation or []:
@@ -359,8 +366,11 @@ def funnel_view(
             devices = []
             for ref in r.get("exampleDevices") or []:
                 driver, _, rest = str(ref).partition("/")
-                pool, _, _device = rest.rpartition("/")
-                devices.append({"text": ref, "href": pool_href.get((driver, pool))})
+                pool, _, device = rest.rpartition("/")
+                href = pool_href.get((driver, pool))
+                if href:  # the device's own row: static/js/app.js opens the pool at it
+                    href = f"{href}.{pool_device_anchor(device)}"
+                devices.append({"text": ref, "href": href, "device": device if href else ""})
             detail = r.get("detail") if isinstance(r.get("detail"), dict) else {}
             message = r.get("message") or ""
             expression = detail.get("expression") or ""

@@ -630,10 +630,21 @@ def pool_devices(request, run_id):
     """One in-cluster pool's devices (htmx partial of the Pools tab)."""
     run = _finished_run(run_id)
     model = page_selectors.snapshot_model(run.snapshot)
-    extra = page_selectors.pool_view(model, request.GET.get("driver"), request.GET.get("pool"))
+    driver, pool = request.GET.get("driver") or "", request.GET.get("pool") or ""
+    extra = page_selectors.pool_view(model, driver, pool)
     devices = extra["devices"]
+    shown = devices[:POOL_DEVICES_SHOWN]
+    # A link to one device (``#pool-DRIVER-POOL.DEVICE``) asks for it: shown even past the cap.
+    wanted = request.GET.get("device") or ""
+    if wanted and not any(presenters.pool_device_anchor(d.get("name")) == wanted for d in shown):
+        shown += [d for d in devices if presenters.pool_device_anchor(d.get("name")) == wanted]
     return render(
         request,
         "pages/_pool_devices.html",
-        {"devices": devices[:POOL_DEVICES_SHOWN], "device_count": len(devices)},
+        {
+            "devices": shown,
+            "device_count": len(devices),
+            "row_prefix": presenters.pool_anchor(driver, pool),
+            "wanted": wanted,
+        },
     )

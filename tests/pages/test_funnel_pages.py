@@ -37,10 +37,14 @@ def test_summary_shows_the_funnel_of_each_failed_pod(browser_client, run):
     assert "0 of 2 devices usable" in a100 and "0 of 8 devices usable" in a100
     assert "model is &quot;H100&quot; on 8 devices" in a100
     assert "allocated to claim ml/eval-0-gpu (reserved for pod ml/eval-0)" in a100
-    # Example in-cluster devices link to their pool's row on the Pools tab; template devices
-    # of an instance type have no pool row and stay plain text.
-    assert f'<a href="#pool-gpu-nvidia-com-ip-10-0-1-7">{GPU}/ip-10-0-1-7/gpu-1</a>' in a100
-    assert f"<div>{GPU}/p5-gpus/gpu-0</div>" in a100
+    # Example in-cluster devices link to their own row in their pool on the Pools tab (wrapped
+    # only after a slash); template devices of an instance type have no pool row, plain text.
+    seg = '<span class="seg">{}</span>'.format
+    shown = "/<wbr>".join(seg(p) for p in (GPU, "ip-10-0-1-7", "gpu-1"))
+    assert (
+        f'<a href="#pool-gpu-nvidia-com-ip-10-0-1-7.gpu-1" data-device="gpu-1">{shown}</a>' in a100
+    )
+    assert "<div>" + "/<wbr>".join(seg(p) for p in (GPU, "p5-gpus", "gpu-0")) + "</div>" in a100
     assert 'id="pool-gpu-nvidia-com-ip-10-0-1-7"' in html
     # A request refused as a whole says why, without device rows.
     notebook = summary[summary.index('id="failed-ml-notebook"') :]
@@ -86,7 +90,7 @@ def test_placements_and_review_page_show_funnel_and_suggestions(browser_client, 
     assert "funnel-table" in why and "kubectl delete pod -n ml eval-0" in why
     # From the review page the pool links lead back to the run page's Pools tab.
     run_url = reverse("pages:run", args=[run.pk])
-    assert f'href="{run_url}?olpage=1#pool-gpu-nvidia-com-ip-10-0-1-7"' in why
+    assert f'href="{run_url}?olpage=1#pool-gpu-nvidia-com-ip-10-0-1-7.gpu-' in why
 
 
 def test_tree_reason_filter_offers_the_funnels_decisive_cause(browser_client, run):

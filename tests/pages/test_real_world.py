@@ -148,3 +148,52 @@ def test_anonymous_api_requests_get_401_with_token_challenge(client, eks_run):
 def test_favicon_answers_without_static_files_served(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 200 and response["Content-Type"] == "image/x-icon"
+
+
+@pytest.fixture
+def no_pool_run(maria):
+    """The same cluster exported without its NodePool: infer-l4-1 finds every GPU taken."""
+    from dra_web.runs.models import Run
+    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.snapshots.services import create_snapshot
+
+    docs = [d for d in yaml.safe_load_all(EKS.read_text()) if d["kind"] != "NodePool"]
+    body = yaml.safe_dump_all(docs).encode()
+    snapshot = create_snapshot(maria, [("no-nodepool.yaml", body)], "eks-no-nodepool")
+    run = Run.objects.create(
+        snapshot=snapshot, owner=maria, options=normalise_options({"trace": True})
+    )
+    execute_run(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_funnel_example_devices_link_to_their_row_on_the_pools_tab(browser_client, no_pool_run):
+    html = _html(browser_client.get(reverse("pages:run", args=[no_pool_run.pk])))
+    failure = html[html.index('id="failed-ml-research-infer-l4-1"') :]
+    pool = "pool-gpu-nvidia-com-ip-192-168-12-34-ec2-internal"
+    assert f'<a href="#{pool}.gpu-0" data-device="gpu-0">' in failure
+    assert f'<tr id="{pool}">' in html
+    # The pool's rows, asked for with the linked device: each row has the link's id.
+    rows = _html(
+        browser_client.get(
+            reverse("pages:pool-devices", args=[no_pool_run.pk]),
+            {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-2"},
+        )
+    )
+    assert f'<tr id="{pool}.gpu-0">' in rows
+    assert f'<tr id="{pool}.gpu-2" class="linked">' in rows
+
+
+def test_linked_device_is_shown_past_the_first_page_of_a_pool(
+    browser_client, no_pool_run, monkeypatch
+):
+    from dra_web.pages import views
+
+    monkeypatch.setattr(views, "POOL_DEVICES_SHOWN", 2)
+    url = reverse("pages:pool-devices", args=[no_pool_run.pk])
+    query = {"driver": "gpu.nvidia.com", "pool": NODE}
+    pool = "pool-gpu-nvidia-com-ip-192-168-12-34-ec2-internal"
+    assert f"{pool}.gpu-3" not in _html(browser_client.get(url, query))
+    rows = _html(browser_client.get(url, {**query, "device": "gpu-3"}))
+    assert f'<tr id="{pool}.gpu-3" class="linked">' in rows

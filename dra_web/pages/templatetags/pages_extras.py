@@ -151,3 +151,11 @@ def managed_fields(raw):
 def indent_yaml(text: str, spaces: int = 2) -> str:
     pad = " " * int(spaces)
     return "\n".join(pad + line if line else line for line in str(text).rstrip("\n").split("\n"))
+
+
+@register.filter
+def path_wrap(value) -> str:
+    """``driver/pool/device`` that wraps only after a slash: each part unbreakable (a pool named
+    ``g5.12xlarge-gpus`` is never split at its hyphen), the text copied unchanged."""
+    parts = [format_html('<span class="seg">{}</span>', p) for p in str(value or "").split("/")]
+    return mark_safe("/<wbr>".join(parts))
