@@ -36,11 +36,24 @@ def cel(expression: str):
     pos = 0
     text = str(expression or "")
     for m in _CEL_TOKEN.finditer(text):
-        out.append(escape(text[pos : m.start()]))
-        out.append(f'<span class="{m.lastgroup}">{escape(m.group(0))}</span>')
+        out.append(_soft(text[pos : m.start()]))
+        out.append(f'<span class="{m.lastgroup}">{_soft(m.group(0))}</span>')
         pos = m.end()
-    out.append(escape(text[pos:]))
+    out.append(_soft(text[pos:]))
     return mark_safe("".join(out))
+
+
+def _soft(text: str) -> str:
+    """Escaped, with a line break allowed after each dot and before each bracket (CEL paths
+    such as device.attributes['gpu.nvidia.com'].productName wrap between their parts, never
+    inside a word; copying the text is unchanged)."""
+    return str(escape(text)).replace(".", ".<wbr>").replace("[", "<wbr>[")
+
+
+@register.filter
+def soft_breaks(value) -> str:
+    """Prose that quotes CEL or device paths, wrapping between their parts (see ``_soft``)."""
+    return mark_safe(_soft(str(value or "")))
 
 
 @register.filter
