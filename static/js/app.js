@@ -121,7 +121,15 @@ function localTimes(root = document) {
     const date = `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())}`;
     const clock = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
     const seconds = (t.dataset.format || "").includes("s") ? `:${pad(when.getSeconds())}` : "";
-    t.textContent = `${date} ${clock}${seconds}`;
+    // The zone's short name (EST, CET, GMT+9...) says which zone the time is in.
+    let short = "";
+    try {
+      const part = new Intl.DateTimeFormat("en-US", { timeZoneName: "short" }).formatToParts(when).find((x) => x.type === "timeZoneName");
+      short = part ? ` ${part.value}` : "";
+    } catch (e) {
+      short = "";
+    }
+    t.textContent = `${date} ${clock}${seconds}${short}`;
     t.title = `${t.title || t.getAttribute("datetime")} · shown in ${zone}`;
     t.dataset.local = zone;
   }

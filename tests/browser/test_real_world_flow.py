@@ -196,6 +196,7 @@ def test_times_in_the_browsers_zone_with_utc_on_hover(chromium, live_server, web
             assert "UTC" in t.get_attribute("title")
             expect(t).to_have_attribute("data-local", "America/New_York")
             expect(t).not_to_contain_text("UTC")
+            expect(t).to_contain_text(re.compile(r" E[SD]T$"))  # the zone shown is named
         utc = eks_run.queued_at
         shown = page.locator("dl.kv time").first.text_content()
         assert f" {(utc.hour - 5) % 24:02d}:{utc.minute:02d}" in shown  # EST in December
@@ -308,3 +309,50 @@ def test_cancel_a_stuck_run_from_its_page(user, eks_run):
     run.refresh_from_db()
     assert run.status == "failed" and run.error.startswith("cancelled by maria")
     shots(page, "eks-run-cancelled")
+
+
+def test_nodeclaim_instance_types_by_price_and_slice_less_ones_behind_a_toggle(user, maria):
+    # A CPU-only batch pod that asks for spot g5 capacity: its NodeClaim may be a g5.2xlarge
+    # (no GPU, no template slice) or a g5.12xlarge (4 x A10G).
+    docs = list(yaml.safe_load_all(EKS.read_text()))
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "batch-0", "namespace": "ml-research"},
+            "spec": {
+                "nodeSelector": {
+                    "karpenter.sh/capacity-type": "spot",
+                    "karpenter.k8s.aws/instance-family": "g5",
+                },
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "python:3.12",
+                        "resources": {"requests": {"cpu": "6", "memory": "24Gi"}},
+                    }
+                ],
+            },
+        }
+    )
+    run = _simulate(maria, "eks-batch", yaml.safe_dump_all(docs).encode())
+    (nc,) = [n for n in run.result["nodeClaims"] if "ml-research/batch-0" in n["pods"]]
+    page = user
+    page.goto(f"{page.base}/runs/{run.pk}/#nc-{nc['name']}")
+    card = page.locator(f"#nc-{nc['name']}")
+    expect(card).to_have_attribute("open", "")
+    rows = card.locator(".instance-types tbody tr")
+    expect(rows.locator("td:first-child")).to_have_text(["g5.2xlarge cheapest", "g5.12xlarge"])
+    expect(rows.locator("td.num")).to_have_text(["$0.500/h", "$2.100/h"])
+    expect(rows.first).to_have_class("cheapest")
+    toggle = card.locator("details.no-slices")
+    expect(toggle.locator("summary")).to_have_text("1 instance type with no template slice")
+    expect(toggle.locator("p")).to_be_hidden()
+    toggle.locator("summary").click()
+    expect(toggle.locator("p .tag")).to_have_text(["g5.2xlarge"])
+    expect(card.locator("details:not(.no-slices) > summary.mono")).to_have_text(
+        ["g5.12xlarge — 1 slice"]
+    )
+    card.scroll_into_view_if_needed()
+    shots(page, "eks-nodeclaim-instance-types")

@@ -180,7 +180,7 @@ def test_dark_mode_wide_screens_and_favicon(chromium, live_server, web_settings,
         assert max(red, green, blue) < 60, background
         width = page.evaluate("document.querySelector('main').getBoundingClientRect().width")
         assert width > 1800, width  # wide screens use their width
-        icon = page.locator("link[rel=icon]").get_attribute("href")
+        icon = page.locator('link[rel=icon][type="image/svg+xml"]').get_attribute("href")
         response = page.request.get(page.base + icon)
         assert response.ok and b"<svg" in response.body()
         shots(page, "dark-run")
