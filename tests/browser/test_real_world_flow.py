@@ -356,3 +356,35 @@ def test_nodeclaim_instance_types_by_price_and_slice_less_ones_behind_a_toggle(u
     )
     card.scroll_into_view_if_needed()
     shots(page, "eks-nodeclaim-instance-types")
+
+
+def test_diff_puts_decisions_first_and_groups_the_tree_by_cause(user, maria, eks_run):
+    # Consolidating the A10G node: its pods move to a new g5.12xlarge NodeClaim.
+    disrupted = _simulate(maria, "eks-gpu", EKS.read_bytes(), {"disrupt": [NODE]})
+    page = user
+    page.goto(f"{page.base}/runs/{eks_run.pk}/diff/{disrupted.pk}/")
+    headings = page.locator("main h2").all_text_contents()
+    decisions = headings.index("Placements that changed")
+    assert decisions < headings.index("Where the search trees differ, by cause")
+    assert headings.index("NodeClaims that changed") < headings.index(
+        "Where the search trees differ, by cause"
+    )
+    placements = page.locator("section[aria-labelledby=placements-h]")
+    expect(placements.locator("tr", has_text="ml-research/train.v2-0").first).to_contain_text(
+        f"Node {NODE}"
+    )
+    # Tree differences come as causes with counts, each expandable to its points.
+    causes = page.locator("table.causes tr.cause-group")
+    assert 0 < causes.count() <= 12
+    counts = [
+        int(c)
+        for c in page.locator("table.causes tr.cause-group td.num:nth-child(4)").all_text_contents()
+    ]
+    sizes = [
+        int(c)
+        for c in page.locator("table.causes tr.cause-group td.num:nth-child(5)").all_text_contents()
+    ]
+    assert sizes == sorted(sizes, reverse=True)  # the causes that moved most of the search first
+    summary = page.locator("section[aria-labelledby=tree-h] p.muted").first.text_content()
+    assert re.search(rf"{sum(counts)} divergence points? in {causes.count()} causes?", summary)
+    shots(page, "eks-diff", full_page=True)
