@@ -498,9 +498,25 @@ def delete_commands(objects: list[str]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def suggestion_target_text(target: dict[str, Any] | None, node_claims: Collection[str]) -> str:
+    """Where a suggestion would place the pod. A new NodeClaim the run itself does not create
+    exists only in the changed simulation: its name is not passed off as one of this run's."""
+    if (
+        target
+        and target.get("new")
+        and target.get("kind") == "NodeClaim"
+        and target.get("name") not in node_claims
+    ):
+        return f"a new NodeClaim ({target.get('name')} in the run with this change)"
+    return target_text(target)
+
+
+def suggestion_view(
+    suggestions: list[dict[str, Any]] | None, node_claims: Collection[str] | None = None
+) -> list[dict[str, Any]]:
     """Each suggestion with its change as a copyable patch (YAML for ``set``, kubectl lines
-    for ``delete``) and its target in words."""
+    for ``delete``) and its target in words (``node_claims``: the names of the run's new
+    NodeClaims)."""
     out = []
     for s in suggestions or []:
         if not isinstance(s, dict):
@@ -525,7 +541,7 @@ def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, 
                 "field": change.get("field") or "",
                 "patch": patch,
                 "language": language,
-                "target": target_text(s.get("target")),
+                "target": suggestion_target_text(s.get("target"), node_claims or ()),
             }
         )
     return out

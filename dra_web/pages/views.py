@@ -215,7 +215,7 @@ def _explain(run, pod: dict, names, links) -> None:
     pod["aggregate"] = presenters.aggregate_groups(groups)
     pod["target_count"] = count
     pod["funnels"] = presenters.funnel_view(pod.get("explanation"), links)
-    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"))
+    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"), names)
     pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
 
 

@@ -70,7 +70,7 @@ def test_suggestion_patch_is_copyable(logged_in, stored_run):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=page.base)
     page.goto(_run_url(page, stored_run))
     suggestion = page.locator("#failed-ml-infer-a100 .suggestion[data-kind=relax-selector]")
-    expect(suggestion).to_contain_text("→ NodeClaim gpu-pool-2 (new)")
+    expect(suggestion).to_contain_text("→ a new NodeClaim (gpu-pool-2 in the run with this change)")
     suggestion.locator("button[data-copy]").click()
     expect(suggestion.locator("button[data-copy]")).to_have_text("Copied")
     copied = suggestion.locator("button[data-copy]").get_attribute("data-copied")

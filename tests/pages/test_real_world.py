@@ -197,3 +197,12 @@ def test_linked_device_is_shown_past_the_first_page_of_a_pool(
     assert f"{pool}.gpu-3" not in _html(browser_client.get(url, query))
     rows = _html(browser_client.get(url, {**query, "device": "gpu-3"}))
     assert f'<tr id="{pool}.gpu-3" class="linked">' in rows
+
+
+def test_a_suggestions_new_nodeclaim_is_not_passed_off_as_one_of_the_runs(browser_client, eks_run):
+    (suggestion,) = [s for p in eks_run.result["pods"] for s in p.get("suggestions") or []][:1]
+    assert suggestion["target"] == {"kind": "NodeClaim", "name": "gpu-2", "new": True}
+    assert [nc["name"] for nc in eks_run.result["nodeClaims"]] == ["gpu-1"]
+    html = _html(browser_client.get(reverse("pages:run", args=[eks_run.pk])))
+    fix = html[html.index('class="suggestion" data-kind="relax-selector"') :]
+    assert "→ a new NodeClaim (gpu-2 in the run with this change)" in fix[: fix.index("</p>")]
