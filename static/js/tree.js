@@ -353,7 +353,7 @@ export class SearchTree {
     add("below", d.descendants);
     const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "intent", "descendants", "failedDescendants", "funnel", "pass"]);
     for (const [k, v] of Object.entries(d)) {
-      if (skip.has(k)) continue;
+      if (skip.has(k) || v === null || v === undefined) continue; // no "null" rows
       add(k, typeof v === "object" ? el("code", { text: JSON.stringify(v) }) : v);
     }
     const parts = [el("h3", { class: "mt0", text: li._display || d.label || `#${d.id}` }), dl];

@@ -141,6 +141,7 @@ def test_links_to_a_pod_a_nodeclaim_and_a_tree_node_reveal_them(user, eks_run):
     detail = page.locator(".node-detail-body")
     expect(detail.locator("h3", has_text="Device ")).to_have_text(f"Device {GPU}/{NODE}/gpu-2")
     expect(detail).not_to_contain_text("undefined")
+    expect(detail.locator("dl.kv")).not_to_contain_text("null")
     expect(detail.locator("a.node-link")).to_have_attribute("href", f"#node-{device}")
     shots(page, "eks-link-tree-node")
 
