@@ -57,7 +57,10 @@ def test_suggestions_carry_a_copyable_patch(browser_client, run):
     a100 = summary[
         summary.index('id="failed-ml-infer-a100"') : summary.index('id="failed-ml-notebook"')
     ]
-    assert "relax-selector" in a100 and "→ a new NodeClaim (gpu-pool-2 in the run with this change)" in a100
+    assert (
+        "relax-selector" in a100
+        and "→ a new NodeClaim (gpu-pool-2 in the run with this change)" in a100
+    )
     assert "free-device" in a100 and f"→ Node {NODE}" in a100
     assert a100.count("data-copy") >= 2
     # op set: the object's header and the field path set to the value.
