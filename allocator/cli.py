@@ -185,7 +185,7 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
         json.dump(output.result, stdout, indent=2)
         stdout.write("\n")
     else:
-        stdout.write(summary(output.result))
+        stdout.write(summary(output.result, node_pools=len(snapshot.node_pools)))
     return EXIT_OK
 
 
@@ -248,27 +248,29 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _devices_cell(pod: dict) -> str:
-    """In-cluster devices as pool/device; template devices grouped by instance type."""
-    cluster: list[str] = []
-    by_it: dict[str, list[str]] = {}
+    """The devices a pod got, each named by its driver: in-cluster devices as
+    ``driver/pool: device, device``, template devices as ``instance-type driver: device`` (the
+    first instance type of the NodeClaim, the others counted)."""
+    cluster: dict[str, list[str]] = {}
+    by_it: dict[str, dict[str, list[str]]] = {}
     for claim in pod["claims"]:
         for d in claim["devices"]:
             if d["source"] == "template":
-                by_it.setdefault(d["instanceType"], []).append(d["device"])
+                names = by_it.setdefault(d["instanceType"], {}).setdefault(d["driver"], [])
             else:
-                name = f"{d['pool']}/{d['device']}"
-                if name not in cluster:
-                    cluster.append(name)
-    parts = []
-    if cluster:
-        shown = ", ".join(cluster[:4])
-        parts.append(shown + (f" +{len(cluster) - 4}" if len(cluster) > 4 else ""))
+                names = cluster.setdefault(f"{d['driver']}/{d['pool']}", [])
+            if d["device"] not in names:
+                names.append(d["device"])
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+
+    parts = [f"{where}: {listed(names)}" for where, names in cluster.items()]
     if by_it:
         its = sorted(by_it)
-        names = by_it[its[0]]
-        shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
         more = f" (+{len(its) - 1} more types)" if len(its) > 1 else ""
-        parts.append(f"{its[0]}: {shown}{more}")
+        drivers = "; ".join(f"{driver}: {listed(names)}" for driver, names in by_it[its[0]].items())
+        parts.append(f"{its[0]} {drivers}{more}")
     return "; ".join(parts) or "-"
 
 
@@ -287,6 +289,22 @@ def _clip(text: str) -> str:
     from allocator.explanation.funnel import clip_words
 
     return clip_words(text, MAX_REASON_CHARS)
+
+
+MAX_ERROR_CHARS = 200
+
+
+def _error_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """A pod's ``error`` on one line. Karpenter's message opens with what was tried and ends
+    with the decisive cause, so a long one keeps its head and its tail, cut between words."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    head_end = text.rfind(" ", 0, limit // 3)
+    head = text[: head_end if head_end > 0 else limit // 3].rstrip(" ;,")
+    tail_start = text.find(" ", len(text) - (limit - len(head) - 5))
+    tail = text[tail_start + 1 :] if tail_start > 0 else text[-(limit - len(head) - 5) :]
+    return f"{head} ... {tail}"
 
 
 MAX_FUNNELS = 6
@@ -318,13 +336,20 @@ def _suggestion_line(pod: dict) -> str:
     return f"  suggestion [{first['kind']}]: {first['message']}{more}\n"
 
 
-def summary(result: dict) -> str:
+def summary(result: dict, node_pools: int | None = None) -> str:
+    """The human summary of a result. ``node_pools``: how many NodePools the snapshot has (a
+    line says so when there are none: no pod can get a new NodeClaim)."""
     stats = result["stats"]
     out = [
         f"Pods: {stats['pods']} pending, {stats['scheduled']} scheduled, "
         f"{stats['failed']} failed  (DFS nodes {stats['dfsNodes']}, "
         f"{stats['seconds']:.3f}s)\n\n"
     ]
+    if node_pools == 0:
+        out.append(
+            "No NodePool in the snapshot: pods can only go to existing nodes, no NodeClaim "
+            "can be launched.\n\n"
+        )
     if result["pods"]:
         rows = [
             [
@@ -353,10 +378,8 @@ def summary(result: dict) -> str:
         out.append("\nFailures:\n")
         for p in failures:
             reasons = p.get("reasons") or []
-            if not reasons:
-                out.append(f"{p['pod']}: {_clip(p['error'] or '')}\n")
-            else:
-                out.append(f"{p['pod']}:\n")
+            out.append(f"{p['pod']}: {_error_line(p.get('error') or 'not scheduled')}\n")
+            if reasons:
                 rows = [["  " + r["target"], _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
                 out.append(_table(["  TARGET", "REASON"], rows))
                 if len(reasons) > MAX_REASONS:

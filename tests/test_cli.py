@@ -180,3 +180,62 @@ def test_skipped_objects_are_warned_about_on_stderr_and_stdout_stays_json(tmp_pa
     assert len(lines) == 11
     assert "Service ml/svc-0: unknown kind Service (v1), skipped" in lines[0]
     assert lines[-1] == "warning: ... and 2 more (see --json: warnings)"
+
+
+EKS = ROOT / "tests" / "fixtures" / "pages" / "eks-gpu.yaml"
+
+
+def _row(out: str, pod: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(pod + " "))
+
+
+def test_summary_names_the_driver_of_every_device():
+    code, out, _ = cli("simulate", str(EKS))
+    assert code == 0
+    node = "ip-192-168-12-34.ec2.internal"
+    assert _row(out, "ml-research/finetune-0").endswith(f"gpu.nvidia.com/{node}: gpu-0, gpu-1")
+    assert _row(out, "ml-research/train.v2-0").endswith(f"gpu.nvidia.com/{node}: gpu-2")
+    # A new NodeClaim's devices come from an instance type's template slices.
+    assert _row(out, "ml-research/infer-l4-1").endswith(
+        "g6.2xlarge gpu.nvidia.com: gpu-0 (+1 more types)"
+    )
+
+
+def test_summary_gives_each_failed_pod_its_error_on_one_line():
+    code, out, _ = cli("simulate", str(EKS))
+    result = json.loads(cli("simulate", str(EKS), "--json")[1])
+    (failed,) = [p for p in result["pods"] if not p["scheduled"]]
+    line = next(x for x in out.splitlines() if x.startswith("ml-research/llm-h100-0: "))
+    error = line.removeprefix("ml-research/llm-h100-0: ")
+    # Karpenter's opening and the decisive cause at the end, cut between words only.
+    assert error.startswith("could not schedule pod, ")
+    assert error.endswith('(8 rejected by selector: productName is "NVIDIA A100-SXM4-40GB")')
+    assert len(error) <= 200 < len(failed["error"])
+    head, _, tail = error.partition(" ... ")
+    words = failed["error"].split()
+    assert head.split() == words[: len(head.split())]
+    assert tail.split() == words[-len(tail.split()) :]
+
+
+def test_summary_cuts_reasons_between_words():
+    _, out, _ = cli("simulate", str(EKS))
+    text = json.loads(cli("simulate", str(EKS), "--json")[1])
+    said = [r["reason"] for p in text["pods"] for r in p.get("reasons") or []]
+    said += [p.get("error") or "" for p in text["pods"]]
+    words = {w.rstrip(",;") for line in said for w in line.split()}
+    failures = out[out.index("Failures:") :].split("  why:")[0]
+    for line in failures.splitlines()[1:]:
+        for word in line.split()[1:]:
+            assert word.rstrip(",;") in words or word in {"...", "TARGET", "REASON"}, line
+
+
+def test_summary_says_when_the_snapshot_has_no_node_pool(tmp_path):
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all(EKS.read_text()) if d["kind"] != "NodePool"]
+    path = tmp_path / "no-nodepool.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code, out, _ = cli("simulate", str(path))
+    assert code == 0
+    assert "No NodePool in the snapshot" in out
+    assert "No NodePool" not in cli("simulate", str(EKS))[1]

@@ -336,6 +336,11 @@ def pool_anchor(driver: str, pool: str) -> str:
     return "pool-" + _anchor(driver) + "-" + _anchor(pool)
 
 
+def pool_device_anchor(device: str | None) -> str:
+    """A device's part of its row id on the Pools tab: ``pool-<driver>-<pool>.<device>``."""
+    return _anchor(device or "")
+
+
 def _anchor(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", key or "").strip("-")
 
@@ -345,8 +350,10 @@ def funnel_view(
 ) -> list[dict[str, Any]]:
     """Each funnel of a failed pod as the page shows it: a heading (claim, request, how many
     targets refused it this way) and one row per rejection reason, largest first, with its
-    example devices linked to their pool's row (``pool_href`` maps (driver, pool) to a URL;
-    devices of instance type templates have no pool row and stay plain)."""
+    example devices linked to their row on the Pools tab (``pool_href`` maps (driver, pool) to
+    the URL of the pool's row, ``#pool-DRIVER-POOL``; a device's is that plus ``.DEVICE``, the
+    dot being the one character anchors never hold; devices of instance type templates have no
+    pool row and stay plain)."""
     pool_href = pool_href or {}
     out = []
     for funnel in explanation or []:
@@ -359,8 +366,11 @@ def funnel_view(
             devices = []
             for ref in r.get("exampleDevices") or []:
                 driver, _, rest = str(ref).partition("/")
-                pool, _, _device = rest.rpartition("/")
-                devices.append({"text": ref, "href": pool_href.get((driver, pool))})
+                pool, _, device = rest.rpartition("/")
+                href = pool_href.get((driver, pool))
+                if href:  # the device's own row: static/js/app.js opens the pool at it
+                    href = f"{href}.{pool_device_anchor(device)}"
+                devices.append({"text": ref, "href": href, "device": device if href else ""})
             detail = r.get("detail") if isinstance(r.get("detail"), dict) else {}
             message = r.get("message") or ""
             expression = detail.get("expression") or ""
@@ -488,9 +498,25 @@ def delete_commands(objects: list[str]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def suggestion_target_text(target: dict[str, Any] | None, node_claims: Collection[str]) -> str:
+    """Where a suggestion would place the pod. A new NodeClaim the run itself does not create
+    exists only in the changed simulation: its name is not passed off as one of this run's."""
+    if (
+        target
+        and target.get("new")
+        and target.get("kind") == "NodeClaim"
+        and target.get("name") not in node_claims
+    ):
+        return f"a new NodeClaim ({target.get('name')} in the run with this change)"
+    return target_text(target)
+
+
+def suggestion_view(
+    suggestions: list[dict[str, Any]] | None, node_claims: Collection[str] | None = None
+) -> list[dict[str, Any]]:
     """Each suggestion with its change as a copyable patch (YAML for ``set``, kubectl lines
-    for ``delete``) and its target in words."""
+    for ``delete``) and its target in words (``node_claims``: the names of the run's new
+    NodeClaims)."""
     out = []
     for s in suggestions or []:
         if not isinstance(s, dict):
@@ -515,7 +541,7 @@ def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, 
                 "field": change.get("field") or "",
                 "patch": patch,
                 "language": language,
-                "target": target_text(s.get("target")),
+                "target": suggestion_target_text(s.get("target"), node_claims or ()),
             }
         )
     return out
@@ -524,17 +550,53 @@ def suggestion_view(suggestions: list[dict[str, Any]] | None) -> list[dict[str, 
 # --- downloads: each new NodeClaim as Karpenter would create it -------------------------------
 
 
-def node_claim_manifest(nc: dict[str, Any], node_pool_raw: dict[str, Any] | None) -> dict:
+# Requirement keys Karpenter keeps off a NodeClaim (the hostname is dropped when scheduling is
+# finalised; registered/initialized exist only for the DaemonSet simulation).
+_NOT_ON_NODE_CLAIM = {
+    "kubernetes.io/hostname",
+    "karpenter.sh/registered",
+    "karpenter.sh/initialized",
+}
+# Label domains of well-known labels (Kubernetes', Karpenter's and its cloud providers'): not
+# resolved into NodeClaim labels from requirements.
+_WELL_KNOWN_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+
+
+def _well_known(key: str) -> bool:
+    domain = key.partition("/")[0] if "/" in key else ""
+    return any(domain == d or domain.endswith("." + d) for d in _WELL_KNOWN_DOMAINS)
+
+
+def node_claim_manifest(
+    nc: dict[str, Any],
+    node_pool_raw: dict[str, Any] | None,
+    requests: dict[str, str] | None = None,
+) -> dict:
     """A NodeClaim of the result as the ``karpenter.sh/v1`` object Karpenter would create from
-    its NodePool: the template's labels (and ``karpenter.sh/nodepool``), the run's annotations
-    (``karpenter.sh/requested-dra-drivers`` among them), the requirements the run computed,
-    the template's nodeClassRef, taints, startupTaints, expireAfter and
-    terminationGracePeriod."""
-    template = ((node_pool_raw or {}).get("spec") or {}).get("template") or {}
+    its NodePool (NodeClaimTemplate.ToNodeClaim): the template's labels, ``karpenter.sh/nodepool``
+    and the node class label (``group/kind: name``), custom labels a requirement fixes to one
+    value; the template's annotations and the run's (``karpenter.sh/requested-dra-drivers``);
+    an owner reference to the NodePool (when its uid is known); the requirements the run computed (without the
+    hostname); ``resources.requests`` (its pods and the DaemonSet overhead, ``requests``); the
+    template's nodeClassRef, taints, startupTaints, expireAfter and terminationGracePeriod."""
+    pool_raw = node_pool_raw or {}
+    template = (pool_raw.get("spec") or {}).get("template") or {}
     tmeta = template.get("metadata") or {}
     tspec = template.get("spec") or {}
     pool = nc.get("nodePool") or ""
     labels = {**(tmeta.get("labels") or {}), "karpenter.sh/nodepool": pool}
+    ref = tspec.get("nodeClassRef") or {}
+    if ref.get("kind") and ref.get("name"):
+        labels[f"{ref.get('group') or ''}/{str(ref['kind']).lower()}".lstrip("/")] = ref["name"]
+    requirements = [
+        r
+        for r in nc.get("requirements") or []
+        if isinstance(r, dict) and r.get("key") not in _NOT_ON_NODE_CLAIM
+    ]
+    for r in requirements:
+        key, values = str(r.get("key") or ""), r.get("values") or []
+        if r.get("operator") == "In" and len(values) == 1 and not _well_known(key):
+            labels.setdefault(key, values[0])
     annotations = {**(tmeta.get("annotations") or {}), **(nc.get("annotations") or {})}
     spec: dict[str, Any] = {}
     for key in ("taints", "startupTaints"):
@@ -547,22 +609,35 @@ def node_claim_manifest(nc: dict[str, Any], node_pool_raw: dict[str, Any] | None
             **({"values": list(r["values"])} if r.get("values") else {}),
             **({"minValues": r["minValues"]} if r.get("minValues") else {}),
         }
-        for r in nc.get("requirements") or []
-        if isinstance(r, dict)
+        for r in requirements
     ]
-    if tspec.get("nodeClassRef"):
-        spec["nodeClassRef"] = tspec["nodeClassRef"]
+    if requests:
+        spec["resources"] = {"requests": dict(requests)}
+    if ref:
+        spec["nodeClassRef"] = ref
     for key in ("expireAfter", "terminationGracePeriod"):
         if tspec.get(key):
             spec[key] = tspec[key]
+    metadata: dict[str, Any] = {
+        "name": nc.get("name") or "",
+        "labels": dict(sorted(labels.items())),
+        "annotations": dict(sorted(annotations.items())),
+    }
+    uid = (pool_raw.get("metadata") or {}).get("uid")
+    if uid:  # an owner reference needs the NodePool's uid (an export without it gets none)
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "name": pool,
+                "uid": uid,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
-        "metadata": {
-            "name": nc.get("name") or "",
-            "labels": dict(sorted(labels.items())),
-            "annotations": dict(sorted(annotations.items())),
-        },
+        "metadata": metadata,
         "spec": spec,
     }
 

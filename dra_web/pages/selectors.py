@@ -400,26 +400,29 @@ def with_ancestor_labels(run, nodes: list[dict]) -> list[dict]:
     """Add ``pathLabels`` (root first) to search results, one query per tree level."""
     from dra_web.runs.models import TraceNode
 
-    known: dict[int, tuple[int | None, str]] = {
-        n["id"]: (n.get("parent"), n.get("label") or "") for n in nodes
+    known: dict[int, tuple[int | None, str, str]] = {
+        n["id"]: (n.get("parent"), n.get("label") or "", n.get("status") or "") for n in nodes
     }
     wanted = {n.get("parent") for n in nodes} - {None} - set(known)
     while wanted:
         rows = TraceNode.objects.filter(run=run, node_id__in=wanted).values_list(
-            "node_id", "parent", "label"
+            "node_id", "parent", "label", "status"
         )
-        for node_id, parent, label in rows:
-            known[node_id] = (parent, label)
-        wanted = {p for p, _ in known.values() if p is not None and p not in known}
+        for node_id, parent, label, status in rows:
+            known[node_id] = (parent, label, status)
+        wanted = {k[0] for k in known.values() if k[0] is not None and k[0] not in known}
         if not rows:
             break
     for n in nodes:
-        labels = []
+        labels, statuses = [], []
         parent = n.get("parent")
         while parent is not None and parent in known:
-            parent, label = known[parent][0], known[parent][1]
+            parent, label, status = known[parent]
             labels.append(label)
+            statuses.append(status)
         n["pathLabels"] = labels[::-1]
+        # A new NodeClaim's attempt is named by the run's NodeClaim only where it succeeded.
+        n["pathStatuses"] = statuses[::-1]
     return nodes
 
 
@@ -571,6 +574,37 @@ def node_pool_documents(snapshot) -> dict[str, dict]:
         for kind, raw in snapshot.documents()
         if kind == "NodePool"
     }
+
+
+def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
+    """Per new NodeClaim of a result: its ``spec.resources.requests`` as Karpenter sets them,
+    the requests of the pods placed on it (a ``pods`` slot each, RequestsForPods) plus the
+    DaemonSet overhead of its NodePool; quantities canonical. Empty when the snapshot no
+    longer loads."""
+    from allocator.scheduling.fit import add_into, format_quantity, node_pool_requirements
+    from allocator.scheduling.fit import pod_requests as requests_of
+    from allocator.scheduling.setup import daemon_overhead, daemonset_pods
+
+    model = snapshot_model(snapshot)
+    if model is None:
+        return {}
+    pods = {f"{p.namespace}/{p.name}": p for p in model.pods}
+    daemons = None
+    out: dict[str, dict[str, str]] = {}
+    for nc in result.get("nodeClaims") or []:
+        total: dict[str, int] = {}
+        for key in nc.get("pods") or []:
+            if key in pods:
+                add_into(total, requests_of(pods[key]))
+        pool = model.node_pools.get(nc.get("nodePool"))
+        if pool is not None:
+            if daemons is None:
+                daemons = daemonset_pods(model.pods)
+            add_into(total, daemon_overhead(daemons, node_pool_requirements(pool), pool.taints))
+        out[nc.get("name")] = {
+            name: format_quantity(name, value) for name, value in sorted(total.items()) if value
+        }
+    return out
 
 
 _pool_indexes: OrderedDict[int, dict] = OrderedDict()

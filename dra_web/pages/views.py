@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -39,12 +40,23 @@ def _page(request, items, per_page, param="page"):
     return Paginator(items, per_page).get_page(request.GET.get(param))
 
 
+_FAVICON = Path(__file__).resolve().parents[2] / "static" / "favicon.ico"
+
+
 @require_GET
 def favicon(request):
-    """Browsers ask for /favicon.ico whatever the page links: send them to the SVG (no login)."""
-    from django.templatetags.static import static
+    """``/favicon.ico``, which browsers and crawlers ask for whatever the page links: the icon
+    itself (16, 32 and 48 px renderings of static/favicon.svg), served without a login and
+    whether or not static files are served by this process."""
+    try:
+        body = _FAVICON.read_bytes()
+    except OSError:  # an installation without the file: the SVG through the static files
+        from django.templatetags.static import static
 
-    return redirect(static("favicon.svg"), permanent=True)
+        return redirect(static("favicon.svg"))
+    response = HttpResponse(body, content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 # --- dashboard -----------------------------------------------------------------------------
@@ -203,7 +215,7 @@ def _explain(run, pod: dict, names, links) -> None:
     pod["aggregate"] = presenters.aggregate_groups(groups)
     pod["target_count"] = count
     pod["funnels"] = presenters.funnel_view(pod.get("explanation"), links)
-    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"))
+    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"), names)
     pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
 
 
@@ -548,8 +560,11 @@ def download_trace(request, run_id):
 
 def _node_claim_yaml(run, wanted: str | None) -> str:
     pools = page_selectors.node_pool_documents(run.snapshot)
+    requests = page_selectors.node_claim_requests(run.snapshot, run.result)
     manifests = [
-        presenters.node_claim_manifest(nc, pools.get(nc.get("nodePool")))
+        presenters.node_claim_manifest(
+            nc, pools.get(nc.get("nodePool")), requests.get(nc.get("name"))
+        )
         for nc in run.result.get("nodeClaims") or []
         if wanted is None or nc.get("name") == wanted
     ]
@@ -615,10 +630,21 @@ def pool_devices(request, run_id):
     """One in-cluster pool's devices (htmx partial of the Pools tab)."""
     run = _finished_run(run_id)
     model = page_selectors.snapshot_model(run.snapshot)
-    extra = page_selectors.pool_view(model, request.GET.get("driver"), request.GET.get("pool"))
+    driver, pool = request.GET.get("driver") or "", request.GET.get("pool") or ""
+    extra = page_selectors.pool_view(model, driver, pool)
     devices = extra["devices"]
+    shown = devices[:POOL_DEVICES_SHOWN]
+    # A link to one device (``#pool-DRIVER-POOL.DEVICE``) asks for it: shown even past the cap.
+    wanted = request.GET.get("device") or ""
+    if wanted and not any(presenters.pool_device_anchor(d.get("name")) == wanted for d in shown):
+        shown += [d for d in devices if presenters.pool_device_anchor(d.get("name")) == wanted]
     return render(
         request,
         "pages/_pool_devices.html",
-        {"devices": devices[:POOL_DEVICES_SHOWN], "device_count": len(devices)},
+        {
+            "devices": shown,
+            "device_count": len(devices),
+            "row_prefix": presenters.pool_anchor(driver, pool),
+            "wanted": wanted,
+        },
     )

@@ -73,6 +73,20 @@ function setupTabs() {
       const hash = decodeURIComponent(window.location.hash.slice(1));
       let initial = tabs.find((t) => t.dataset.tab === hash);
       if (!initial && /^node-\d+$/.test(hash)) initial = tabs.find((t) => t.dataset.tab === "tree");
+      // A device of a pool (#pool-DRIVER-POOL.DEVICE): its rows load when the pool is opened.
+      if (!initial && hash && !document.getElementById(hash) && /^pool-[^.]+\.[^.]+$/.test(hash)) {
+        const poolRow = document.getElementById(hash.split(".")[0]);
+        const devices = poolRow && poolRow.nextElementSibling && poolRow.nextElementSibling.querySelector("details[hx-get]");
+        if (devices) {
+          const panel = poolRow.closest("[role=tabpanel]");
+          select(tabs.find((t) => t.getAttribute("aria-controls") === panel.id), false, false);
+          devices.dataset.wantDevice = hash.split(".")[1];
+          if (!devices.open) devices.open = true; // htmx loads the rows (hx-trigger: toggle)
+          poolRow.scrollIntoView();
+          poolRow.classList.add("linked");
+          return;
+        }
+      }
       if (!initial && hash) {
         const target = document.getElementById(hash);
         const panel = target && target.closest("[role=tabpanel]");
@@ -107,7 +121,15 @@ function localTimes(root = document) {
     const date = `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())}`;
     const clock = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
     const seconds = (t.dataset.format || "").includes("s") ? `:${pad(when.getSeconds())}` : "";
-    t.textContent = `${date} ${clock}${seconds}`;
+    // The zone's short name (EST, CET, GMT+9...) says which zone the time is in.
+    let short = "";
+    try {
+      const part = new Intl.DateTimeFormat("en-US", { timeZoneName: "short" }).formatToParts(when).find((x) => x.type === "timeZoneName");
+      short = part ? ` ${part.value}` : "";
+    } catch (e) {
+      short = "";
+    }
+    t.textContent = `${date} ${clock}${seconds}${short}`;
     t.title = `${t.title || t.getAttribute("datetime")} · shown in ${zone}`;
     t.dataset.local = zone;
   }
@@ -157,6 +179,22 @@ function setupCopy() {
 
 localTimes();
 document.addEventListener("htmx:afterSwap", (ev) => localTimes(ev.target));
+
+// A link to one device of a pool: ask for it with the pool's rows, then show it.
+document.addEventListener("htmx:configRequest", (ev) => {
+  const want = ev.detail.elt && ev.detail.elt.dataset && ev.detail.elt.dataset.wantDevice;
+  if (want) ev.detail.parameters.device = want;
+});
+document.addEventListener("htmx:afterSwap", (ev) => {
+  const details = ev.target.closest && ev.target.closest("details[data-want-device]");
+  if (!details) return;
+  const hash = decodeURIComponent(window.location.hash.slice(1));
+  const row = document.getElementById(hash);
+  if (row) {
+    row.classList.add("linked");
+    row.scrollIntoView({ block: "center" });
+  }
+});
 setupCopy();
 
 setupDropzones();

@@ -35,16 +35,18 @@ function childCountOf(n) {
 }
 
 // A new NodeClaim's attempt is labelled "nodepool/POOL (new NAME)" by the trace, with NAME
-// the name it would get. One naming on every page: a NodeClaim the run creates reads
-// "nodeclaim/NAME (new, nodepool/POOL)" as everywhere else; a name the run never created is
-// not shown (it was only a candidate).
+// the name it would get. One naming on every page: the attempt that created a NodeClaim of
+// the run (status ok) reads "nodeclaim/NAME (new, nodepool/POOL)" as everywhere else; an
+// attempt that failed created nothing, even when a later pod's NodeClaim got the same name,
+// so its candidate name is not shown.
 const NEW_TARGET = /^nodepool\/(\S+) \(new ([^)]+)\)$/;
 
 export function displayLabel(n, parentLabel, nodeClaims) {
   const label = n.label || "";
   const m = NEW_TARGET.exec(label);
   if (m) {
-    return nodeClaims.has(m[2]) ? `nodeclaim/${m[2]} (new, nodepool/${m[1]})` : `nodepool/${m[1]} (a new NodeClaim, not launched)`;
+    const created = (n.status || "ok") === "ok" && nodeClaims.has(m[2]);
+    return created ? `nodeclaim/${m[2]} (new, nodepool/${m[1]})` : `nodepool/${m[1]} (a new NodeClaim, not launched)`;
   }
   if (label) return label;
   if (n.kind === "instanceType") {
@@ -351,14 +353,14 @@ export class SearchTree {
     add("below", d.descendants);
     const skip = new Set(["id", "parent", "kind", "label", "status", "reason", "message", "childCount", "size", "depth", "path", "device_info", "intent", "descendants", "failedDescendants", "funnel", "pass"]);
     for (const [k, v] of Object.entries(d)) {
-      if (skip.has(k)) continue;
+      if (skip.has(k) || v === null || v === undefined) continue; // no "null" rows
       add(k, typeof v === "object" ? el("code", { text: JSON.stringify(v) }) : v);
     }
     const parts = [el("h3", { class: "mt0", text: li._display || d.label || `#${d.id}` }), dl];
     if (Array.isArray(d.funnel) && d.funnel.length) parts.push(...this.funnelTables(d.funnel));
     if (d.path && d.path.length) {
       const crumbs = el("ol", { class: "reasons" });
-      for (const p of d.path) crumbs.append(el("li", {}, el("span", { class: "target", text: `${p.kind} ` }), p.label));
+      for (const p of d.path) crumbs.append(el("li", {}, el("span", { class: "target", text: `${p.kind} ` }), displayLabel(p, "", this.nodeClaims)));
       parts.push(el("h3", { text: "Path" }), crumbs);
     }
     if (d.device_info) {
@@ -440,7 +442,7 @@ export class SearchTree {
           el("button", {
             type: "button",
             "data-id": String(r.id),
-            text: `#${r.id} ${(r.pathLabels || []).slice(0, 2).map((l) => `${displayLabel({ label: l }, "", this.nodeClaims)} › `).join("")}${r.kind} ${displayLabel(r, "", this.nodeClaims)}${r.reason ? ` — ${r.reason}` : ""}`,
+            text: `#${r.id} ${(r.pathLabels || []).slice(0, 2).map((l, i) => `${displayLabel({ label: l, status: (r.pathStatuses || [])[i] }, "", this.nodeClaims)} › `).join("")}${r.kind} ${displayLabel(r, "", this.nodeClaims)}${r.reason ? ` — ${r.reason}` : ""}`,
             title: (r.pathLabels || []).concat([r.label]).join(" › "),
             onclick: () => this.reveal(r.id),
           }),

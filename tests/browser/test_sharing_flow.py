@@ -70,7 +70,7 @@ def test_suggestion_patch_is_copyable(logged_in, stored_run):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=page.base)
     page.goto(_run_url(page, stored_run))
     suggestion = page.locator("#failed-ml-infer-a100 .suggestion[data-kind=relax-selector]")
-    expect(suggestion).to_contain_text("→ NodeClaim gpu-pool-2 (new)")
+    expect(suggestion).to_contain_text("→ a new NodeClaim (gpu-pool-2 in the run with this change)")
     suggestion.locator("button[data-copy]").click()
     expect(suggestion.locator("button[data-copy]")).to_have_text("Copied")
     copied = suggestion.locator("button[data-copy]").get_attribute("data-copied")
@@ -180,7 +180,7 @@ def test_dark_mode_wide_screens_and_favicon(chromium, live_server, web_settings,
         assert max(red, green, blue) < 60, background
         width = page.evaluate("document.querySelector('main').getBoundingClientRect().width")
         assert width > 1800, width  # wide screens use their width
-        icon = page.locator("link[rel=icon]").get_attribute("href")
+        icon = page.locator('link[rel=icon][type="image/svg+xml"]').get_attribute("href")
         response = page.request.get(page.base + icon)
         assert response.ok and b"<svg" in response.body()
         shots(page, "dark-run")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from allocator.features.gates import GATE_NAMES
 from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .servers import free_port, port_open, wait_for
@@ -56,6 +57,7 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
     env.pop("REDIS_URL", None)
     _manage(env, "migrate", "--noinput")
     token = _manage(env, "create_token", "alice", "--create-user").strip()
+    _manage(env, "ensure_demo_user", "--username", "bob", "--password", "bob-password-1")
     log = tmp_path / "run-dev.log"
     script = subprocess.Popen(
         ["bash", str(ROOT / "scripts" / "run-dev.sh")],
@@ -109,6 +111,47 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
         again = s.post(f"{url}/api/runs/", json={"snapshot": small}).json()["id"]
         assert wait(again, ("succeeded", "failed"))["status"] == "succeeded"
         assert s.get(f"{url}/api/runs/{run_id}/").json()["status"] == "failed"
+
+        # The same from the pages, as a user in the browser: start a run from the form (the
+        # answer comes at once), watch its status partial, cancel it with the page's button.
+        page = requests.Session()
+        page.get(f"{url}/accounts/login/")
+        login = page.post(
+            f"{url}/accounts/login/",
+            data={
+                "username": "bob",
+                "password": "bob-password-1",
+                "csrfmiddlewaretoken": page.cookies["csrftoken"],
+            },
+        )
+        assert login.ok and "/accounts/login/" not in login.url, login.text[:300]
+        started = page.post(
+            f"{url}/runs/start/",
+            data={
+                "snapshot": stuck,
+                "timeout": "300",
+                "trace": "on",
+                "gates": list(GATE_NAMES),  # the form's boxes, all checked by default
+                "csrfmiddlewaretoken": page.cookies["csrftoken"],
+            },
+            allow_redirects=False,
+        )
+        assert started.status_code == 302, started.text[:300]
+        run_page = url + started.headers["Location"]
+        page_run = int(started.headers["Location"].strip("/").split("/")[-1])
+        assert page.get(run_page).elapsed.total_seconds() < 5  # never waits for the search
+        assert wait(page_run, ("running", "succeeded", "failed"))["status"] == "running"
+        status = page.get(f"{run_page}status/").text
+        assert 'is <span class="badge running">running</span>' in status
+        assert "data-cancel-run" in status and 'hx-trigger="every 1s"' in status
+        cancel = page.post(
+            f"{run_page}cancel/",
+            data={"csrfmiddlewaretoken": page.cookies["csrftoken"]},
+        )
+        assert cancel.ok and f"Run #{page_run} is being cancelled." in cancel.text
+        assert "cancelled by bob" in cancel.text and "data-cancelled" in cancel.text
+        wait_for(lambda: log.read_bytes().count(b"Terminating") >= 2, 30, "the page's run to stop")
+        assert s.get(f"{url}/api/runs/{page_run}/").json()["status"] == "failed"
     finally:
         os.killpg(script.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole group
         script.wait(30)

@@ -57,5 +57,5 @@ def test_pool_links_of_the_funnel_point_at_the_pools_page_that_shows_the_pool(
 ):
     html = browser_client.get(reverse("pages:run", args=[big_run.pk])).content.decode()
     # pool-0 is on the first page of pools: a same-page anchor.
-    assert 'href="#pool-gpu-nvidia-com-pool-0"' in html
+    assert 'href="#pool-gpu-nvidia-com-pool-0.' in html
     assert 'id="pool-gpu-nvidia-com-pool-0"' in html

@@ -37,10 +37,14 @@ def test_summary_shows_the_funnel_of_each_failed_pod(browser_client, run):
     assert "0 of 2 devices usable" in a100 and "0 of 8 devices usable" in a100
     assert "model is &quot;H100&quot; on 8 devices" in a100
     assert "allocated to claim ml/eval-0-gpu (reserved for pod ml/eval-0)" in a100
-    # Example in-cluster devices link to their pool's row on the Pools tab; template devices
-    # of an instance type have no pool row and stay plain text.
-    assert f'<a href="#pool-gpu-nvidia-com-ip-10-0-1-7">{GPU}/ip-10-0-1-7/gpu-1</a>' in a100
-    assert f"<div>{GPU}/p5-gpus/gpu-0</div>" in a100
+    # Example in-cluster devices link to their own row in their pool on the Pools tab (wrapped
+    # only after a slash); template devices of an instance type have no pool row, plain text.
+    seg = '<span class="seg">{}</span>'.format
+    shown = "/<wbr>".join(seg(p) for p in (GPU, "ip-10-0-1-7", "gpu-1"))
+    assert (
+        f'<a href="#pool-gpu-nvidia-com-ip-10-0-1-7.gpu-1" data-device="gpu-1">{shown}</a>' in a100
+    )
+    assert "<div>" + "/<wbr>".join(seg(p) for p in (GPU, "p5-gpus", "gpu-0")) + "</div>" in a100
     assert 'id="pool-gpu-nvidia-com-ip-10-0-1-7"' in html
     # A request refused as a whole says why, without device rows.
     notebook = summary[summary.index('id="failed-ml-notebook"') :]
@@ -53,7 +57,10 @@ def test_suggestions_carry_a_copyable_patch(browser_client, run):
     a100 = summary[
         summary.index('id="failed-ml-infer-a100"') : summary.index('id="failed-ml-notebook"')
     ]
-    assert "relax-selector" in a100 and "→ NodeClaim gpu-pool-2 (new)" in a100
+    assert (
+        "relax-selector" in a100
+        and "→ a new NodeClaim (gpu-pool-2 in the run with this change)" in a100
+    )
     assert "free-device" in a100 and f"→ Node {NODE}" in a100
     assert a100.count("data-copy") >= 2
     # op set: the object's header and the field path set to the value.
@@ -86,7 +93,7 @@ def test_placements_and_review_page_show_funnel_and_suggestions(browser_client, 
     assert "funnel-table" in why and "kubectl delete pod -n ml eval-0" in why
     # From the review page the pool links lead back to the run page's Pools tab.
     run_url = reverse("pages:run", args=[run.pk])
-    assert f'href="{run_url}?olpage=1#pool-gpu-nvidia-com-ip-10-0-1-7"' in why
+    assert f'href="{run_url}?olpage=1#pool-gpu-nvidia-com-ip-10-0-1-7.gpu-' in why
 
 
 def test_tree_reason_filter_offers_the_funnels_decisive_cause(browser_client, run):

@@ -116,8 +116,11 @@ def test_object_yaml_hides_managed_fields_with_a_toggle(browser_client, snapshot
 def test_favicon_is_linked_and_served(browser_client, client):
     html = _html(browser_client.get(reverse("pages:dashboard")))
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in html
-    response = client.get("/favicon.ico")  # no login needed
-    assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
+    assert '<link rel="icon" href="/favicon.ico" sizes="16x16 32x32 48x48">' in html
+    response = client.get("/favicon.ico")  # no login needed, static files served or not
+    assert response.status_code == 200 and response["Content-Type"] == "image/x-icon"
+    body = response.content
+    assert body[:4] == b"\x00\x00\x01\x00" and body.count(b"\x89PNG") == 3  # 16, 32, 48 px
 
 
 def test_cancel_button_calls_the_runs_service(browser_client, snapshot, maria, monkeypatch):

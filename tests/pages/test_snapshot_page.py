@@ -25,9 +25,10 @@ def test_other_kind_and_pagination_keep_to_that_kind(browser_client, snapshot):
 def test_device_class_selectors_are_shown_as_cel(browser_client, snapshot):
     html = browser_client.get(reverse("pages:snapshot", args=[snapshot.pk])).content.decode()
     assert '<pre class="code cel" aria-label="CEL selector of gpu.nvidia.com">' in html
+    # Highlighted, and wrapping only between the parts of a path (after a dot).
     assert (
-        '<span class="kw">device</span>.driver == '
-        '<span class="str">&quot;gpu.nvidia.com&quot;</span>'
+        '<span class="kw">device</span>.<wbr>driver == '
+        '<span class="str">&quot;gpu.<wbr>nvidia.<wbr>com&quot;</span>'
     ) in html
 
 

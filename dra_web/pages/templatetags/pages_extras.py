@@ -36,11 +36,24 @@ def cel(expression: str):
     pos = 0
     text = str(expression or "")
     for m in _CEL_TOKEN.finditer(text):
-        out.append(escape(text[pos : m.start()]))
-        out.append(f'<span class="{m.lastgroup}">{escape(m.group(0))}</span>')
+        out.append(_soft(text[pos : m.start()]))
+        out.append(f'<span class="{m.lastgroup}">{_soft(m.group(0))}</span>')
         pos = m.end()
-    out.append(escape(text[pos:]))
+    out.append(_soft(text[pos:]))
     return mark_safe("".join(out))
+
+
+def _soft(text: str) -> str:
+    """Escaped, with a line break allowed after each dot and before each bracket (CEL paths
+    such as device.attributes['gpu.nvidia.com'].productName wrap between their parts, never
+    inside a word; copying the text is unchanged)."""
+    return str(escape(text)).replace(".", ".<wbr>").replace("[", "<wbr>[")
+
+
+@register.filter
+def soft_breaks(value) -> str:
+    """Prose that quotes CEL or device paths, wrapping between their parts (see ``_soft``)."""
+    return mark_safe(_soft(str(value or "")))
 
 
 @register.filter
@@ -151,3 +164,11 @@ def managed_fields(raw):
 def indent_yaml(text: str, spaces: int = 2) -> str:
     pad = " " * int(spaces)
     return "\n".join(pad + line if line else line for line in str(text).rstrip("\n").split("\n"))
+
+
+@register.filter
+def path_wrap(value) -> str:
+    """``driver/pool/device`` that wraps only after a slash: each part unbreakable (a pool named
+    ``g5.12xlarge-gpus`` is never split at its hyphen), the text copied unchanged."""
+    parts = [format_html('<span class="seg">{}</span>', p) for p in str(value or "").split("/")]
+    return mark_safe("/<wbr>".join(parts))
