@@ -229,12 +229,15 @@ def node_claim(
     templates: Mapping[str, Sequence[ResourceSliceTemplate]] | None = None,
     requirements: Mapping[str, Sequence[str]] | None = None,
     node_name: str | None = None,
+    expressions: Sequence[dict] = (),
 ) -> SimpleNodeClaim:
     """An in-flight NodeClaim (no requirements unless given, as Karpenter's fakes) with these
-    candidate instance types, each with its template slices; ``node_name``: an existing node."""
+    candidate instance types, each with its template slices; ``node_name``: an existing node;
+    ``expressions``: raw NodeSelectorRequirements added to the requirements."""
     names = list(instance_types) or list(templates or {}) or [IT1]
     reqs = Requirements.from_node_selector_requirements(
         [{"key": k, "operator": "In", "values": list(v)} for k, v in (requirements or {}).items()]
+        + list(expressions)
     )
     if node_name is not None:
         reqs = node_requirements({"kubernetes.io/hostname": node_name}, node_name)
