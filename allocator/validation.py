@@ -265,8 +265,12 @@ def _enforce_max_size(
         for it in _instance_types(ctx):
             if it not in kept and it not in pruned:
                 pruned[it] = f"request {r.name}: no device matches (allocation mode All)"
-    # 3a: base total.
-    base = sum(r.max_devices() for r in requests)
+    # 3a: base total. A FirstAvailable request counts its smallest alternative (a floor, as
+    # Karpenter's ValidateClaimRequest does); the DFS checks the alternatives it picks.
+    base = sum(
+        min(a.max_devices() for a in r.alternatives) if r.alternatives else r.max_devices()
+        for r in requests
+    )
     if base > ALLOCATION_RESULTS_MAX_SIZE:
         raise ValidationError(
             f"claim {key}: {base} devices requested, exceeding maximum of "
