@@ -9,7 +9,7 @@ import pytest
 from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID, PoolKey
 from allocator.pipeline import build_pipeline
-from allocator.pools import SliceUniverse
+from allocator.pools import SliceUniverse, refilter
 from allocator.requirements import Requirements
 from tests.allocator.builders import ZONE
 from tests.allocator.karpenter.kit import (
@@ -436,3 +436,78 @@ def test_should_include_only_matching_slices_when_pool_has_mixed_node_selectors(
     )
     assert not pool.incomplete
     assert len(pool.devices) == 2 and len(pool.slices) == 2
+
+
+# --- Describe("FilterPools"): re-filtering a gathered pool set against tightened requirements --
+
+
+def zones(*values: str) -> Requirements:
+    return Requirements.from_node_selector_requirements(
+        [{"key": ZONE, "operator": "In", "values": list(values)}]
+    )
+
+
+def test_filter_pools_should_return_an_empty_list_when_no_pools_are_provided():
+    """Karpenter: should return an empty list when no pools are provided."""
+    assert refilter([], [TWO_ZONES]) == []
+
+
+def test_should_retain_pools_with_compatible_slices():
+    """Karpenter: should retain pools with compatible slices."""
+    pools = gather([slice_("s1", devs("gpu-0"), node_selector=zone_sel("us-west-2a"))])
+    assert len(refilter(pools, [zones("us-west-2a")])) == 1
+
+
+def test_should_exclude_pools_with_incompatible_slices_after_requirement_tightening():
+    """Karpenter: should exclude pools with incompatible slices after requirement tightening."""
+    pools = gather([slice_("s1", devs("gpu-0"), node_selector=zone_sel("us-west-2a"))])
+    assert refilter(pools, [zones("us-west-2b")]) == []
+
+
+def test_should_always_retain_pools_with_all_nodes_slices():
+    """Karpenter: should always retain pools with AllNodes slices."""
+    pools = gather([slice_("s1", devs("gpu-0"))])
+    assert len(refilter(pools, [zones("ap-southeast-1a")])) == 1
+
+
+def test_should_retain_some_pools_and_exclude_others():
+    """Karpenter: should retain some pools and exclude others."""
+    pools = gather(
+        [
+            slice_("s1", devs("gpu-0"), node_selector=zone_sel("us-west-2a")),
+            slice_(
+                "s2", devs("nic-0"), pool="pool-b", driver=NIC, node_selector=zone_sel("us-west-2b")
+            ),
+        ]
+    )
+    assert len(pools) == 2
+    (kept,) = refilter(pools, [zones("us-west-2a")])
+    assert kept.key.pool == "pool-a"
+
+
+def test_should_retain_a_pool_but_strip_non_matching_slices_and_their_devices():
+    """Karpenter: should retain a pool but strip non-matching slices and their devices."""
+    (pool,) = gather(
+        [
+            slice_("s1", devs("gpu-0"), count=2, node_selector=zone_sel("us-west-2a")),
+            slice_("s2", devs("gpu-1"), count=2, node_selector=zone_sel("us-west-2b")),
+        ]
+    )
+    assert len(pool.slices) == 2 and len(pool.devices) == 2
+    (kept,) = refilter([pool], [zones("us-west-2a")])
+    assert [s.name for s in kept.slices] == ["s1"]
+    assert device_names(kept) == ["gpu-0"]
+    assert len(pool.devices) == 2  # the gathered pool is not changed
+
+
+def test_should_preserve_incomplete_and_invalid_flags_through_filtering():
+    """Karpenter: should preserve Incomplete and Invalid flags through filtering."""
+    (pool,) = gather(
+        [
+            _counters("counter-slice", shared("budget", memory="80Gi"), count=3),
+            slice_("device-slice", devs("gpu-0", "gpu-0"), count=3),
+        ]
+    )
+    assert pool.incomplete and pool.invalid
+    (kept,) = refilter([pool], [TWO_ZONES])
+    assert kept.incomplete and kept.invalid
