@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from allocator.features.counters import build_counter_pool
 from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID, PoolKey
 from allocator.pipeline import build_pipeline
@@ -22,6 +23,7 @@ from tests.allocator.karpenter.kit import (
     devs,
     fails,
     node_claim,
+    q,
     req,
     shared,
     slice_,
@@ -511,3 +513,158 @@ def test_should_preserve_incomplete_and_invalid_flags_through_filtering():
     assert pool.incomplete and pool.invalid
     (kept,) = refilter([pool], [TWO_ZONES])
     assert kept.incomplete and kept.invalid
+
+
+# --- Context("Partitionable Devices") ----------------------------------------------------------
+
+
+def counter_sets(slices):
+    """The counter sets of the one gathered pool, from all its newest slices."""
+    (pool,) = gather(slices)
+    return build_counter_pool(pool.key, SliceUniverse(list(slices)).pools[pool.key].slices).sets
+
+
+def test_should_gather_counter_sets_from_a_shared_counters_slice():
+    """Karpenter: should gather counter sets from a SharedCounters slice."""
+    sets = counter_sets(
+        [
+            _counters("counter-slice", shared("memory-budget", memory="80Gi"), count=2),
+            slice_(
+                "device-slice", [dev("gpu-0", **{"memory-budget": {"memory": "40Gi"}})], count=2
+            ),
+        ]
+    )
+    assert sets == {"memory-budget": {"memory": q("80Gi")}}
+
+
+def test_should_not_include_counter_set_slices_in_pool_slices():
+    """Karpenter: should not include counter-set slices in pool.Slices."""
+    slices = [
+        _counters("counter-slice", shared("budget", compute="100"), count=2),
+        slice_("device-slice", [dev("gpu-0", budget={"compute": "50"})], count=2),
+    ]
+    (pool,) = gather(slices)
+    assert [s.name for s in pool.slices] == ["device-slice"]
+    assert "compute" in counter_sets(slices)["budget"]
+
+
+def test_should_count_counter_set_slices_toward_completeness():
+    """Karpenter: should count counter-set slices toward completeness."""
+    (pool,) = gather(
+        [
+            _counters("counter-slice", shared("budget", memory="80Gi"), count=3),
+            slice_("device-slice-1", devs("gpu-0"), count=3),
+            slice_("device-slice-2", devs("gpu-1"), count=3),
+        ]
+    )
+    assert not pool.incomplete
+
+
+def test_should_mark_pool_incomplete_when_counter_set_slice_is_missing():
+    """Karpenter: should mark pool incomplete when counter-set slice is missing."""
+    (pool,) = gather([slice_("device-slice", [dev("gpu-0", budget={"memory": "40Gi"})], count=2)])
+    assert pool.incomplete
+
+
+def test_should_gather_multiple_counter_sets_from_a_single_slice():
+    """Karpenter: should gather multiple counter sets from a single slice."""
+    sets = counter_sets(
+        [
+            _counters(
+                "counter-slice",
+                shared("memory-budget", memory="80Gi"),
+                shared("compute-budget", flops="1000"),
+                count=2,
+            ),
+            slice_("device-slice", devs("gpu-0"), count=2),
+        ]
+    )
+    assert sorted(sets) == ["compute-budget", "memory-budget"]
+
+
+def test_should_gather_counter_sets_from_multiple_shared_counters_slices_in_the_same_pool():
+    """Karpenter: should gather counter sets from multiple SharedCounters slices in the same
+    pool."""
+    slices = [
+        _counters("counter-slice-1", shared("memory-budget", memory="80Gi"), count=3),
+        _counters("counter-slice-2", shared("compute-budget", flops="1000"), count=3),
+        slice_("device-slice", devs("gpu-0"), count=3),
+    ]
+    (pool,) = gather(slices)
+    assert not pool.invalid
+    assert sorted(counter_sets(slices)) == ["compute-budget", "memory-budget"]
+
+
+def test_should_gather_counter_sets_correctly_regardless_of_slice_ordering():
+    """Karpenter: should gather counter sets correctly regardless of slice ordering."""
+    slices = [
+        slice_("device-slice", [dev("gpu-0", budget={"memory": "40Gi"})], count=2),
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+    ]
+    (pool,) = gather(slices)
+    assert not pool.invalid and device_names(pool) == ["gpu-0"]
+    assert "budget" in counter_sets(slices)
+
+
+def test_should_treat_shared_counters_slice_as_always_matching_requirements():
+    """Karpenter: should treat SharedCounters slice as always matching requirements."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+        slice_("device-slice", [dev("gpu-0", budget={"memory": "40Gi"})], count=2),
+    ]
+    (pool,) = gather(slices, reqs=zones("ap-southeast-1a"))
+    assert not pool.incomplete and not pool.invalid
+    assert "budget" in counter_sets(slices)
+
+
+def test_should_handle_pool_with_shared_counters_slice_and_no_consumes_counters_on_devices():
+    """Karpenter: should handle pool with SharedCounters slice and no ConsumesCounters on
+    devices."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+        slice_("device-slice", devs("gpu-0", "gpu-1"), count=2),
+    ]
+    (pool,) = gather(slices)
+    assert len(pool.devices) == 2 and not pool.invalid
+    assert "budget" in counter_sets(slices)
+
+
+def test_should_handle_devices_consuming_from_multiple_counter_sets():
+    """Karpenter: should handle devices consuming from multiple counter sets."""
+    (pool,) = gather(
+        [
+            _counters(
+                "counter-slice",
+                shared("memory-budget", memory="80Gi"),
+                shared("compute-budget", flops="1000"),
+                count=2,
+            ),
+            slice_(
+                "device-slice",
+                [
+                    dev(
+                        "gpu-0",
+                        **{"memory-budget": {"memory": "40Gi"}, "compute-budget": {"flops": "500"}},
+                    )
+                ],
+                count=2,
+            ),
+        ]
+    )
+    assert not pool.invalid
+    assert len(pool.devices[0].device.consumes_counters) == 2
+
+
+def test_should_return_nil_pool_when_only_shared_counters_slices_exist_with_no_device_slices_matching():
+    """Karpenter: should return nil pool when only SharedCounters slices exist with no device
+    slices matching."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+        slice_(
+            "non-matching-device-slice",
+            devs("gpu-0"),
+            count=2,
+            node_selector=zone_sel("eu-west-1a"),
+        ),
+    ]
+    assert gather(slices) == []
