@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from allocator.cel import SelectorEngine
+from allocator.cel.engine import CelCompileError
 from allocator.errors import ValidationError
 from allocator.model import DeviceConstraint, DeviceRequest, DeviceSelector, ExactDeviceRequest
 from allocator.pipeline import build_pipeline
@@ -18,6 +19,7 @@ from tests.allocator.karpenter.kit import (
     GPU,
     all_req,
     body,
+    capacity_device,
     claim,
     dev,
     device_class,
@@ -382,3 +384,180 @@ def test_should_set_parent_request_data_with_name_and_sub_requests_only_no_class
     assert parent.name == "gpu-req"
     assert parent.device_class is None and parent.selectors == []
     assert len(parent.alternatives) == 1
+
+
+def _rack(n: int):
+    return [slice_(f"s-{n}", devs(*(f"dev-{i}" for i in range(n))), pool=f"pool-{n}")]
+
+
+def test_should_prune_instance_types_whose_template_devices_would_exceed_allocation_results_max_size():
+    """Karpenter: should prune instance types whose template devices would exceed
+    AllocationResultsMaxSize."""
+    data = validate(
+        claim("test-claim", all_req("req", "empty-class")),
+        slices=_rack(20),
+        templates={"c5.large": 10, "c5.xlarge": 20},
+    )
+    (r,) = data.requests
+    assert len(r.all_devices) == 20
+    assert list(r.all_template_devices_by_it) == ["c5.large"]
+    assert "c5.xlarge" in data.pruned_instance_types
+
+
+def test_should_account_for_exact_count_devices_in_base_total_when_pruning_template_devices():
+    """Karpenter: should account for ExactCount devices in base total when pruning template
+    devices."""
+    data = validate(
+        claim("test-claim", all_req("all-req", "empty-class"), empty("exact-req", 10)),
+        slices=_rack(15),
+        templates={"c5.large": 5, "c5.xlarge": 10},
+    )
+    r = data.requests[0]
+    assert len(r.all_devices) == 15
+    assert list(r.all_template_devices_by_it) == ["c5.large"]
+
+
+def test_should_fail_when_all_instance_types_are_pruned():
+    """Karpenter: should fail when all instance types are pruned."""
+    refused(
+        claim("test-claim", all_req("req", "empty-class")),
+        "all instance types pruned",
+        slices=_rack(30),
+        templates={"c5.large": 5, "c5.xlarge": 5},
+    )
+
+
+def test_should_not_fail_when_template_devices_exist_but_no_all_mode_requests_reference_them():
+    """Karpenter: should not fail when template devices exist but no All mode requests reference
+    them."""
+    (r,) = validate(claim("test-claim", empty("req")), templates={"c5.large": 5}).requests
+    assert r.allocation_mode == "ExactCount"
+
+
+def test_should_prune_its_based_on_the_min_sub_request_template_count():
+    """Karpenter: should prune ITs based on the MIN sub-request template count."""
+    fa = first_of(
+        "gpu-req",
+        ("all-gpus-a", body("empty-class", all_mode=True)),
+        ("all-gpus-b", body("empty-class", all_mode=True)),
+    )
+    data = validate(
+        claim("test-claim", fa), slices=_rack(20), templates={"c5.large": 10, "c5.xlarge": 20}
+    )
+    first = data.requests[0].alternatives[0]
+    assert list(first.all_template_devices_by_it) == ["c5.large"]
+    assert "c5.xlarge" in data.pruned_instance_types
+
+
+def test_should_fail_when_all_its_are_pruned_due_to_sub_request_template_overflow():
+    """Karpenter: should fail when all ITs are pruned due to sub-request template overflow."""
+    fa = first_of("gpu-req", ("all-gpus", body("empty-class", all_mode=True)))
+    refused(
+        claim("test-claim", fa),
+        "all instance types pruned",
+        slices=_rack(30),
+        templates={"c5.large": 5, "c5.xlarge": 5},
+    )
+
+
+def test_should_not_prune_any_it_when_a_template_free_sub_request_sets_the_min_to_zero():
+    """Karpenter: should not prune any IT when a template-free sub-request sets the MIN to
+    zero."""
+    fa = first_of(
+        "gpu-req",
+        ("all-gpus", body("empty-class", all_mode=True)),
+        ("one-gpu", body("empty-class", 1)),
+    )
+    data = validate(
+        claim("test-claim", fa), slices=_rack(25), templates={"c5.large": 5, "c5.xlarge": 10}
+    )
+    assert sorted(data.requests[0].alternatives[0].all_template_devices_by_it) == [
+        "c5.large",
+        "c5.xlarge",
+    ]
+    assert not data.pruned_instance_types
+
+
+def test_should_populate_all_template_devices_by_it_for_an_all_mode_sub_request():
+    """Karpenter: should populate AllTemplateDevicesByIT for an All-mode sub-request."""
+    fa = first_of("gpu-req", ("all", body("empty-class", all_mode=True)))
+    data = validate(claim("test-claim", fa), slices=[], templates={"c5.large": 2})
+    assert [
+        len(v) for v in data.requests[0].alternatives[0].all_template_devices_by_it.values()
+    ] == [2]
+
+
+def test_should_populate_capacity_requests_on_sub_requests():
+    """Karpenter: should populate CapacityRequests on sub-requests."""
+    fa = first_of("gpu-req", ("shared", body("empty-class", capacity={f"{GPU}/vram": "16Gi"})))
+    (sub,) = validate(claim("test-claim", fa)).requests[0].alternatives
+    assert str(sub.exact.capacity.requests[f"{GPU}/vram"]) == "16Gi"
+
+
+def test_should_fail_when_a_sub_request_has_a_non_cel_selector():
+    """Karpenter: should fail when a sub-request has a non-CEL selector."""
+    bad = ExactDeviceRequest("empty-class", selectors=[DeviceSelector(cel=None, raw={})])
+    refused(claim("test-claim", first_of("gpu-req", ("h100", bad))), "unsupported selector")
+
+
+# --- Describe("DeviceMatchesSelectors") --------------------------------------------------------
+
+
+def matches(device, *expressions: str) -> bool:
+    """All selectors match the device (AND semantics), as the DFS asks for each candidate."""
+    engine = SelectorEngine()
+    return all(engine.matches(engine.compile(e), device, GPU).matched for e in expressions)
+
+
+H100 = f'device.attributes["{GPU}"].model == "H100"'
+
+
+def test_should_match_a_device_with_matching_attributes():
+    """Karpenter: should match a device with matching attributes."""
+    assert matches(dev("gpu-0", {f"{GPU}/model": "H100"}), H100)
+
+
+def test_should_not_match_a_device_with_non_matching_attributes():
+    """Karpenter: should not match a device with non-matching attributes."""
+    assert not matches(dev("gpu-0", {f"{GPU}/model": "A100"}), H100)
+
+
+def test_should_match_when_all_selectors_pass_and_semantics():
+    """Karpenter: should match when all selectors pass (AND semantics)."""
+    d = capacity_device("gpu-0", attrs={f"{GPU}/model": "H100", f"{GPU}/memory": 80}, vram="80Gi")
+    assert matches(
+        d,
+        H100,
+        f'device.attributes["{GPU}"].memory > 40',
+        f'device.capacity["{GPU}"].vram.isGreaterThan(quantity("40Gi"))',
+        "device.allowMultipleAllocations == true",
+    )
+
+
+def test_should_not_match_when_any_selector_fails_and_semantics():
+    """Karpenter: should not match when any selector fails (AND semantics)."""
+    d = dev("gpu-0", {f"{GPU}/model": "H100", f"{GPU}/memory": 20})
+    assert not matches(d, H100, f'device.attributes["{GPU}"].memory > 40')
+
+
+def test_should_match_with_empty_selectors():
+    """Karpenter: should match with empty selectors."""
+    assert matches(dev("gpu-0"))
+
+
+def test_should_return_error_when_cel_expression_fails_to_compile_in_device_matches_selectors():
+    """Karpenter: should return error when CEL expression fails to compile in
+    DeviceMatchesSelectors."""
+    with pytest.raises(CelCompileError, match="failed to compile"):
+        SelectorEngine().compile("this is not valid CEL")
+
+
+def test_should_not_match_when_capacity_selector_fails():
+    """Karpenter: should not match when capacity selector fails."""
+    d = capacity_device("gpu-0", multi=False, memory="20Gi")
+    assert not matches(d, f'device.capacity["{GPU}"].memory.isGreaterThan(quantity("40Gi"))')
+
+
+def test_should_not_match_when_allow_multiple_allocations_is_false():
+    """Karpenter: should not match when AllowMultipleAllocations is false."""
+    assert not matches(dev("exclusive-gpu"), "device.allowMultipleAllocations == true")
