@@ -39,7 +39,7 @@ CLASSES = {
 RACK = [slice_("rack-a", devs("gpu-0", "gpu-1", "gpu-2"))]
 
 
-def validate(c, slices=RACK, templates: dict[str, int] | None = None):
+def validate(c, slices=RACK, templates: dict[str, int] | None = None, instance_types=()):
     """Request Validation as the Allocator runs it (the full pipeline, FirstAvailable on);
     ``templates``: instance type -> how many template devices it brings."""
     pools = SliceUniverse(list(slices), build_pipeline().pool_validators).gather(
@@ -48,7 +48,7 @@ def validate(c, slices=RACK, templates: dict[str, int] | None = None):
     its = [
         instance_type(name, [tmpl(f"{name}-gpus", [f"{name}-dev-{i}" for i in range(n)])])
         for name, n in (templates or {}).items()
-    ]
+    ] + list(instance_types)
     engine = SelectorEngine()
     return validate_claim_request(
         ValidationContext(
@@ -561,3 +561,56 @@ def test_should_not_match_when_capacity_selector_fails():
 def test_should_not_match_when_allow_multiple_allocations_is_false():
     """Karpenter: should not match when AllowMultipleAllocations is false."""
     assert not matches(dev("exclusive-gpu"), "device.allowMultipleAllocations == true")
+
+
+def _h100_its(large: list[str], xlarge: list[str]):
+    def devices(names):
+        return [dev(n, {f"{GPU}/model": "H100" if n.startswith("h100") else "A100"}) for n in names]
+
+    return [
+        instance_type("c5.large", [tmpl("c5-large-gpus", devices(large))]),
+        instance_type("c5.xlarge", [tmpl("c5-xlarge-gpus", devices(xlarge))]),
+    ]
+
+
+H100_RACK = [slice_("s-h100", [dev("h100-rack", {f"{GPU}/model": "H100"})], pool="pool-h100")]
+
+
+def test_should_exclude_instance_types_with_no_matching_template_devices_from_all_template_devices_by_it():
+    """Karpenter: should exclude instance types with no matching template devices from
+    AllTemplateDevicesByIT."""
+    data = validate(
+        claim("test-claim", all_req("req", "gpu")),
+        slices=[],
+        instance_types=_h100_its(["h100-0"], ["a100-0"]),
+    )
+    assert list(data.requests[0].all_template_devices_by_it) == ["c5.large"]
+    assert "c5.xlarge" in data.pruned_instance_types
+
+
+def test_should_keep_instance_types_with_no_matching_template_devices_when_in_cluster_devices_exist():
+    """Karpenter: should keep instance types with no matching template devices when in-cluster
+    devices exist."""
+    data = validate(
+        claim("test-claim", all_req("req", "gpu")),
+        slices=H100_RACK,
+        instance_types=_h100_its(["h100-0"], ["a100-0"]),
+    )
+    by_it = data.requests[0].all_template_devices_by_it
+    assert len(by_it["c5.large"]) == 1
+    assert by_it.get("c5.xlarge", []) == []
+    assert "c5.xlarge" not in data.pruned_instance_types
+
+
+def test_should_keep_all_instance_types_with_empty_device_lists_when_in_cluster_devices_match_but_no_template_devices_match():
+    """Karpenter: should keep all instance types with empty device lists when in-cluster devices
+    match but no template devices match."""
+    data = validate(
+        claim("test-claim", all_req("req", "gpu")),
+        slices=H100_RACK,
+        instance_types=_h100_its(["a100-0"], ["a100-1"]),
+    )
+    r = data.requests[0]
+    assert [d.id.device for d in r.all_devices] == ["h100-rack"]
+    assert all(not (r.all_template_devices_by_it or {}).get(it) for it in ("c5.large", "c5.xlarge"))
+    assert not data.pruned_instance_types
