@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.features.counters import build_counter_pool
+from allocator.features.counters import CounterLedger, build_counter_pool
 from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID, PoolKey
 from allocator.pipeline import build_pipeline
@@ -668,3 +668,172 @@ def test_should_return_nil_pool_when_only_shared_counters_slices_exist_with_no_d
         ),
     ]
     assert gather(slices) == []
+
+
+# Karpenter keeps the devices of a pool that the NodeClaim cannot reach but that consume its
+# counters as "NonTargetingDevices" of the gathered pool. Here the gathered pool holds only the
+# reachable devices and the counter ledger (CounterLedger) keeps every device of the pool's
+# newest generation: the same budget, seen from the ledger.
+
+POOL_A = PoolKey(GPU, "pool-a")
+
+
+def _split_pool(*far_devices, near=None, count=3):
+    return [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=count),
+        slice_(
+            "matching-device-slice",
+            near or [dev("gpu-0", budget={"memory": "40Gi"})],
+            count=count,
+            node_selector=zone_sel("us-west-2a"),
+        ),
+        slice_(
+            "non-matching-device-slice",
+            list(far_devices),
+            count=count,
+            node_selector=zone_sel("eu-west-1a"),
+        ),
+    ]
+
+
+def test_should_retain_non_matching_devices_with_consumes_counters_as_non_targeting_devices():
+    """Karpenter: should retain non-matching devices with ConsumesCounters as
+    NonTargetingDevices."""
+    slices = _split_pool(dev("gpu-1", budget={"memory": "40Gi"}))
+    (pool,) = gather(slices)
+    assert device_names(pool) == ["gpu-0"]
+    ledger = CounterLedger(slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")])
+    assert sorted(ledger.pools[POOL_A].consumption) == ["gpu-0", "gpu-1"]
+    assert ledger.remaining(POOL_A) == {"budget": {"memory": q("40Gi")}}
+
+
+def test_should_not_retain_non_matching_devices_without_consumes_counters_as_non_targeting_devices():
+    """Karpenter: should not retain non-matching devices without ConsumesCounters as
+    NonTargetingDevices."""
+    slices = [
+        slice_("matching-slice", devs("gpu-0"), count=2, node_selector=zone_sel("us-west-2a")),
+        slice_("non-matching-slice", devs("gpu-1"), count=2, node_selector=zone_sel("eu-west-1a")),
+    ]
+    (pool,) = gather(slices)
+    assert device_names(pool) == ["gpu-0"]
+    assert POOL_A not in CounterLedger(slices).pools
+
+
+def test_should_retain_only_devices_with_consumes_counters_from_a_non_matching_slice_with_mixed_devices():
+    """Karpenter: should retain only devices with ConsumesCounters from a non-matching slice
+    with mixed devices."""
+    slices = _split_pool(
+        dev("gpu-1", budget={"memory": "20Gi"}),
+        dev("gpu-2", budget={"memory": "20Gi"}),
+        dev("gpu-plain"),
+        near=devs("gpu-0"),
+    )
+    (pool,) = gather(slices)
+    assert device_names(pool) == ["gpu-0"]
+    assert sorted(CounterLedger(slices).pools[POOL_A].consumption) == ["gpu-1", "gpu-2"]
+
+
+def test_should_preserve_consumes_counters_data_on_non_targeting_devices():
+    """Karpenter: should preserve ConsumesCounters data on NonTargetingDevices."""
+    slices = _split_pool(dev("gpu-1", budget={"memory": "40Gi"}), near=devs("gpu-0"))
+    (entry,) = CounterLedger(slices).pools[POOL_A].consumption["gpu-1"]
+    assert entry.counter_set == "budget" and "memory" in entry.counters
+
+
+def test_should_preserve_counter_sets_through_filtering():
+    """Karpenter: should preserve CounterSets through filtering."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+        slice_(
+            "device-slice",
+            [dev("gpu-0", budget={"memory": "40Gi"})],
+            count=2,
+            node_selector=zone_sel("us-west-2a"),
+        ),
+    ]
+    pools = gather(slices)
+    assert len(refilter(pools, [TWO_ZONES])) == 1
+    assert "budget" in counter_sets(slices)
+
+
+def test_should_move_devices_with_consumes_counters_to_non_targeting_devices_when_requirements_tighten():
+    """Karpenter: should move devices with ConsumesCounters to NonTargetingDevices when
+    requirements tighten."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=3),
+        slice_(
+            "device-slice-a",
+            [dev("gpu-0", budget={"memory": "40Gi"})],
+            count=3,
+            node_selector=zone_sel("us-west-2a"),
+        ),
+        slice_(
+            "device-slice-b",
+            [dev("gpu-1", budget={"memory": "40Gi"})],
+            count=3,
+            node_selector=zone_sel("us-west-2b"),
+        ),
+    ]
+    (pool,) = gather(slices)
+    assert device_names(pool) == ["gpu-0", "gpu-1"]
+    (kept,) = refilter([pool], [zones("us-west-2a")])
+    assert device_names(kept) == ["gpu-0"]
+    # gpu-1 still draws from the budget when held.
+    ledger = CounterLedger(slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")])
+    assert ledger.remaining(POOL_A) == {"budget": {"memory": q("40Gi")}}
+
+
+def test_should_not_move_devices_without_consumes_counters_to_non_targeting_devices_on_tightening():
+    """Karpenter: should not move devices without ConsumesCounters to NonTargetingDevices on
+    tightening."""
+    slices = [
+        slice_("device-slice-a", devs("gpu-0"), count=2, node_selector=zone_sel("us-west-2a")),
+        slice_("device-slice-b", devs("gpu-1"), count=2, node_selector=zone_sel("us-west-2b")),
+    ]
+    (kept,) = refilter(gather(slices), [zones("us-west-2a")])
+    assert device_names(kept) == ["gpu-0"]
+    assert POOL_A not in CounterLedger(slices).pools
+
+
+def test_should_not_mutate_the_original_pools_non_targeting_devices_when_filtering_multiple_times():
+    """Karpenter: should not mutate the original pool's NonTargetingDevices when filtering
+    multiple times."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=4),
+        slice_(
+            "device-slice-a",
+            [dev("gpu-0", budget={"memory": "20Gi"})],
+            count=4,
+            node_selector=zone_sel("us-west-2a"),
+        ),
+        slice_(
+            "device-slice-b",
+            [dev("gpu-1", budget={"memory": "20Gi"})],
+            count=4,
+            node_selector=zone_sel("us-west-2b"),
+        ),
+        slice_(
+            "device-slice-eu",
+            [dev("gpu-eu", budget={"memory": "20Gi"})],
+            count=4,
+            node_selector=zone_sel("eu-west-1a"),
+        ),
+    ]
+    (pool,) = gather(slices)
+    assert device_names(pool) == ["gpu-0", "gpu-1"]
+    (first,) = refilter([pool], [zones("us-west-2a")])
+    (second,) = refilter([pool], [zones("us-west-2b")])
+    assert device_names(first) == ["gpu-0"] and device_names(second) == ["gpu-1"]
+    assert device_names(pool) == ["gpu-0", "gpu-1"]
+    assert sorted(CounterLedger(slices).pools[POOL_A].consumption) == ["gpu-0", "gpu-1", "gpu-eu"]
+
+
+def test_should_always_retain_pools_with_shared_counters_slices_through_filtering():
+    """Karpenter: should always retain pools with SharedCounters slices through filtering."""
+    slices = [
+        _counters("counter-slice", shared("budget", memory="80Gi"), count=2),
+        slice_("device-slice", [dev("gpu-0", budget={"memory": "40Gi"})], count=2),
+    ]
+    (kept,) = refilter(gather(slices), [zones("ap-southeast-1a")])
+    assert device_names(kept) == ["gpu-0"]
+    assert "budget" in counter_sets(slices)
