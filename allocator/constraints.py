@@ -45,6 +45,14 @@ def request_in_scope(names: frozenset[str], request: str) -> bool:
     return bool(sep) and parent in names
 
 
+def same_attribute_value(a: AttributeValue | None, b: AttributeValue | None) -> bool:
+    """Equal values of the same attribute type: a bool never equals an int (Python's True == 1
+    does), as typed DeviceAttributes compare in Kubernetes and Karpenter."""
+    if a is None or b is None:
+        return False
+    return type(a) is type(b) and a == b
+
+
 class MatchAttributeConstraint:
     """All devices of the constrained requests share one value of ``attribute``.
 
@@ -104,7 +112,7 @@ class MatchAttributeConstraint:
                     f"device {cand.id} has no attribute {self.attribute} "
                     f"(other devices have {self.attribute}={self.value})"
                 )
-            if value != self.value:
+            if not same_attribute_value(value, self.value):
                 return f"device {cand.id} has {self.attribute}={value}, not {self.value}"
             return None
         # Binding path.

@@ -31,7 +31,7 @@ from allocator.explanation.funnel import (
     funnel_json,
 )
 from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.model import DeviceID, Namespace
+from allocator.model import ALLOCATION_RESULTS_MAX_SIZE, DeviceID, Namespace
 from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
 from allocator.requirements import Requirements
 from allocator.trace import NULL_TRACE, Trace
@@ -1115,6 +1115,8 @@ class DFSContext:
         trace = self.trace
         for alt in req.alternatives or [req]:
             node = trace.add(parent, "request", alt.name) if trace.enabled else parent
+            if req.alternatives and self._over_claim_limit(ci, ri, alt, node):
+                continue
             if alt.allocation_mode == ALL:
                 # All mode needs at least one device: an alternative matching none fails
                 # (Karpenter: "All-mode requires at least one device to be satisfiable").
@@ -1145,6 +1147,24 @@ class DFSContext:
             if ok:
                 return True
         return False
+
+    def _over_claim_limit(self, ci: int, ri: int, alt: RequestData, node: int) -> bool:
+        """A FirstAvailable alternative that would take the claim past the 32 devices of an
+        allocation result fails (validation counted only the smallest alternatives)."""
+        claim = self.claims[ci]
+        slots = alt.slots_for(self.instance_type)
+        wanted = len(slots) if slots is not None else alt.num_devices
+        taken = sum(1 for e in self.path if e.claim_index == claim.index)
+        if taken + wanted <= ALLOCATION_RESULTS_MAX_SIZE:
+            return False
+        why = (
+            f"request {alt.name}: {taken + wanted} devices, exceeding maximum of "
+            f"{ALLOCATION_RESULTS_MAX_SIZE} devices per claim"
+        )
+        self._fail((ci, ri, 0), f"claim {claim.key} {why}")
+        if self.trace.enabled:
+            self.trace.set(node, "failed", "limit", why)
+        return True
 
     def _slot(self, ci: int, ri: int, req: RequestData, slot: int, start: int, parent: int) -> bool:
         if slot == req.num_devices:

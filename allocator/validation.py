@@ -265,25 +265,37 @@ def _enforce_max_size(
         for it in _instance_types(ctx):
             if it not in kept and it not in pruned:
                 pruned[it] = f"request {r.name}: no device matches (allocation mode All)"
-    # 3a: base total.
-    base = sum(r.max_devices() for r in requests)
+    # 3a: base total. A FirstAvailable request counts its smallest alternative (a floor, as
+    # Karpenter's ValidateClaimRequest does); the DFS checks the alternatives it picks.
+    base = sum(
+        min(a.max_devices() for a in r.alternatives) if r.alternatives else r.max_devices()
+        for r in requests
+    )
     if base > ALLOCATION_RESULTS_MAX_SIZE:
         raise ValidationError(
             f"claim {key}: {base} devices requested, exceeding maximum of "
             f"{ALLOCATION_RESULTS_MAX_SIZE} devices per claim"
         )
-    # 3b: per instance type, the All-mode template devices on top of the base.
+    # 3b: per instance type, the All-mode template devices on top of the base. A
+    # FirstAvailable request adds the fewest its alternatives would (Karpenter's MIN floor).
+    fa_requests = [r for r in requests if r.alternatives]
     candidates: list[str] = []
-    for r in all_requests:
+    for r in all_requests + [a for f in fa_requests for a in f.alternatives]:
         for it in r.all_template_devices_by_it or {}:
             if it not in candidates:
                 candidates.append(it)
+
+    def templates_on(r: RequestData, it: str) -> int:
+        return len((r.all_template_devices_by_it or {}).get(it, ()))
+
     for it in candidates:
-        total = base + sum(
-            len((r.all_template_devices_by_it or {}).get(it, ())) for r in all_requests
+        total = (
+            base
+            + sum(templates_on(r, it) for r in all_requests)
+            + sum(min(templates_on(a, it) for a in f.alternatives) for f in fa_requests)
         )
         if total > ALLOCATION_RESULTS_MAX_SIZE:
-            for r in all_requests:
+            for r in all_requests + [a for f in fa_requests for a in f.alternatives]:
                 (r.all_template_devices_by_it or {}).pop(it, None)
             pruned[it] = (
                 f"{total} devices with the instance type's template devices, exceeding maximum "
@@ -291,7 +303,10 @@ def _enforce_max_size(
             )
     # 3c: every instance type went. (Only one with template devices can exceed the limit once
     # the base total passed, so "template devices were provided" holds whenever this fires.)
-    if candidates and not any(r.all_template_devices_by_it for r in all_requests):
+    if candidates and not any(
+        r.all_template_devices_by_it
+        for r in all_requests + [a for f in fa_requests for a in f.alternatives]
+    ):
         raise ValidationError(
             f"claim {key}: all instance types pruned: each would need more than "
             f"{ALLOCATION_RESULTS_MAX_SIZE} devices (exceeding maximum)"

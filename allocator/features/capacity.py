@@ -259,18 +259,50 @@ class CapacityLedger:
         self, device_id: DeviceID, node_claim_id: str, instance_type: str, template: bool
     ) -> dict[str, Quantity]:
         consumed: dict[str, Quantity] = {}
-        if not template:
-            _add(consumed, self.seed.get(device_id, {}))
-        for share in self.shares.get(device_id, ()):
-            if share.template != template:
-                continue
-            if template:
-                # Template devices exist once per NodeClaim and instance type.
-                if share.node_claim_id == node_claim_id and share.instance_type == instance_type:
+        if template:
+            # Template devices exist once per NodeClaim and instance type.
+            for share in self.shares.get(device_id, ()):
+                if (
+                    share.template
+                    and share.node_claim_id == node_claim_id
+                    and share.instance_type == instance_type
+                ):
                     _add(consumed, share.amounts)
-            elif share.node_claim_id != node_claim_id or share.instance_type == instance_type:
+            return consumed
+        _add(consumed, self.seed.get(device_id, {}))
+        # This NodeClaim's own shares on this instance type (its other instance types belong
+        # to nodes that will not launch); another NodeClaim's count once, as its pessimistic
+        # max (per capacity, its largest instance type), as Karpenter's
+        # InflightConsumedCapacity does (the design is silent).
+        for share in self.shares.get(device_id, ()):
+            if (
+                not share.template
+                and share.node_claim_id == node_claim_id
+                and share.instance_type == instance_type
+            ):
                 _add(consumed, share.amounts)
+        _add(consumed, self._inflight(device_id, skip=node_claim_id))
         return consumed
+
+    def _inflight(self, device_id: DeviceID, skip: str | None = None) -> dict[str, Quantity]:
+        """Committed shares of an in-cluster device, each NodeClaim (but ``skip``) counted at
+        its largest instance type."""
+        per_claim: dict[str, dict[str, dict[str, Quantity]]] = {}
+        for s in self.shares.get(device_id, ()):
+            if not s.template and s.node_claim_id != skip:
+                _add(
+                    per_claim.setdefault(s.node_claim_id, {}).setdefault(s.instance_type, {}),
+                    s.amounts,
+                )
+        out: dict[str, Quantity] = {}
+        for by_it in per_claim.values():
+            largest: dict[str, Quantity] = {}
+            for amounts in by_it.values():
+                for name, amount in amounts.items():
+                    if name not in largest or amount > largest[name]:
+                        largest[name] = amount
+            _add(out, largest)
+        return out
 
     def commit(
         self,
@@ -301,21 +333,8 @@ class CapacityLedger:
         (its largest instance type), since only one of its instance types launches."""
         out = {d: dict(v) for d, v in self.seed.items()}
         for device_id, shares in self.shares.items():
-            per_claim: dict[str, dict[str, dict[str, Quantity]]] = {}
-            for s in shares:
-                if s.template:
-                    continue
-                _add(
-                    per_claim.setdefault(s.node_claim_id, {}).setdefault(s.instance_type, {}),
-                    s.amounts,
-                )
-            for by_it in per_claim.values():
-                largest: dict[str, Quantity] = {}
-                for amounts in by_it.values():
-                    for name, amount in amounts.items():
-                        if name not in largest or amount > largest[name]:
-                            largest[name] = amount
-                _add(out.setdefault(device_id, {}), largest)
+            if any(not s.template for s in shares):
+                _add(out.setdefault(device_id, {}), self._inflight(device_id))
         return out
 
 

@@ -81,6 +81,12 @@ def build_counter_pool(
             )
         for counter_set in s.shared_counters:
             if counter_set.name in pool.sets:
+                if not separate_slices:
+                    # Templates of one pool merge their counter sets, a later template's
+                    # value of a counter replacing an earlier one (Karpenter's
+                    # computeTemplateTotals; the design is silent).
+                    pool.sets[counter_set.name].update(counter_set.counters)
+                    continue
                 problems.append(f"counter set {counter_set.name} is defined more than once")
                 continue
             pool.sets[counter_set.name] = dict(counter_set.counters)
