@@ -374,6 +374,12 @@ class ITOutcome:
     # The up-front count stage, request by request until the first refused one:
     # (claim index, request name, its funnel when refused else None).
     counted: list[tuple[int, str, Funnel | None]] = field(default_factory=list)
+    # Refused at the count stage with ``explain`` off: ``reason`` is a placeholder, not the
+    # words (Allocator.allocate words it if another instance type succeeds).
+    unworded: bool = False
+
+
+_UNWORDED = "refused by counting"
 
 
 class DFSContext:
@@ -815,7 +821,7 @@ class DFSContext:
                     continue
                 if not self.explain:
                     if self._count_refuses(claim, req):
-                        return ITOutcome(instance_type, False, reason="refused by counting")
+                        return ITOutcome(instance_type, False, reason=_UNWORDED, unworded=True)
                     if memo is not None and req.allocation_mode != ALL:
                         memo[self._memo_key(claim, req)] = _COUNT_PASSES
                     continue
@@ -957,7 +963,7 @@ class DFSContext:
                     counted.append((claim.index, req.name, None))
                     continue
                 if not self.explain:
-                    return ITOutcome(instance_type, False, reason="refused by counting")
+                    return ITOutcome(instance_type, False, reason=_UNWORDED, unworded=True)
                 funnel = hit.for_claim(claim.key)
                 counted.append((claim.index, req.name, funnel))
                 reason = count_message(claim.key, req.name, req.num_devices, funnel)

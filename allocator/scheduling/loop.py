@@ -1052,8 +1052,8 @@ class Scheduler:
         ``claims``: the pod's claims with the scheduler's extended resource claim, if any (None:
         the pod's own). ``quick``: Allocate first runs without building its refusal's words; a
         refusal raises a deferred AllocationFailure (explained later, see
-        ``_explain_deferred``), a success is run again in full (same state, same result, its
-        per-instance-type reasons with words).
+        ``_explain_deferred``); a success is the result (Allocate words the reasons of the
+        instance types it refused, as a full run gives them).
         """
         extended = outcome.pod_claims.extended
         if extended is not None and claims is None and candidates:
@@ -1093,19 +1093,22 @@ class Scheduler:
                 # past Request Validation: the pod counts as validated, as then.
                 self._mark_validated(outcome)
                 raise AllocationFailure("", "no-instance-type", True)
-            self._quick_allocate(probe, outcome, term, claims)
-        try:
-            result = self.allocator.allocate(
-                probe,
-                claims,
-                trace=self.trace,
-                trace_parent=trace_node if trace_node >= 0 else None,
-                pod=outcome.pod,
-            )
-        except self.allocation_errors as err:
-            self._note_validation(outcome, err)
-            code = getattr(err, "code", "allocation")
-            raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
+            # A success found without words is the one found with them (Allocate words the
+            # instance types it refused then): it is not run again.
+            result = self._quick_allocate(probe, outcome, term, claims)
+        else:
+            try:
+                result = self.allocator.allocate(
+                    probe,
+                    claims,
+                    trace=self.trace,
+                    trace_parent=trace_node if trace_node >= 0 else None,
+                    pod=outcome.pod,
+                )
+            except self.allocation_errors as err:
+                self._note_validation(outcome, err)
+                code = getattr(err, "code", "allocation")
+                raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
         self._mark_validated(outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -1234,8 +1237,8 @@ class Scheduler:
 
     def _quick_allocate(
         self, probe: Probe, outcome: PodOutcome, term: Requirements, claims: list[ResourceClaim]
-    ) -> None:
-        """Allocate without words; a refusal raises a deferred AllocationFailure. A refusal
+    ):
+        """Allocate without words: its result, or a deferred AllocationFailure. A refusal
         is reused while nothing it read changed: the NodeClaim (its version), in-cluster
         devices (the cluster version), the claims' specs, the requirements (the pod's term
         must be empty: the NodeClaim's own then) and the instance types left to try."""
@@ -1259,7 +1262,7 @@ class Scheduler:
                     raise AllocationFailure("", code, True, reach)
         nodes = allocator.dfs_nodes
         try:
-            allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
+            result = allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
         except self.allocation_errors as err:
             self._note_validation(outcome, err)
             code = getattr(err, "code", "allocation")
@@ -1274,7 +1277,7 @@ class Scheduler:
                     allocator.dfs_nodes - nodes,
                 )
             raise AllocationFailure("", code, True, reach) from None
-        allocator.dfs_nodes = nodes  # counted once, by the full run that follows
+        return result
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
