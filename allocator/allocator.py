@@ -215,6 +215,12 @@ class Allocator:
             funnel_memo=self.fresh_funnels,
         )
         dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
+        if (
+            node_claim.node_name is None
+            and len(variants) == len(instance_types)
+            and all(r is not None for r in it_reqs.values())
+        ):
+            dfs.first_views = dict(zip(instance_types, variants, strict=True))
         results: list[ITOutcome] = []
         timed_out = False
         # Without words: the requirements each instance type started from (they accumulate

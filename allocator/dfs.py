@@ -442,6 +442,11 @@ class DFSContext:
         }
         self.templates_by_it = templates_by_it
         self.requirements = requirements  # accumulates across instance types
+        self._initial_requirements = requirements
+        # Instance type -> the initial requirements intersected with its own, when Allocate
+        # computed them already (pool_variants): the view of an instance type started
+        # before any other tightened the requirements.
+        self.first_views: dict[str, Requirements] | None = None
         self.gates = gates
         self.namespaces = namespaces or {}
         self.deadline = deadline
@@ -653,7 +658,10 @@ class DFSContext:
     def _prepare_it(self, instance_type: str, it_requirements: Requirements | None) -> None:
         self.instance_type = instance_type
         self.it_requirements = it_requirements
-        self.view = self._make_view(self.requirements)
+        view = None
+        if self.first_views is not None and self.requirements is self._initial_requirements:
+            view = self.first_views.get(instance_type)
+        self.view = view if view is not None else self._make_view(self.requirements)
         self.pools, self.pool_keys, in_cluster = self._pools_for_view(self.view)
         self._in_cluster = in_cluster
         self.snapshots = []
@@ -964,9 +972,19 @@ class DFSContext:
                     continue
                 if not self.explain:
                     return ITOutcome(instance_type, False, reason=_UNWORDED, unworded=True)
-                funnel = hit.for_claim(claim.key)
+                # Worded once per refusal and claim (every new NodeClaim's other instance
+                # types refuse the pods of one template the same way).
+                wkey = (id(hit), claim.key, req.name, req.num_devices)
+                worded = memo.get(wkey)
+                if worded is None or worded[0] is not hit:
+                    funnel = hit.for_claim(claim.key)
+                    worded = memo[wkey] = (
+                        hit,
+                        funnel,
+                        count_message(claim.key, req.name, req.num_devices, funnel),
+                    )
+                _, funnel, reason = worded
                 counted.append((claim.index, req.name, funnel))
-                reason = count_message(claim.key, req.name, req.num_devices, funnel)
                 return ITOutcome(
                     instance_type, False, reason=reason, funnels=[funnel], counted=counted
                 )
