@@ -411,6 +411,10 @@ class Requirements:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    def content_key(self) -> tuple:
+        """A hashable value equal for requirements of equal content (now: they may change)."""
+        return tuple(sorted(self._reqs.items()))
+
     def compatible(
         self, other: Requirements, allow_undefined: Iterable[str] = WELL_KNOWN_LABELS
     ) -> str | None:

@@ -61,6 +61,11 @@ def _child(args: list[str], cwd: Path = ROOT) -> tuple[float, float, int, bytes]
 def phases(path: str) -> None:
     """Child: the CLI's own calls, timed per phase; prints one JSON line."""
     sys.path.insert(0, os.getcwd())  # the checkout measured (--repo)
+    import allocator.cli
+
+    tune_gc = getattr(allocator.cli, "tune_gc", None)
+    if tune_gc is not None:  # as ``python -m allocator`` does in this checkout
+        tune_gc()
     started = time.perf_counter()
     from allocator.snapshot import load_paths
 

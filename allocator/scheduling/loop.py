@@ -176,6 +176,8 @@ class Scheduler:
         # the device-count bound of NodeClaims counts template devices only, so needs False.
         self.nodeclaims_reach_cluster = nodeclaims_reach_cluster
         self._template_totals: dict[str, int | None] = {}
+        # filter_instance_types' answers per requirements' content (None: not remembered).
+        self._filter_memo: dict | None = {} if nodeclaim_caches else None
         # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
@@ -1080,7 +1082,7 @@ class Scheduler:
         reqs = base.copy()
         reqs.add(term)
         total = merged(base_requests, requests)
-        filtered = filter_instance_types(candidates, reqs, total)
+        filtered = filter_instance_types(candidates, reqs, total, self._filter_memo)
         if not filtered.remaining:
             raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
         stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
@@ -1126,7 +1128,7 @@ class Scheduler:
         problem = pod_level_problem(outcome.pod, result)
         if problem is not None:
             raise AllocationFailure(explain.dra_reason(problem), "node-resources", reach=None)
-        refiltered = filter_instance_types(kept, tightened, merged(total, dra))
+        refiltered = filter_instance_types(kept, tightened, merged(total, dra), self._filter_memo)
         if not refiltered.remaining:
             raise AllocationFailure(
                 explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
