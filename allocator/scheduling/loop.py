@@ -199,9 +199,11 @@ class Scheduler:
         # Refused by the device-count pre-check: (place in the funnel log, target).
         self._counted_out: list[tuple[int, ExistingTarget, int]] = []  # + its trace node
         # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
-        from allocator.explanation.messages import HOLDERS, HolderIndex
+        from allocator.explanation.messages import HOLDERS, SELECTOR_WORDS, HolderIndex
 
         allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
+        if funnel_refusal:  # selector refusals worded once per values read (issue 11)
+            allocator.extensions[SELECTOR_WORDS] = {}
         self._dry = False  # a trial (see ``trial``): stop at the first commit
 
     def claim_state(self, claim: ResourceClaim) -> str:
