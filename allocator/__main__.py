@@ -2,6 +2,7 @@
 
 import sys
 
-from allocator.cli import main
+from allocator.cli import main, tune_gc
 
+tune_gc()
 sys.exit(main())

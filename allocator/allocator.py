@@ -215,13 +215,24 @@ class Allocator:
             funnel_memo=self.fresh_funnels,
         )
         dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
+        if (
+            node_claim.node_name is None
+            and len(variants) == len(instance_types)
+            and all(r is not None for r in it_reqs.values())
+        ):
+            dfs.first_views = dict(zip(instance_types, variants, strict=True))
         results: list[ITOutcome] = []
         timed_out = False
+        # Without words: the requirements each instance type started from (they accumulate
+        # across instance types), to word its count-stage refusal if another one succeeds.
+        started_from: list[Requirements] = []
         for it in instance_types or [""]:
             if self.clock() > dfs.deadline:
                 timed_out = True
                 break
             try:
+                if not dfs.explain:
+                    started_from.append(dfs.requirements)
                 results.append(dfs.run_instance_type(it, it_reqs.get(it), trace_parent))
             except TimedOut:
                 timed_out = True  # the IT's trace node already says "timeout"
@@ -233,6 +244,8 @@ class Allocator:
                 f"({dfs.nodes} DFS nodes)"
             )
         succeeded = [r for r in results if r.ok]
+        if succeeded and not dfs.explain and any(r.unworded for r in results):
+            _word_count_refusals(dfs, results, started_from, it_reqs, trace_parent)
         if not succeeded:
             reasons = "; ".join(
                 (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
@@ -314,6 +327,33 @@ class Allocator:
 
     def allocated_cluster_devices(self) -> set[DeviceID]:
         return self.tracker.allocated_cluster_devices()
+
+
+def _word_count_refusals(
+    dfs: DFSContext,
+    results: list[ITOutcome],
+    started_from: list[Requirements],
+    it_reqs: Mapping[str, Requirements | None],
+    trace_parent: int | None,
+) -> None:
+    """A success found without words (``explain`` off) is the success found with them, but
+    for the reasons of the instance types refused at the count stage: those are worded here,
+    each from the requirements it started from (the count stage reads nothing the search of
+    another instance type changes, and counts no DFS node), so that the result is the one
+    ``explain`` on gives."""
+    final = dfs.requirements
+    nodes = dfs.nodes
+    dfs.explain = True
+    try:
+        for i, r in enumerate(results):
+            if r.unworded:
+                dfs.requirements = started_from[i]
+                it = r.instance_type
+                results[i] = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+    finally:
+        dfs.explain = False
+        dfs.requirements = final
+        dfs.nodes = nodes  # the count stage counts none: nothing to add
 
 
 def whole_refusal(claim: ResourceClaim, message: str) -> Any:

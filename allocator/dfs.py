@@ -374,6 +374,12 @@ class ITOutcome:
     # The up-front count stage, request by request until the first refused one:
     # (claim index, request name, its funnel when refused else None).
     counted: list[tuple[int, str, Funnel | None]] = field(default_factory=list)
+    # Refused at the count stage with ``explain`` off: ``reason`` is a placeholder, not the
+    # words (Allocator.allocate words it if another instance type succeeds).
+    unworded: bool = False
+
+
+_UNWORDED = "refused by counting"
 
 
 class DFSContext:
@@ -436,6 +442,11 @@ class DFSContext:
         }
         self.templates_by_it = templates_by_it
         self.requirements = requirements  # accumulates across instance types
+        self._initial_requirements = requirements
+        # Instance type -> the initial requirements intersected with its own, when Allocate
+        # computed them already (pool_variants): the view of an instance type started
+        # before any other tightened the requirements.
+        self.first_views: dict[str, Requirements] | None = None
         self.gates = gates
         self.namespaces = namespaces or {}
         self.deadline = deadline
@@ -647,7 +658,10 @@ class DFSContext:
     def _prepare_it(self, instance_type: str, it_requirements: Requirements | None) -> None:
         self.instance_type = instance_type
         self.it_requirements = it_requirements
-        self.view = self._make_view(self.requirements)
+        view = None
+        if self.first_views is not None and self.requirements is self._initial_requirements:
+            view = self.first_views.get(instance_type)
+        self.view = view if view is not None else self._make_view(self.requirements)
         self.pools, self.pool_keys, in_cluster = self._pools_for_view(self.view)
         self._in_cluster = in_cluster
         self.snapshots = []
@@ -815,7 +829,7 @@ class DFSContext:
                     continue
                 if not self.explain:
                     if self._count_refuses(claim, req):
-                        return ITOutcome(instance_type, False, reason="refused by counting")
+                        return ITOutcome(instance_type, False, reason=_UNWORDED, unworded=True)
                     if memo is not None and req.allocation_mode != ALL:
                         memo[self._memo_key(claim, req)] = _COUNT_PASSES
                     continue
@@ -957,10 +971,20 @@ class DFSContext:
                     counted.append((claim.index, req.name, None))
                     continue
                 if not self.explain:
-                    return ITOutcome(instance_type, False, reason="refused by counting")
-                funnel = hit.for_claim(claim.key)
+                    return ITOutcome(instance_type, False, reason=_UNWORDED, unworded=True)
+                # Worded once per refusal and claim (every new NodeClaim's other instance
+                # types refuse the pods of one template the same way).
+                wkey = (id(hit), claim.key, req.name, req.num_devices)
+                worded = memo.get(wkey)
+                if worded is None or worded[0] is not hit:
+                    funnel = hit.for_claim(claim.key)
+                    worded = memo[wkey] = (
+                        hit,
+                        funnel,
+                        count_message(claim.key, req.name, req.num_devices, funnel),
+                    )
+                _, funnel, reason = worded
                 counted.append((claim.index, req.name, funnel))
-                reason = count_message(claim.key, req.name, req.num_devices, funnel)
                 return ITOutcome(
                     instance_type, False, reason=reason, funnels=[funnel], counted=counted
                 )

@@ -93,7 +93,15 @@ def _go_list(values: Iterable[str]) -> str:
 class Requirement:
     """The allowed values of one key. Immutable."""
 
-    __slots__ = ("key", "complement", "_values", "greater_than", "less_than", "min_values")
+    __slots__ = (
+        "key",
+        "complement",
+        "_values",
+        "greater_than",
+        "less_than",
+        "min_values",
+        "_met",
+    )
 
     def __init__(
         self,
@@ -110,6 +118,10 @@ class Requirement:
         self.greater_than = greater_than
         self.less_than = less_than
         self.min_values = min_values
+        # Intersections computed with this requirement: id(other) -> (other, result). Both
+        # sides are immutable, so a result is what computing it again gives; the loop
+        # intersects the same NodeClaim and instance type requirements for every pod.
+        self._met: dict[int, tuple[Requirement, Requirement]] | None = None
 
     @classmethod
     def new(
@@ -147,6 +159,18 @@ class Requirement:
     # --- set algebra -------------------------------------------------------------------------
 
     def intersection(self, other: Requirement) -> Requirement:
+        met = self._met
+        if met is None:
+            met = self._met = {}
+        else:
+            hit = met.get(id(other))
+            if hit is not None and hit[0] is other:
+                return hit[1]
+        out = self._intersection(other)
+        met[id(other)] = (other, out)
+        return out
+
+    def _intersection(self, other: Requirement) -> Requirement:
         complement = self.complement and other.complement
         gt = _max_opt(self.greater_than, other.greater_than)
         lt = _min_opt(self.less_than, other.less_than)
@@ -386,6 +410,10 @@ class Requirements:
         return self._reqs == other._reqs
 
     __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def content_key(self) -> tuple:
+        """A hashable value equal for requirements of equal content (now: they may change)."""
+        return tuple(sorted(self._reqs.items()))
 
     def compatible(
         self, other: Requirements, allow_undefined: Iterable[str] = WELL_KNOWN_LABELS

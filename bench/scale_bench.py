@@ -14,7 +14,12 @@ and suggestions with the result document) with the same library calls the CLI ma
 Anchors: Karpenter's Go scheduling benchmark places 1,000 pods on 200 new nodes in 0.89 s
 (without DRA); kube-scheduler's scheduler_perf runs at a few hundred pods/s with DRA.
 
+For (a) it also prints the failing pod x node pairs the run weighed (failing pods x existing
+nodes x the passes that attempted them; retries skipped as unchanged do not count) per second
+of the whole process and of the simulation phase.
+
 Run: .venv/bin/python bench/scale_bench.py [existing nodeclaims upload] [--scale F] [--no-phases]
+     [--repo DIR]  (another checkout's allocator, e.g. a "before" worktree)
 """
 
 from __future__ import annotations
@@ -56,22 +61,37 @@ def _child(args: list[str], cwd: Path = ROOT) -> tuple[float, float, int, bytes]
 def phases(path: str) -> None:
     """Child: the CLI's own calls, timed per phase; prints one JSON line."""
     sys.path.insert(0, os.getcwd())  # the checkout measured (--repo)
+    import allocator.cli
+
+    tune_gc = getattr(allocator.cli, "tune_gc", None)
+    if tune_gc is not None:  # as ``python -m allocator`` does in this checkout
+        tune_gc()
     started = time.perf_counter()
     from allocator.snapshot import load_paths
 
     snapshot = load_paths([path])
     loaded = time.perf_counter()
-    from allocator.features.bindingconditions import activate_gates
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
     from allocator.simulation import SimulationOptions
     from allocator.trace import NULL_TRACE
 
     options = SimulationOptions()
-    activate_gates(options.gates)
-    run = build_run(snapshot, options, NULL_TRACE)
+    try:  # this tree: the run's pipeline from its gates
+        from allocator.pipeline import build_pipeline
+
+        run = build_run(snapshot, options, NULL_TRACE, build_pipeline(options.gates))
+    except ImportError:  # an older tree (--repo): gates set process-wide
+        from allocator.features.bindingconditions import activate_gates
+
+        activate_gates(options.gates)
+        run = build_run(snapshot, options, NULL_TRACE)
     outcomes = run.scheduler.run(run.pods.pending, run.pod_claims)
     simulated = time.perf_counter()
+    # Failing pod x node pairs actually considered: every pass that attempted (or replayed) a
+    # pod that failed in the end weighed it against every existing node; skipped retries not.
+    nodes = len(run.scheduler.existing)
+    pairs = sum(o.attempts for o in outcomes if not o.scheduled) * nodes
     from allocator.explanation.suggestions import suggest
 
     suggestions = suggest(snapshot, run, outcomes)
@@ -85,6 +105,7 @@ def phases(path: str) -> None:
                 "simulate": simulated - loaded,
                 "explain": done - simulated,
                 "nodeClaims": len(result["nodeClaims"]),
+                "failingPairs": pairs,
                 "resultMB": len(text) / 1e6,
             }
         )
@@ -151,6 +172,12 @@ def main() -> None:
                 f"pods/s={row['podsPerSecond']:.0f} "
                 f"peak RSS={row['peakRSSMB']:.0f} MB"
             )
+            if row.get("failingPairs"):
+                pairs = row["failingPairs"]
+                line += (
+                    f" | failing pod x node pairs={pairs}: {pairs / row['seconds']:.0f}/s whole "
+                    f"process, {pairs / row['simulate']:.0f}/s of the simulation"
+                )
             if "load" in row:
                 line += (
                     f" | phases: load={row['load']:.2f}s simulate={row['simulate']:.2f}s "

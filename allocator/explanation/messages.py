@@ -92,6 +92,27 @@ def selector(ctx, claim, req, cand, rejection) -> Refusal:
     if outcome.error:
         return cel_error_refusal(sel.expression, source, outcome.error)
     read = [_read(cand, f) for f in (sel.fields or ())]
+    # Devices of one kind read the same values: one Refusal for all of them (the words are
+    # built from the expression, its source and the values alone; refusals are not changed
+    # afterwards). Only plain values are compared, by type and value.
+    key = None
+    memo = ctx.extensions.get(SELECTOR_WORDS) if sel.fields is not None else None
+    if memo is not None and all(v is _MISSING or type(v) in _PLAIN for _, v in read):
+        key = (sel.expression, source, tuple((n, type(v), v) for n, v in read))
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    refusal = _selector_refusal(sel, source, read)
+    if key is not None:
+        memo[key] = refusal
+    return refusal
+
+
+_PLAIN = frozenset({str, int, float, bool})
+SELECTOR_WORDS = "selector-words"  # the Allocator's extensions: selector refusals by values
+
+
+def _selector_refusal(sel, source: str, read: list[tuple[str, Any]]) -> Refusal:
     values = {name: [_jsonable(v)] if v is not _MISSING else [] for name, v in read}
     shown = ", ".join(f"{name} is {_shown(v)}" for name, v in read)
     message = f"{sel.expression}: " + (shown or "false for this device")

@@ -32,12 +32,20 @@ class FeatureGates:
     values: tuple[tuple[str, bool], ...] = field(
         default_factory=lambda: tuple((name, True) for name in GATE_NAMES)
     )
+    # ``values`` by name (the first of a name wins, as a scan finds it): asked per device.
+    _index: dict[str, bool] = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        index: dict[str, bool] = {}
+        for gate, value in self.values:
+            index.setdefault(gate, value)
+        object.__setattr__(self, "_index", index)
 
     def enabled(self, name: str) -> bool:
-        for gate, value in self.values:
-            if gate == name:
-                return value
-        raise FeatureGateError(f"unknown feature gate {name!r}")
+        value = self._index.get(name)
+        if value is None:
+            raise FeatureGateError(f"unknown feature gate {name!r}")
+        return value
 
     def as_dict(self) -> dict[str, bool]:
         return dict(self.values)

@@ -260,20 +260,48 @@ class FilterOutcome:
         return " or ".join(parts) if parts else "no instance types available"
 
 
+_UNPRICED = object()  # filter_instance_types' memo: the cheapest offering not asked yet
+
+
 def filter_instance_types(
-    candidates: Iterable[InstanceTypeInfo], reqs: Requirements, requests: Resources
+    candidates: Iterable[InstanceTypeInfo],
+    reqs: Requirements,
+    requests: Resources,
+    memo: dict | None = None,
 ) -> FilterOutcome:
-    """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings."""
+    """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings.
+
+    ``memo``: the caller's (one run), remembering per requirements' content each instance
+    type's requirement answer and cheapest allowed offering (neither reads anything else)."""
     outcome = FilterOutcome([])
     priced: list[tuple[float, str, InstanceTypeInfo]] = []
+    seen = None
+    if memo is not None:
+        content = reqs.content_key()
+        seen = memo.get(content)
+        if seen is None:
+            seen = memo[content] = {}
     for info in candidates:
-        if reqs.intersects(info.requirements) is not None:
+        hit = None
+        if seen is not None:
+            hit = seen.get(id(info))
+            if hit is None or hit[0] is not info:
+                hit = seen[id(info)] = [info, reqs.intersects(info.requirements) is None, _UNPRICED]
+            compatible = hit[1]
+        else:
+            compatible = reqs.intersects(info.requirements) is None
+        if not compatible:
             outcome.requirements_failed += 1
             continue
         if not fits(requests, info.capacity):
             outcome.resources_failed += 1
             continue
-        price = cheapest_offering(info, reqs)
+        if hit is None:
+            price = cheapest_offering(info, reqs)
+        else:
+            price = hit[2]
+            if price is _UNPRICED:
+                price = hit[2] = cheapest_offering(info, reqs)
         if price is None:
             outcome.offerings_failed += 1
             continue

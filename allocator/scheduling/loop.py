@@ -176,6 +176,8 @@ class Scheduler:
         # the device-count bound of NodeClaims counts template devices only, so needs False.
         self.nodeclaims_reach_cluster = nodeclaims_reach_cluster
         self._template_totals: dict[str, int | None] = {}
+        # filter_instance_types' answers per requirements' content (None: not remembered).
+        self._filter_memo: dict | None = {} if nodeclaim_caches else None
         # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
@@ -197,9 +199,11 @@ class Scheduler:
         # Refused by the device-count pre-check: (place in the funnel log, target).
         self._counted_out: list[tuple[int, ExistingTarget, int]] = []  # + its trace node
         # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
-        from allocator.explanation.messages import HOLDERS, HolderIndex
+        from allocator.explanation.messages import HOLDERS, SELECTOR_WORDS, HolderIndex
 
         allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
+        if funnel_refusal:  # selector refusals worded once per values read (issue 11)
+            allocator.extensions[SELECTOR_WORDS] = {}
         self._dry = False  # a trial (see ``trial``): stop at the first commit
 
     def claim_state(self, claim: ResourceClaim) -> str:
@@ -1052,8 +1056,8 @@ class Scheduler:
         ``claims``: the pod's claims with the scheduler's extended resource claim, if any (None:
         the pod's own). ``quick``: Allocate first runs without building its refusal's words; a
         refusal raises a deferred AllocationFailure (explained later, see
-        ``_explain_deferred``), a success is run again in full (same state, same result, its
-        per-instance-type reasons with words).
+        ``_explain_deferred``); a success is the result (Allocate words the reasons of the
+        instance types it refused, as a full run gives them).
         """
         extended = outcome.pod_claims.extended
         if extended is not None and claims is None and candidates:
@@ -1080,7 +1084,7 @@ class Scheduler:
         reqs = base.copy()
         reqs.add(term)
         total = merged(base_requests, requests)
-        filtered = filter_instance_types(candidates, reqs, total)
+        filtered = filter_instance_types(candidates, reqs, total, self._filter_memo)
         if not filtered.remaining:
             raise AllocationFailure(_no_instance_type(total, reqs, filtered), "instance-types")
         stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
@@ -1093,19 +1097,22 @@ class Scheduler:
                 # past Request Validation: the pod counts as validated, as then.
                 self._mark_validated(outcome)
                 raise AllocationFailure("", "no-instance-type", True)
-            self._quick_allocate(probe, outcome, term, claims)
-        try:
-            result = self.allocator.allocate(
-                probe,
-                claims,
-                trace=self.trace,
-                trace_parent=trace_node if trace_node >= 0 else None,
-                pod=outcome.pod,
-            )
-        except self.allocation_errors as err:
-            self._note_validation(outcome, err)
-            code = getattr(err, "code", "allocation")
-            raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
+            # A success found without words is the one found with them (Allocate words the
+            # instance types it refused then): it is not run again.
+            result = self._quick_allocate(probe, outcome, term, claims)
+        else:
+            try:
+                result = self.allocator.allocate(
+                    probe,
+                    claims,
+                    trace=self.trace,
+                    trace_parent=trace_node if trace_node >= 0 else None,
+                    pod=outcome.pod,
+                )
+            except self.allocation_errors as err:
+                self._note_validation(outcome, err)
+                code = getattr(err, "code", "allocation")
+                raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
         self._mark_validated(outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -1123,7 +1130,7 @@ class Scheduler:
         problem = pod_level_problem(outcome.pod, result)
         if problem is not None:
             raise AllocationFailure(explain.dra_reason(problem), "node-resources", reach=None)
-        refiltered = filter_instance_types(kept, tightened, merged(total, dra))
+        refiltered = filter_instance_types(kept, tightened, merged(total, dra), self._filter_memo)
         if not refiltered.remaining:
             raise AllocationFailure(
                 explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
@@ -1234,8 +1241,8 @@ class Scheduler:
 
     def _quick_allocate(
         self, probe: Probe, outcome: PodOutcome, term: Requirements, claims: list[ResourceClaim]
-    ) -> None:
-        """Allocate without words; a refusal raises a deferred AllocationFailure. A refusal
+    ):
+        """Allocate without words: its result, or a deferred AllocationFailure. A refusal
         is reused while nothing it read changed: the NodeClaim (its version), in-cluster
         devices (the cluster version), the claims' specs, the requirements (the pod's term
         must be empty: the NodeClaim's own then) and the instance types left to try."""
@@ -1259,7 +1266,7 @@ class Scheduler:
                     raise AllocationFailure("", code, True, reach)
         nodes = allocator.dfs_nodes
         try:
-            allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
+            result = allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
         except self.allocation_errors as err:
             self._note_validation(outcome, err)
             code = getattr(err, "code", "allocation")
@@ -1274,7 +1281,7 @@ class Scheduler:
                     allocator.dfs_nodes - nodes,
                 )
             raise AllocationFailure("", code, True, reach) from None
-        allocator.dfs_nodes = nodes  # counted once, by the full run that follows
+        return result
 
     def _apply(self, nc: InFlightNodeClaim, plan: _Plan, outcome: PodOutcome) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""

@@ -127,6 +127,7 @@ class Probe:
     requirements: Requirements
     candidates: list[InstanceTypeInfo]
     node_name: None = None
+    _by_name: dict[str, Requirements] | None = field(default=None, repr=False)
 
     @property
     def instance_types(self) -> list[str]:
@@ -136,10 +137,13 @@ class Probe:
         return {info.name: info.it.resource_slice_templates for info in self.candidates}
 
     def instance_type_requirements(self, name: str) -> Requirements | None:
-        for info in self.candidates:
-            if info.name == name:
-                return info.requirements
-        return None
+        # Allocate asks for every candidate: indexed once (the first of a name wins).
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = {}
+            for info in self.candidates:
+                by_name.setdefault(info.name, info.requirements)
+        return by_name.get(name)
 
 
 # --- building the existing targets (CONTRACT section 3, targets 1) ---------------------------

@@ -292,3 +292,45 @@ def test_round_trip_through_node_selector_requirements(a):
     again = Requirements.from_node_selector_requirements(a.to_node_selector_requirements())
     for v in probe_values:
         assert again.get(LABEL_ZONE).has(v) == a.has(v)
+
+
+# --- the intersection memo (issue 11: the loop intersects the same requirements per pod) ----
+
+zone_requirement = st.builds(
+    lambda op, values, bound: Requirement.new(
+        LABEL_ZONE if op not in ("Gt", "Lt") else "example.com/gpu-count",
+        op,
+        [str(bound)] if op in ("Gt", "Lt") else values,
+    ),
+    st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+    st.lists(st.sampled_from(ZONES + ["1", "2", "4", "8"]), max_size=3),
+    st.integers(0, 9),
+)
+
+
+def _fields(r: Requirement) -> tuple:
+    return (r.key, r.complement, r.values(), r.greater_than, r.less_than, r.min_values)
+
+
+@given(st.lists(zone_requirement, min_size=2, max_size=6), st.data())
+def test_a_remembered_intersection_is_the_one_computed_afresh(pool, data):
+    """Whatever order a NodeClaim's and an instance type's requirements meet in, and however
+    often, each intersection is exactly the fresh computation's, also for an equal but
+    distinct requirement (remembered per object, never per content)."""
+    for _ in range(10):
+        a = data.draw(st.sampled_from(pool))
+        b = data.draw(st.sampled_from(pool))
+        twin = Requirement(b.key, b.complement, b._values, b.greater_than, b.less_than)
+        assert _fields(a.intersection(b)) == _fields(a._intersection(b))
+        assert _fields(a.intersection(twin)) == _fields(a._intersection(twin))
+        assert _fields(a.intersection(b)) == _fields(a._intersection(b))
+
+
+def test_a_zone_pin_met_again_narrows_the_nodeclaim_the_same_way():
+    nodeclaim = reqs((LABEL_ZONE, "In", ["us-west-2a", "us-west-2b"]))
+    instance_type = reqs((LABEL_ZONE, "In", ["us-west-2b", "us-west-2c"]))
+    first = nodeclaim.intersect(instance_type)
+    again = nodeclaim.intersect(instance_type)
+    assert first == again
+    assert first.get(LABEL_ZONE).values() == {"us-west-2b"}
+    assert nodeclaim.get(LABEL_ZONE).values() == {"us-west-2a", "us-west-2b"}  # unchanged
