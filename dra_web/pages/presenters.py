@@ -715,8 +715,20 @@ def divergence_causes(divergences: list[dict[str, Any]]) -> list[dict[str, Any]]
         g["subtree"] += d.get("subtree") or 0
         if len(g["examples"]) < 10:
             message = (d.get("b") or {}).get("message") or (d.get("a") or {}).get("message")
-            g["examples"].append({"path": d.get("path") or [], "message": message or ""})
+            path = [_diff_path_label(label) for label in d.get("path") or []]
+            g["examples"].append({"path": path, "message": message or ""})
     return sorted(groups.values(), key=lambda g: (-g["subtree"], -g["count"], g["kind"]))
+
+
+_NEW_TARGET = re.compile(r"^nodepool/(\S+) \(new [^)]+\)$")
+
+
+def _diff_path_label(label: str) -> str:
+    """A new NodeClaim's attempt without its candidate name: the trace's ``nodepool/gpu (new
+    gpu-1)`` names what the NodeClaim would be called, and across two runs ``gpu-1`` may be
+    different NodeClaims or none (the tree names it only where it was created)."""
+    m = _NEW_TARGET.match(label) if isinstance(label, str) else None
+    return f"nodepool/{m.group(1)} (a new NodeClaim)" if m else label
 
 
 def error_changes(changed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -108,3 +108,25 @@ def test_option_changes_name_gates_and_disrupted_nodes():
         "disrupt [] → ['gpu-node-a']",
     ]
     assert presenters.option_changes(a, a) == []
+
+
+def test_diff_examples_name_no_candidate_nodeclaim():
+    """The trace names a new NodeClaim's attempt by the name it would get; across two runs
+    that name may be another NodeClaim or none, so the diff says "a new NodeClaim"."""
+    from dra_web.pages.presenters import divergence_causes
+
+    causes = divergence_causes(
+        [
+            {
+                "type": "changed",
+                "path": ["pod ml/train-0", "nodepool/gpu (new gpu-1)"],
+                "a": {"kind": "target", "status": "ok", "reason": "allocated"},
+                "b": {"kind": "target", "status": "failed", "reason": "count"},
+                "subtree": 3,
+            }
+        ]
+    )
+    assert causes[0]["examples"][0]["path"] == [
+        "pod ml/train-0",
+        "nodepool/gpu (a new NodeClaim)",
+    ]
