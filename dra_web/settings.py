@@ -119,6 +119,10 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The Celery worker writes progress while the web process reads: wait instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # Transactions take the write lock when they begin: a deferred one that reads, then
+    # writes (a worker claiming its run while the web stores another) gets "database is
+    # locked" at once, without waiting for the timeout.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     if os.environ.get("DRA_WEB_TEST_DB_NAME"):
         DATABASES["default"]["TEST"] = {"NAME": os.environ["DRA_WEB_TEST_DB_NAME"]}
 

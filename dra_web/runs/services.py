@@ -288,7 +288,14 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
 
     ``task_id`` (the Celery task's id) must match the run's when given.
     """
-    run = _claim(run_id, task_id)
+    try:
+        run = _claim(run_id, task_id)
+    except DatabaseError as exc:
+        # Not left queued for the reaper to call a lost message: the run fails with its error.
+        message = _failure_message(exc)
+        log.warning("run %s could not start: %s", run_id, message, exc_info=exc)
+        _fail_reconnecting(run_id, message)
+        return _reload(run_id)
     if run is None:
         return Run.objects.filter(pk=run_id).first()
     interval = settings.DRA_WEB_PROGRESS_INTERVAL_SECONDS

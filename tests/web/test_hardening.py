@@ -263,6 +263,32 @@ def test_a_database_error_fails_the_run_at_once_without_connection_details(run, 
     assert "10.0.0.5" not in run.error and "5432" not in run.error
 
 
+def test_a_database_error_while_claiming_fails_the_run_instead_of_leaving_it_queued(
+    run, monkeypatch
+):
+    """Left queued, the reaper would later call it a lost message ("no worker started this
+    run"), which is not what happened."""
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(run_services, "_claim", locked)
+    run_services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.FAILED
+    assert run.error.startswith("database error during the run (OperationalError: database is")
+
+
+def test_sqlite_transactions_take_the_write_lock_when_they_begin(settings):
+    """A deferred transaction that reads then writes gets "database is locked" at once when
+    another process writes; an immediate one waits for the busy timeout."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3":
+        return  # the PostgreSQL run of this suite
+    assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert database["OPTIONS"]["timeout"] == 30
+
+
 class _Options:
     @staticmethod
     def from_json(options):
