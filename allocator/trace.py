@@ -6,11 +6,27 @@ labels so that an untraced run pays one attribute read per tried device.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 KINDS = ("pod", "target", "instanceType", "claim", "request", "slot", "device")
 STATUSES = ("ok", "failed", "pruned")
 DEFAULT_MAX_NODES = 200_000
+
+
+# A new NodeClaim's attempt is the target "nodepool/POOL (new NAME)", NAME the one it gets if
+# the attempt creates it (CONTRACT section 5). Made and read here only.
+_NEW_NODECLAIM = re.compile(r"^nodepool/(?P<pool>[^ ]+) \(new (?P<name>[^)]+)\)$")
+
+
+def new_nodeclaim_label(pool: str, name: str) -> str:
+    return f"nodepool/{pool} (new {name})"
+
+
+def parse_new_nodeclaim_label(label: str) -> tuple[str, str] | None:
+    """(NodePool, candidate NodeClaim name) of a new NodeClaim's attempt label, else None."""
+    m = _NEW_NODECLAIM.match(label) if isinstance(label, str) else None
+    return (m.group("pool"), m.group("name")) if m else None
 
 
 class Trace:

@@ -40,7 +40,7 @@ from allocator.scheduling.nodeclaims import (
     Probe,
 )
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE, PruneLog
-from allocator.trace import NULL_TRACE, Trace
+from allocator.trace import NULL_TRACE, Trace, new_nodeclaim_label
 
 _NO_STRICT: frozenset[str] = frozenset()
 
@@ -993,7 +993,7 @@ class Scheduler:
             reason = f'all available instance types exceed limits for nodepool: "{pool.name}"'
             return self._refused_pool(pod_node, label, "limits", reason), None
         name = self._name_for(pool.name, peek=True)
-        node = self._target_trace(pod_node, f"nodepool/{pool.name} (new {name})")
+        node = self._target_trace(pod_node, new_nodeclaim_label(pool.name, name))
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
         # incompatible with a new NodeClaim (dropped again at finalization).
         base = plan_pool.requirements.copy()

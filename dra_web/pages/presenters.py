@@ -12,6 +12,8 @@ from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
 
+from allocator.trace import parse_new_nodeclaim_label
+
 # Short phrases for the reasons a target refuses a pod, in the order they are tested. The
 # aggregate reads like kube-scheduler's "0/12 nodes are available: 8 Insufficient ..." line.
 REASON_PHRASES: tuple[tuple[str, str], ...] = (
@@ -720,15 +722,12 @@ def divergence_causes(divergences: list[dict[str, Any]]) -> list[dict[str, Any]]
     return sorted(groups.values(), key=lambda g: (-g["subtree"], -g["count"], g["kind"]))
 
 
-_NEW_TARGET = re.compile(r"^nodepool/(\S+) \(new [^)]+\)$")
-
-
 def _diff_path_label(label: str) -> str:
     """A new NodeClaim's attempt without its candidate name: the trace's ``nodepool/gpu (new
     gpu-1)`` names what the NodeClaim would be called, and across two runs ``gpu-1`` may be
     different NodeClaims or none (the tree names it only where it was created)."""
-    m = _NEW_TARGET.match(label) if isinstance(label, str) else None
-    return f"nodepool/{m.group(1)} (a new NodeClaim)" if m else label
+    parsed = parse_new_nodeclaim_label(label)
+    return f"nodepool/{parsed[0]} (a new NodeClaim)" if parsed else label
 
 
 def error_changes(changed: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -6,10 +6,11 @@ page that shows intents, template slices and pool devices pays the parse once.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from typing import Any
+
+from allocator.trace import parse_new_nodeclaim_label
 
 _CACHE_SIZE = 6
 _lock = threading.Lock()
@@ -479,13 +480,10 @@ def trace_reason_counts(run) -> list[tuple[str, int]]:
     return _remember(_reason_counts, (run.pk, str(run.finished_at)), build)
 
 
-_NEW_TARGET = re.compile(r"^nodepool/[^ ]+ \(new (?P<name>[^)]+)\)$")
-
-
 def _node_claim_of(label: str) -> str:
-    m = _NEW_TARGET.match(label or "")
-    if m:
-        return m.group("name")
+    parsed = parse_new_nodeclaim_label(label or "")
+    if parsed:
+        return parsed[1]
     return (label or "").removeprefix("nodeclaim/")
 
 
