@@ -254,6 +254,36 @@ def claim(name: str, ns: str = "default", requests: list | None = None, status: 
     return doc
 
 
+def held_device(
+    holder: str, node_name: str, device: str, pool: str | None = None, **claim_kw
+) -> list[dict]:
+    """A running pod ``holder`` on ``node_name`` and its claim ``<holder>-gpu``, allocated
+    ``device`` of ``pool`` (the node's own by default) and reserved for the pod."""
+    allocated = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": "gpu.nvidia.com",
+                        "pool": pool or node_name,
+                        "device": device,
+                    }
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": holder, "uid": f"uid-{holder}"}],
+    }
+    return [
+        claim(f"{holder}-gpu", status=allocated, **claim_kw),
+        pod(
+            holder,
+            node_name=node_name,
+            claims=[{"name": "gpu", "resourceClaimName": f"{holder}-gpu"}],
+        ),
+    ]
+
+
 def claim_template(name: str, ns: str = "default", requests: list | None = None) -> dict:
     return {
         "apiVersion": "resource.k8s.io/v1",

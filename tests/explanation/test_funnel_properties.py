@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
-    claim,
     claim_template,
     device_class,
+    held_device,
     instance_type,
     namespace,
     node,
@@ -80,34 +80,7 @@ def cluster(nodes: list[tuple], pods: list[tuple], nodepool_on: bool) -> list[di
         docs.append(resource_slice(name, gpus(name, model, count, tainted)))
         for t in range(min(taken, count)):
             held = f"serve-{i}-{t}"
-            docs.append(
-                claim(
-                    f"{held}-gpu",
-                    requests=[request()],
-                    status={
-                        "allocation": {
-                            "devices": {
-                                "results": [
-                                    {
-                                        "request": "gpu",
-                                        "driver": "gpu.nvidia.com",
-                                        "pool": name,
-                                        "device": f"gpu-{t}",
-                                    }
-                                ]
-                            }
-                        },
-                        "reservedFor": [{"resource": "pods", "name": held, "uid": f"uid-{held}"}],
-                    },
-                )
-            )
-            docs.append(
-                pod(
-                    held,
-                    node_name=name,
-                    claims=[{"name": "gpu", "resourceClaimName": f"{held}-gpu"}],
-                )
-            )
+            docs.extend(held_device(held, name, f"gpu-{t}"))
     for m in MODELS:
         for count in (1, 2, 3):
             docs.append(

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
-    claim,
     claim_template,
     device_class,
+    held_device,
     instance_type,
     namespace,
     node,
@@ -76,33 +76,7 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
         docs.append(resource_slice(name, gpus(model, count)))
         for t in range(min(taken, count)):
             held = f"serve-{i}-{t}"
-            docs.append(
-                claim(
-                    f"{held}-gpu",
-                    status={
-                        "allocation": {
-                            "devices": {
-                                "results": [
-                                    {
-                                        "request": "gpu",
-                                        "driver": "gpu.nvidia.com",
-                                        "pool": name,
-                                        "device": f"gpu-{t}",
-                                    }
-                                ]
-                            }
-                        },
-                        "reservedFor": [{"resource": "pods", "name": held, "uid": f"uid-{held}"}],
-                    },
-                )
-            )
-            docs.append(
-                pod(
-                    held,
-                    node_name=name,
-                    claims=[{"name": "gpu", "resourceClaimName": f"{held}-gpu"}],
-                )
-            )
+            docs.extend(held_device(held, name, f"gpu-{t}"))
     if nics:
         devices = [
             {"name": f"nic-{i}", "attributes": {"rdma": {"bool": True}}} for i in range(nics)
