@@ -14,8 +14,8 @@ STATUSES = ("ok", "failed", "pruned")
 DEFAULT_MAX_NODES = 200_000
 
 
-# A new NodeClaim's attempt is the target "nodepool/POOL (new NAME)", NAME the one it gets if
-# the attempt creates it (CONTRACT section 5). Made and read here only.
+# A new NodeClaim's attempt is the trace target "nodepool/POOL (new NAME)", NAME the one it
+# gets if the attempt creates it (the pages name it by that). Made and read here only.
 _NEW_NODECLAIM = re.compile(r"^nodepool/(?P<pool>[^ ]+) \(new (?P<name>[^)]+)\)$")
 
 

@@ -1,4 +1,4 @@
-"""The target label of a new NodeClaim's attempt (CONTRACT section 5): made by the scheduling
+"""The trace's target label of a new NodeClaim's attempt: made by the scheduling
 loop, read by the pages and the diff, in one place."""
 
 from __future__ import annotations
