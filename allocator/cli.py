@@ -371,6 +371,12 @@ def summary(result: dict, node_pools: int | None = None) -> str:
             for p in result["pods"]
         ]
         out.append(_table(["POD", "SCHEDULED", "TARGET", "DEVICES"], rows))
+        relaxed = [p for p in result["pods"] if p.get("relaxed")]
+        if relaxed:
+            out.append("\nPlaced after relaxing preferences:\n")
+            for p in relaxed:
+                dropped = ", ".join(r["kind"] for r in p["relaxed"])
+                out.append(f"{p['pod']}: {dropped}\n")
     if result["nodeClaims"]:
         out.append("\nNew NodeClaims:\n")
         rows = []

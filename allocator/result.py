@@ -146,6 +146,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
     }
     if not outcome.scheduled:
         entry["explanation"] = aggregate(outcome.funnel_log, memo)
+    if outcome.relaxed:
+        entry["relaxed"] = [r.to_json() for r in outcome.relaxed]
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)

@@ -59,8 +59,7 @@ class ExistingNode:
     requirements: Requirements
     instance_types: list[str]
     templates: dict[str, list[ResourceSliceTemplate]]
-    taints: list[Taint]
-    ignored_taint_keys: frozenset[str]
+    taints: list[Taint]  # those Karpenter holds (not the ephemeral ones while initializing)
     available: Resources  # allocatable minus what bound pods and placed pods request
     unschedulable: bool = False
     # What the node offers at all (DRAExtendedResource: a resource it has none of is served
@@ -79,10 +78,7 @@ class ExistingNode:
     def __post_init__(self) -> None:
         self.reason_target = f"node/{self.name}"
         self.trace_label = self.reason_target
-        self.open_to_all = not self.unschedulable and not any(
-            t.effect in ("NoSchedule", "NoExecute") and t.key not in self.ignored_taint_keys
-            for t in self.taints
-        )
+        self.open_to_all = not self.unschedulable and not self.taints
 
     @property
     def initialized(self) -> bool:
@@ -163,7 +159,7 @@ class ExistingNode:
         if not fits(requests, self.available):
             reason = state.refused(pod_node, label, "resources", exceeds(requests, self.available))
             return Refusal(reason, "resources")
-        taint = untolerated_taint(pod.pod.tolerations, self.taints, self.ignored_taint_keys)
+        taint = untolerated_taint(pod.pod.tolerations, self.taints)
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
             return Refusal(state.refused(pod_node, label, "taint", reason), "taint")
@@ -308,10 +304,10 @@ def existing_nodes(
     """
     from allocator.scheduling.fit import (
         DEFAULT_MAX_PODS,
-        EPHEMERAL_TAINT_KEYS,
         INITIALIZED,
         INSTANCE_TYPE,
         NODEPOOL,
+        is_ephemeral,
         pod_requests,
         to_milli,
     )
@@ -323,10 +319,11 @@ def existing_nodes(
             bucket[name] = bucket.get(name, 0) + value
     claim_of_node = {nc.node_name: nc for nc in snapshot.node_claims.values() if nc.node_name}
 
-    def startup_keys(pool_name: str | None) -> frozenset[str]:
+    def held(taints: list[Taint], pool_name: str | None) -> list[Taint]:
+        """Karpenter's StateNode.Taints of a managed node not initialized yet."""
         pool = snapshot.node_pools.get(pool_name) if pool_name else None
-        keys = {t.key for t in pool.startup_taints} if pool else set()
-        return frozenset(keys | EPHEMERAL_TAINT_KEYS)
+        startup = pool.startup_taints if pool else ()
+        return [t for t in taints if not is_ephemeral(t, startup)]
 
     def templates_of(it_name: str | None) -> dict[str, list[ResourceSliceTemplate]]:
         if not it_name:
@@ -359,8 +356,7 @@ def existing_nodes(
             requirements=node_requirements(node.labels, name),
             instance_types=[it_name] if it_name else [],
             templates={} if is_init else templates_of(it_name),
-            taints=list(node.taints),
-            ignored_taint_keys=frozenset() if is_init else startup_keys(pool),
+            taints=list(node.taints) if is_init else held(node.taints, pool),
             available=allocatable,
             unschedulable=node.unschedulable,
             allocatable=offered,
@@ -392,8 +388,7 @@ def existing_nodes(
                 requirements=reqs,
                 instance_types=[nc.instance_type] if nc.instance_type else [],
                 templates=templates_of(nc.instance_type),
-                taints=list(nc.taints),
-                ignored_taint_keys=startup_keys(nc.node_pool),
+                taints=held(nc.taints, nc.node_pool),
                 available=capacity,
                 strict_labels=False,
                 allocatable=dict(capacity),

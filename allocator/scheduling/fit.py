@@ -33,15 +33,19 @@ Resources = dict[str, int]  # resource name -> milli-units
 DEFAULT_MAX_PODS = 110_000
 
 _BINARY = ("memory", "ephemeral-storage", "hugepages-")
-# Taints every not-yet-initialized node carries for a while; Karpenter ignores them.
-EPHEMERAL_TAINT_KEYS = frozenset(
+# Taints a node carries while it initializes (Karpenter's KnownEphemeralTaints, matched by key
+# and effect, and every key with a KnownEphemeralTaintKeyPrefixes prefix): on a managed node
+# not yet initialized Karpenter ignores them, as it ignores the NodePool's startup taints.
+EPHEMERAL_TAINTS = frozenset(
     {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        "karpenter.sh/unregistered",
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+        ("karpenter.sh/unregistered", "NoExecute"),
     }
 )
+EPHEMERAL_TAINT_KEY_PREFIXES = ("readiness.k8s.io/",)  # the Node Readiness Controller's
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -104,15 +108,27 @@ def format_taint(taint: Taint) -> str:
 
 
 def untolerated_taint(
-    tolerations: list[Toleration], taints: Iterable[Taint], ignore: frozenset[str] = frozenset()
+    tolerations: list[Toleration], taints: Iterable[Taint], prefer_no_schedule: bool = True
 ) -> Taint | None:
-    """The first NoSchedule/NoExecute taint no toleration covers (PreferNoSchedule is soft)."""
+    """The first taint no toleration covers. Karpenter's scheduler holds a PreferNoSchedule
+    taint like any other (only relaxation tolerates it); ``prefer_no_schedule`` False leaves
+    them out (a DaemonSet pod, as Karpenter counts daemon overhead)."""
     for taint in taints:
-        if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignore:
+        if not prefer_no_schedule and taint.effect == "PreferNoSchedule":
             continue
         if not any(toleration_matches(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def is_ephemeral(taint: Taint, startup: Iterable[Taint] = ()) -> bool:
+    """A taint Karpenter ignores on a managed node that is not initialized yet: a known
+    ephemeral one, or one of the NodeClaim's startup taints (matched by key and effect)."""
+    if (taint.key, taint.effect) in EPHEMERAL_TAINTS:
+        return True
+    if taint.key.startswith(EPHEMERAL_TAINT_KEY_PREFIXES):
+        return True
+    return any(s.key == taint.key and s.effect == taint.effect for s in startup)
 
 
 # --- requirements ----------------------------------------------------------------------------

@@ -46,7 +46,6 @@ class NodeClaim:
     requirements: Requirements
     candidates: list[InstanceTypeInfo]  # in try order
     taints: list[Taint]
-    order: int = 0  # creation order, for ties between NodeClaims with as many pods
     requests: Resources = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
     # Host ports its pods and its DaemonSet pods hold (None: not counted).

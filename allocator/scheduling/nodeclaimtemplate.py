@@ -5,6 +5,7 @@ NodeClaim made from it for a pod no existing node and no NodeClaim of the run ca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from allocator.model import NodePool, Pod, Snapshot, Taint
@@ -169,10 +170,16 @@ class NodeClaimNames:
 # --- building the templates of a run (Karpenter's NewNodeClaimTemplate) ----------------------
 
 
+def order_by_weight(pools: Iterable[NodePool]) -> list[NodePool]:
+    """Karpenter's OrderByWeight: weight descending, then name descending (of two NodePools
+    of equal weight, the one whose name sorts later is tried first)."""
+    return sorted(pools, key=lambda p: (p.weight, p.name), reverse=True)
+
+
 def node_claim_templates(
     snapshot: Snapshot, per_pool, disrupted: list[str], infos
 ) -> list[NodeClaimTemplate]:
-    """NodePools by weight descending then name, with limits and pre-run usage."""
+    """NodePools in Karpenter's order (``order_by_weight``), with limits and pre-run usage."""
     usage: dict[str, dict[str, int]] = {}
 
     def charge(pool: str | None, capacity: dict[str, int]) -> None:
@@ -201,8 +208,7 @@ def node_claim_templates(
 
     templates = []
     daemons = daemonset_pods(snapshot.pods)
-    pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
-    for pool in pools:
+    for pool in order_by_weight(snapshot.node_pools.values()):
         requirements = node_pool_requirements(pool)
         templates.append(
             NodeClaimTemplate(
@@ -233,7 +239,7 @@ def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
     node selector / required affinity is compatible with its requirements."""
     total: dict[str, int] = {}
     for pod in daemons:
-        if untolerated_taint(pod.tolerations, taints) is not None:
+        if untolerated_taint(pod.tolerations, taints, prefer_no_schedule=False) is not None:
             continue
         term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
         if term is None:

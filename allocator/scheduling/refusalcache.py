@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from allocator.dfs import count_message
 from allocator.explanation.funnel import Funnel
-from allocator.model import PoolKey, ResourceClaim
+from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
 from allocator.scheduling.fit import InstanceTypeInfo
@@ -401,10 +401,13 @@ class RefusalCache:
             and outcome.seen_validated == outcome.validated
         )
 
-    def shape(self, outcome: PodOutcome, claim_state: ClaimState, traced: bool) -> tuple | None:
-        """Everything an attempt reads from the pod, but its name: pods of one Deployment or
-        Job share it (their claims differ by name only). None when a claim is not simply
-        unallocated or the run is traced (the trace shows every attempt)."""
+    def shape(
+        self, pod: Pod, outcome: PodOutcome, claim_state: ClaimState, traced: bool
+    ) -> tuple | None:
+        """Everything an attempt reads from the pod (``pod``: the outcome's, or as relaxed so
+        far), but its name: pods of one Deployment or Job share it (their claims differ by
+        name only). None when a claim is not simply unallocated or the run is traced (the
+        trace shows every attempt)."""
         if not self.enabled or traced or outcome.pod_claims.error:
             return None
         keys = []
@@ -414,7 +417,6 @@ class RefusalCache:
             if state != "unallocated" or key is None:
                 return None
             keys.append(key)
-        pod = outcome.pod
         return (
             pod.namespace,
             repr(sorted(pod.requests.items())),

@@ -22,6 +22,7 @@ from allocator.scheduling.initialization import (
     slice_universe,
 )
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, node_claim_templates
+from allocator.scheduling.preferences import Preferences
 from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
 from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.runstate import RunState
@@ -119,11 +120,16 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
     allocator.extensions[HOLDERS] = HolderIndex(allocator, state.claim_users)
     if funnel_refusal:  # selector refusals worded once per values read
         allocator.extensions[SELECTOR_WORDS] = {}
+    # Relaxing tolerates PreferNoSchedule taints only where a NodePool has one (Karpenter's).
+    prefer_no_schedule = any(
+        t.effect == "PreferNoSchedule" for pool in snapshot.node_pools.values() for t in pool.taints
+    )
     scheduler = Scheduler(
         state=state,
         existing=existing,
         templates=templates,
         names=NodeClaimNames(set(snapshot.node_claims) | set(snapshot.nodes)),
+        preferences=Preferences(tolerate_prefer_no_schedule=prefer_no_schedule),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 
