@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from allocator.requirements import LABEL_INSTANCE_TYPE, Requirement, Requirements
 
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
-# Karpenter writes at most this many instance types into a NodeClaim, cheapest first.
-MAX_INSTANCE_TYPES = 100
+# Karpenter launches a NodeClaim with at most this many instance types, cheapest first
+# (MaxInstanceTypes; Results.TruncateInstanceTypes after the scheduling loop).
+MAX_INSTANCE_TYPES = 600
 
 
 def requested_dra_drivers(drivers: Iterable[str]) -> str | None:

@@ -170,18 +170,13 @@ def format_requirements(reqs: Requirements) -> str:
 
 
 def node_pool_requirements(pool: NodePool) -> Requirements:
-    """NodePool template requirements plus template labels plus the nodepool label."""
-    reqs = Requirements.from_node_selector_requirements(
-        [_strip_min_values(r) for r in pool.requirements]
-    )
+    """NodePool template requirements (their ``minValues`` kept) plus template labels plus the
+    nodepool label."""
+    reqs = Requirements.from_node_selector_requirements(pool.requirements)
     labels = dict(pool.labels)
     labels[NODEPOOL] = pool.name
     reqs.add(Requirements.from_labels(labels))
     return reqs
-
-
-def _strip_min_values(req: dict) -> dict:
-    return {k: v for k, v in req.items() if k in ("key", "operator", "values")}
 
 
 # --- instance types --------------------------------------------------------------------------
@@ -261,11 +256,16 @@ class FilterOutcome:
     requirements_failed: int = 0
     resources_failed: int = 0
     offerings_failed: int = 0
+    # Requirement keys whose minValues the instance types that passed fall short of: key ->
+    # (distinct values they offer, minValues). Karpenter's Strict policy then keeps none.
+    min_values_short: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def failure_reason(self) -> str:
         """Why nothing remained, in Karpenter's words."""
         if self.remaining:
             return ""
+        if self.min_values_short:
+            return min_values_message(self.min_values_short)
         parts = []
         if self.requirements_failed:
             parts.append("no instance type met the scheduling requirements")
@@ -324,14 +324,48 @@ def filter_instance_types(
         priced.append((price, info.name, info))
     priced.sort(key=lambda entry: (entry[0], entry[1]))
     outcome.remaining = [info for _, _, info in priced]
+    if outcome.remaining:
+        short = min_values_shortfall(outcome.remaining, reqs)
+        if short:
+            outcome.remaining = []
+            outcome.min_values_short = short
     return outcome
+
+
+def min_values_shortfall(
+    infos: Iterable[InstanceTypeInfo], reqs: Requirements
+) -> dict[str, tuple[int, int]]:
+    """Karpenter's SatisfiesMinValues: for each requirement with ``minValues``, the distinct
+    values of that label the instance types offer; the keys that offer fewer, with (how many,
+    minValues). Empty when every minValues is met (or none is set)."""
+    wanted = [(r.key, r.min_values) for r in reqs if r.min_values is not None]
+    if not wanted:
+        return {}
+    seen: dict[str, set[str]] = {key: set() for key, _ in wanted}
+    for info in infos:
+        for key, _ in wanted:
+            if info.requirements.has(key):
+                seen[key].update(info.requirements.get(key).values())
+    return {key: (len(seen[key]), need) for key, need in wanted if len(seen[key]) < need}
+
+
+def min_values_message(short: dict[str, tuple[int, int]]) -> str:
+    """Karpenter's words, with the keys that fell short and by how much."""
+    detail = ", ".join(
+        f"{key} ({have} of minValues {need})" for key, (have, need) in sorted(short.items())
+    )
+    return f"minValues requirement is not met for label(s) {detail}"
 
 
 # --- NodePool limits -------------------------------------------------------------------------
 
 
+NODES = "nodes"  # the NodePool limit on how many nodes it may have (Karpenter's resources.Node)
+
+
 def within_limits(capacity: Resources, remaining: Resources | None) -> bool:
-    """Karpenter's filterByRemainingResources: launching this type must not cross a limit."""
+    """Karpenter's filterByRemainingResources: launching this type must not cross a limit
+    (an instance type offers no ``nodes``: it passes while that limit is not overrun)."""
     if remaining is None:
         return True
     return all(capacity.get(name, 0) <= left for name, left in remaining.items())

@@ -470,6 +470,11 @@ def _with_topology(
 
 
 def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:
+    if filtered.min_values_short:
+        return (
+            f"{filtered.failure_reason()}, requirements={format_requirements(reqs)}, "
+            f"resources={format_resources(requests)}"
+        )
     return (
         f"no instance type satisfied resources {format_resources(requests)} and requirements "
         f"{format_requirements(reqs)} ({filtered.failure_reason()})"

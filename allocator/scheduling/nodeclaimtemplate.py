@@ -15,6 +15,7 @@ from allocator.scheduling.decision import NodeClaimDecision, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
     NODEPOOL,
+    NODES,
     InstanceTypeInfo,
     Resources,
     add_into,
@@ -45,27 +46,32 @@ class NodeClaimTemplate:
     instance_types: list[InstanceTypeInfo]
     taints: list[Taint]
     limits: Resources | None  # milli-units; None when the NodePool sets no limits
-    usage: Resources = field(default_factory=dict)  # capacity launched before this run
+    # Capacity of its nodes and NodeClaims before this run (each also counts one of ``nodes``).
+    usage: Resources = field(default_factory=dict)
     # Requests of the DaemonSet pods a node of this pool would run (Karpenter's overhead).
     daemon_overhead: Resources = field(default_factory=dict)
     # Host ports those DaemonSet pods hold (None: not counted); each new NodeClaim a copy.
     daemon_host_ports: HostPortUsage | None = None
-    # The NodeClaims of this run made from this template (charged against its limits).
-    launched: list[NodeClaim] = field(default_factory=list)
+    # What this run's NodeClaims of the pool are charged against its limits: each at the
+    # largest of its instance types when it was created (Karpenter's subtractMax; it is not
+    # refunded when the NodeClaim later narrows, and no instance type offers ``nodes``).
+    charged: Resources = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.pool.name
 
     def remaining(self) -> Resources | None:
-        """What the NodePool's limits leave: Karpenter charges each NodeClaim at its largest
-        candidate instance type."""
+        """What the NodePool's limits leave (None: it sets none)."""
         if self.limits is None:
             return None
         used = dict(self.usage)
-        for nc in self.launched:
-            add_into(used, max_capacity(nc.candidates))
+        add_into(used, self.charged)
         return {name: limit - used.get(name, 0) for name, limit in self.limits.items()}
+
+    def launched(self, nc: NodeClaim) -> None:
+        """A NodeClaim of this template was created: charge it against the limits."""
+        add_into(self.charged, max_capacity(nc.candidates))
 
     def can_add(
         self, pod: PodData, state: RunState, names: NodeClaimNames, quick: bool = False
@@ -77,12 +83,6 @@ class NodeClaimTemplate:
         pool = self.pool
         label = f"nodepool/{pool.name}"
         overhead = format_resources(self.daemon_overhead)
-        taint = untolerated_taint(pod.pod.tolerations, self.taints)
-        if taint is not None:
-            reason = explain.nodepool_reason(
-                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
-            )
-            return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
         if not self.instance_types:
             reason = explain.nodepool_reason(
                 pool.name, "no instance types are compatible with its requirements", overhead
@@ -90,11 +90,22 @@ class NodeClaimTemplate:
             return Refusal(
                 state.refused(pod.trace_node, label, "requirements", reason), "requirements"
             )
+        # Limits first, as Karpenter's addToNewNodeClaim: a node count used up, then the
+        # instance types whose capacity would cross a limit.
         remaining = self.remaining()
+        if remaining is not None and remaining.get(NODES, 1) == 0:
+            reason = f'node limits have been exhausted for nodepool: "{pool.name}"'
+            return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
         candidates = [i for i in self.instance_types if within_limits(i.capacity, remaining)]
         if not candidates:
             reason = f'all available instance types exceed limits for nodepool: "{pool.name}"'
             return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
+        taint = untolerated_taint(pod.pod.tolerations, self.taints)
+        if taint is not None:
+            reason = explain.nodepool_reason(
+                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
+            )
+            return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
         name = names.peek(pool.name)
         node = state.target_trace(pod.trace_node, new_nodeclaim_label(pool.name, name))
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
@@ -177,9 +188,12 @@ def order_by_weight(pools: Iterable[NodePool]) -> list[NodePool]:
 
 
 def node_claim_templates(
-    snapshot: Snapshot, per_pool, disrupted: list[str], infos
+    snapshot: Snapshot, per_pool, going_away: set[str], infos
 ) -> list[NodeClaimTemplate]:
-    """NodePools in Karpenter's order (``order_by_weight``), with limits and pre-run usage."""
+    """NodePools in Karpenter's order (``order_by_weight``), with limits and pre-run usage.
+
+    ``going_away``: deleting and disrupted nodes, which no longer count against limits (as
+    Karpenter counts only its active nodes)."""
     usage: dict[str, dict[str, int]] = {}
 
     def charge(pool: str | None, capacity: dict[str, int]) -> None:
@@ -188,10 +202,11 @@ def node_claim_templates(
         bucket = usage.setdefault(pool, {})
         for name, value in capacity.items():
             bucket[name] = bucket.get(name, 0) + value
+        bucket[NODES] = bucket.get(NODES, 0) + 1000  # one node, in milli-units
 
     claim_nodes = {nc.node_name for nc in snapshot.node_claims.values() if nc.node_name}
     for name, node in snapshot.nodes.items():
-        if name in disrupted:
+        if name in going_away:
             continue
         pool = node.labels.get(NODEPOOL)
         if pool is None:
@@ -203,6 +218,8 @@ def node_claim_templates(
     for nc in snapshot.node_claims.values():
         if nc.node_name in claim_nodes and nc.node_name in snapshot.nodes:
             continue  # counted through its node
+        if nc.deleting:
+            continue
         if nc.instance_type in infos:
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 

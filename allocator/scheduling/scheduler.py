@@ -20,7 +20,8 @@ from allocator.scheduling import explain
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
-from allocator.scheduling.fit import pod_requests
+from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
+from allocator.scheduling.fit import min_values_message, min_values_shortfall, pod_requests
 from allocator.scheduling.gosort import slice_sort
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
@@ -85,7 +86,37 @@ class Scheduler:
             if not placed_any or not failed:
                 break
             queue = failed  # Karpenter retries while the previous pass made progress
+        self._truncate_instance_types(outcomes)
         return outcomes
+
+    def _truncate_instance_types(self, outcomes: list[PodOutcome]) -> None:
+        """Karpenter's Results.TruncateInstanceTypes: a NodeClaim launches with its cheapest
+        MAX_INSTANCE_TYPES instance types; when those no longer meet its requirements'
+        minValues, the NodeClaim is not launched and its pods are not scheduled."""
+        dropped: dict[str, str] = {}  # NodeClaim name -> why
+        for nc in self.node_claims:
+            if len(nc.candidates) <= MAX_INSTANCE_TYPES:
+                continue
+            # The candidates are in the order of their cheapest allowed offering already.
+            kept = nc.candidates[:MAX_INSTANCE_TYPES]
+            short = min_values_shortfall(kept, nc.requirements)
+            if short:
+                dropped[nc.name] = (
+                    "pod didn't schedule because NodePool couldn't meet minValues requirements, "
+                    f"validating minValues, {min_values_message(short)}"
+                )
+            else:
+                nc.candidates = kept
+        if not dropped:
+            return
+        for outcome in outcomes:
+            target = outcome.target
+            if isinstance(target, NodeClaim) and target.name in dropped:
+                outcome.scheduled = False
+                outcome.target = None
+                outcome.error = dropped[target.name]
+                outcome.reasons = [(f"nodepool/{target.node_pool}", outcome.error)]
+        self.node_claims = [nc for nc in self.node_claims if nc.name not in dropped]
 
     def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
         """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
@@ -297,7 +328,7 @@ class Scheduler:
                 target.add(pod, decision, state)
                 self.node_claims.append(target)
                 self._by_pods.append(target)
-                template.launched.append(target)
+                template.launched(target)
             else:
                 target.add(pod, decision, state)
         else:

@@ -91,7 +91,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         seed,
         {t.name: snapshot.nodes[t.name].labels for t in existing if t.kind == EXISTING},
     )
-    templates = node_claim_templates(snapshot, per_pool, disrupted, infos)
+    templates = node_claim_templates(snapshot, per_pool, going_away, infos)
     # Refusing by the funnel: an existing node whose cached count stage shows a pod's
     # requests cannot be met is refused without running Allocate there; a retry in an
     # unchanged state is skipped. NodeClaim caches: a NodeClaim's refusal is first found

@@ -84,7 +84,7 @@ def test_a_full_node_refuses_with_karpenters_words_and_a_new_nodeclaim_is_decide
     assert decision.target.instance_types == ["p5.48xlarge"]
     # Made, not launched: the name is still free and the run has no NodeClaim.
     assert scheduler.names.peek("gpu") == "gpu-1"
-    assert scheduler.node_claims == [] and template_.launched == []
+    assert scheduler.node_claims == [] and template_.charged == {}
 
 
 def test_trial_is_a_decision_without_a_commit():
