@@ -105,20 +105,6 @@ def preferred_node_affinity(pod: Pod) -> list[dict]:
     return terms
 
 
-def has_preferences(pod: Pod) -> bool:
-    """Whether anything is left to relax but the PreferNoSchedule toleration."""
-    return any(
-        step(pod) is not None
-        for step in (
-            _required_node_affinity_term,
-            _preferred_pod_affinity,
-            _preferred_pod_anti_affinity,
-            _preferred_node_affinity,
-            _topology_spread_schedule_anyway,
-        )
-    )
-
-
 # --- the relaxations, in Karpenter's order -----------------------------------------------------
 
 
