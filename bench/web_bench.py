@@ -83,7 +83,7 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from dra_web.runs.models import Run
-        from dra_web.runs.services import store_output
+        from dra_web.runs.worker import store_output
         from dra_web.snapshots.synthetic import as_exported, synthetic_cluster, to_json, to_yaml
 
         user = get_user_model().objects.create_user("bench")

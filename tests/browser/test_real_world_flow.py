@@ -24,7 +24,8 @@ GPU = "gpu.nvidia.com"
 
 def _simulate(owner, name: str, body: bytes, options: dict | None = None):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     snapshot = create_snapshot(owner, [(f"{name}.yaml", body)], name)

@@ -20,7 +20,8 @@ NODE = "ip-192-168-12-34.ec2.internal"
 @pytest.fixture
 def eks_run(maria):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     snapshot = create_snapshot(maria, [(EKS.name, EKS.read_bytes())], "eks-gpu")
@@ -154,7 +155,8 @@ def test_favicon_answers_without_static_files_served(client):
 def no_pool_run(maria):
     """The same cluster exported without its NodePool: infer-l4-1 finds every GPU taken."""
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     docs = [d for d in yaml.safe_load_all(EKS.read_text()) if d["kind"] != "NodePool"]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dra_web.runs import services as run_services
+from dra_web.runs import worker as run_worker
 from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
@@ -216,7 +216,7 @@ def test_mutated_snapshot_uploads_never_500(api, data, as_yaml):
         if started.status_code == 202:
             # The test database never commits, so the queued task is run here: whatever the
             # snapshot holds, the run ends in a true state with a message when it fails.
-            run_services.execute_run(started.json()["id"])
+            run_worker.execute_run(started.json()["id"])
             run = api.get(f"/api/runs/{started.json()['id']}/").json()
             assert run["status"] in ("succeeded", "failed"), run
             assert run["status"] == "succeeded" or run["error"], run

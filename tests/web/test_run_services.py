@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dra_web.runs import services
+from dra_web.runs import services, worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots.services import create_snapshot
 from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
@@ -26,7 +26,7 @@ def run(snapshot, user, _web_settings):
 
 
 def test_execute_stores_result_and_trace_then_is_idempotent(run):
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
     assert run.attempts == 1
@@ -34,15 +34,15 @@ def test_execute_stores_result_and_trace_then_is_idempotent(run):
     nodes = run.trace()["nodes"]
     assert TraceNode.objects.filter(run=run).count() == len(nodes) == run.trace_node_count
     # A redelivered task for a finished run does nothing.
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.finished_at == first_finish
     assert run.attempts == 1
 
 
 def test_storing_again_replaces_the_trace(run):
-    services.execute_run(run.pk)
-    services.store_output(
+    worker.execute_run(run.pk)
+    worker.store_output(
         run.pk,
         {"schemaVersion": "v1", "pods": [], "nodeClaims": [], "stats": {"pods": 0}},
         {"nodes": [{"id": 0, "parent": None, "kind": "pod", "label": "x", "status": "ok"}]},
@@ -52,7 +52,7 @@ def test_storing_again_replaces_the_trace(run):
 
 def test_redelivery_of_a_running_run_fails_it_without_rerunning(run):
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, started_at=timezone.now())
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "worker running this simulation was lost" in run.error
@@ -61,7 +61,7 @@ def test_redelivery_of_a_running_run_fails_it_without_rerunning(run):
 
 def test_simulation_error_fails_the_run_with_a_message(run):
     Run.objects.filter(pk=run.pk).update(options={"timeout": "soon"})
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "timeout" in run.error
@@ -127,7 +127,7 @@ def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
     import time
 
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, heartbeat_at=None)
-    with services._Heartbeat(run.pk, 0.05):
+    with worker._Heartbeat(run.pk, 0.05):
         time.sleep(0.3)
     run.refresh_from_db()
     assert run.heartbeat_at is not None
@@ -135,10 +135,10 @@ def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
 
 def test_a_task_for_another_run_copy_is_ignored(run):
     Run.objects.filter(pk=run.pk).update(task_id="the-real-task")
-    services.execute_run(run.pk, task_id="a-stale-task")
+    worker.execute_run(run.pk, task_id="a-stale-task")
     run.refresh_from_db()
     assert run.status == Run.QUEUED and run.attempts == 0
-    services.execute_run(run.pk, task_id="the-real-task")
+    worker.execute_run(run.pk, task_id="the-real-task")
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
 
@@ -160,7 +160,7 @@ def test_time_limit_interrupts_a_long_search(user, settings, _web_settings):
     settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS = 1
     snap = create_snapshot(user, [("p.json", to_json(pathological_cluster()))], "slow")
     run = Run.objects.create(snapshot=snap, owner=user, options={"timeout": 60})
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "time limit exceeded" in run.error
