@@ -133,11 +133,6 @@ def failure_overview(pods: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def split_pod_key(key: str) -> tuple[str, str]:
-    namespace, _, name = (key or "").partition("/")
-    return (namespace, name) if name else ("default", namespace)
-
-
 def target_text(target: dict[str, Any] | None) -> str:
     if not target:
         return "—"

@@ -234,7 +234,7 @@ def _placements(run, view, specs, page):
 
 def _node_claims(view, model, run):
     held = presenters.devices_by_claim(view["pods"])
-    pruned_in_trace = page_selectors.instance_types_pruned(
+    pruned_in_trace = run_selectors.instance_types_pruned(
         run, {nc.get("name") for nc in view["node_claims"]}
     )
     known = {
@@ -329,8 +329,8 @@ def run_detail(request, run_id):
         # 1,000-node cluster would otherwise be most of the page.
         extra = page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))
         pools.append({**pool, **extra})
-    reason_counts = page_selectors.trace_reason_counts(run)
-    taint_excluded = page_selectors.with_ancestor_labels(
+    reason_counts = run_selectors.trace_reason_counts(run)
+    taint_excluded = run_selectors.with_ancestor_labels(
         run,
         [
             n
@@ -470,7 +470,7 @@ def _query_int(request, name: str, default: int, low: int, high: int | None = No
 @require_GET
 def tree_children(request, run_id):
     run = run_selectors.get_run(run_id)
-    page = page_selectors.trace_children_window(
+    page = run_selectors.trace_children_window(
         run,
         _int(request.GET.get("parent")),
         offset=_query_int(request, "offset", 0, 0),
@@ -494,7 +494,7 @@ def tree_node(request, run_id, node_id):
 @require_GET
 def tree_reveal(request, run_id, node_id):
     run = run_selectors.get_run(run_id)
-    path = page_selectors.trace_reveal(run, node_id, page=TREE_PAGE)
+    path = run_selectors.trace_reveal(run, node_id, page=TREE_PAGE)
     if not path:
         raise Http404("no such trace node")
     return JsonResponse({"path": path})
@@ -504,7 +504,7 @@ def tree_reveal(request, run_id, node_id):
 @require_GET
 def tree_search(request, run_id):
     run = run_selectors.get_run(run_id)
-    found = page_selectors.trace_search_page(
+    found = run_selectors.trace_search_page(
         run,
         request.GET.get("q") or None,
         reason=request.GET.get("reason") or None,
@@ -519,7 +519,7 @@ def tree_search(request, run_id):
 @require_GET
 def tree_overview(request, run_id):
     run = run_selectors.get_run(run_id)
-    return JsonResponse(page_selectors.trace_overview(run))
+    return JsonResponse(run_selectors.trace_overview(run))
 
 
 # --- downloads, partials and actions of the run page -----------------------------------------
@@ -543,7 +543,7 @@ def _finished_run(run_id):
 def download_result(request, run_id):
     run = _finished_run(run_id)
     return _attachment(
-        page_selectors.result_json_bytes(run), "application/json", f"run-{run.pk}-result.json"
+        run_selectors.result_json_bytes(run), "application/json", f"run-{run.pk}-result.json"
     )
 
 
@@ -554,7 +554,7 @@ def download_trace(request, run_id):
     if run.trace_blob is None:
         raise Http404(f"run #{run.pk} recorded no trace")
     return _attachment(
-        page_selectors.trace_json_bytes(run), "application/json", f"run-{run.pk}-trace.json"
+        run_selectors.trace_json_bytes(run), "application/json", f"run-{run.pk}-trace.json"
     )
 
 

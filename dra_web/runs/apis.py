@@ -154,8 +154,9 @@ class RunTraceApi(APIView):
                 status=status.HTTP_409_CONFLICT,
             )
         if params.get("download"):
-            body = b"null" if run.trace_blob is None else _trace_bytes(run)
-            response = HttpResponse(body, content_type="application/json")
+            response = HttpResponse(
+                selectors.trace_json_bytes(run), content_type="application/json"
+            )
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
             return response
         try:
@@ -193,12 +194,6 @@ class RunTraceApi(APIView):
         response = paginator.get_paginated_response([n.as_json() for n in page])
         response.data.update(meta)
         return response
-
-
-def _trace_bytes(run: Run) -> bytes:
-    import zlib
-
-    return zlib.decompress(bytes(run.trace_blob))
 
 
 class RunDiffApi(APIView):

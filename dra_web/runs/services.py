@@ -88,9 +88,13 @@ def _check_disrupt(snapshot, names: list[str]) -> None:
 
 
 def start_run(owner, snapshot, options: dict | None = None) -> Run:
-    """Store a queued run and hand it to Celery once the transaction commits."""
+    """Store a queued run and hand it to Celery once the transaction commits.
+
+    Stale runs are reaped first: beat reaps periodically where a worker runs it, and a
+    deployment without one (tasks run in-process) still gets them reaped when runs start."""
     normalised = normalise_options(options)
     _check_disrupt(snapshot, normalised.get("disrupt") or [])
+    reap_stale_runs()
     run = Run.objects.create(
         snapshot=snapshot,
         owner=owner,

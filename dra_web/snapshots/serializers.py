@@ -44,11 +44,6 @@ class SnapshotUploadResultSerializer(SnapshotSerializer):
         read_only_fields = fields
 
 
-class SnapshotObjectRefSerializer(serializers.Serializer):
-    namespace = serializers.CharField(allow_null=True)
-    name = serializers.CharField()
-
-
 class SnapshotDetailSerializer(SnapshotSerializer):
     objects = serializers.SerializerMethodField()
     runs = serializers.SerializerMethodField()

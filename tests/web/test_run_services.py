@@ -1,4 +1,4 @@
-"""runs.services: idempotent execution, failures kept, stale runs reaped."""
+"""runs.services and runs.worker: idempotent execution, failures kept, stale runs reaped."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dra_web.runs import services, worker
+from dra_web.celery import app as celery_app
+from dra_web.runs import services, task_names, worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots.services import create_snapshot
 from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
@@ -88,14 +89,40 @@ def test_reaper_fails_runs_without_heartbeat(run, snapshot, user, settings):
     assert fresh.status == Run.RUNNING
 
 
-def test_reaping_happens_when_runs_are_read(api, run, settings):
+def test_reading_runs_writes_nothing_and_beats_reaper_task_fails_stale_ones(api, run, settings):
     settings.DRA_WEB_RUN_STALE_SECONDS = 10
     Run.objects.filter(pk=run.pk).update(
         status=Run.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=60)
     )
+    assert api.get(f"/api/runs/{run.pk}/").json()["status"] == "running"
+    assert api.get("/api/runs/").json()["results"][0]["status"] == "running"
+    # What beat sends, by the name in the schedule.
+    entry = settings.CELERY_BEAT_SCHEDULE["reap-stale-runs"]
+    assert celery_app.signature(entry["task"]).apply().get() == 1
     body = api.get(f"/api/runs/{run.pk}/").json()
     assert body["status"] == "failed"
     assert "worker lost" in body["error"]
+
+
+def test_the_beat_schedule_names_registered_tasks_at_the_configured_interval(settings):
+    assert settings.CELERY_BEAT_SCHEDULE, "no periodic task"
+    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+        assert entry["task"] in celery_app.tasks, entry
+    reaper = settings.CELERY_BEAT_SCHEDULE["reap-stale-runs"]
+    assert reaper["task"] == task_names.REAP_STALE_RUNS
+    assert reaper["schedule"] == settings.DRA_WEB_REAP_INTERVAL_SECONDS
+
+
+def test_starting_a_run_reaps_stale_runs_first(api, run, snapshot, settings):
+    """Without beat (tasks run in-process) stale runs are still failed: at the next start."""
+    settings.DRA_WEB_RUN_STALE_SECONDS = 10
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=60)
+    )
+    started = api.post("/api/runs/", {"snapshot": snapshot.pk}, format="json")
+    assert started.status_code == 202, started.content
+    run.refresh_from_db()
+    assert run.status == Run.FAILED and "worker lost" in run.error
 
 
 def _reset_pools(app) -> None:
