@@ -1,4 +1,5 @@
-"""Turn a run's result document (CONTRACT section 4) into what the pages show.
+"""Turn a run's result document (CONTRACT section 4) and a snapshot's objects into what the
+pages show.
 
 Pure functions over plain dicts: the result may come from any version of the scheduler, so
 every field is read with a default and unknown fields are passed through, never required.
@@ -11,6 +12,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
+
+from django.core.paginator import Page, Paginator
 
 from allocator.trace import parse_new_nodeclaim_label
 
@@ -41,6 +44,12 @@ REASON_PHRASES: tuple[tuple[str, str], ...] = (
     ("allocat", "no free device"),
     ("invalid", "invalid pool"),
 )
+
+
+def page_of(items, per_page: int, number: str | None) -> Page:
+    """The page ``number`` (a query parameter, unparsed: anything out of range is the nearest
+    page) of ``items``."""
+    return Paginator(items, per_page).get_page(number)
 
 
 _NODEPOOL_PREFIX = re.compile(r'^incompatible with nodepool "[^"]*",\s*', re.IGNORECASE)
@@ -775,4 +784,24 @@ def funnel_diff(
             )
             if len(rows) >= limit:
                 return rows
+    return rows
+
+
+def device_class_rows(device_classes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot page's DeviceClass table: each class's selectors as CEL text, its extended
+    resource name and config (``device_classes``: objects_by_kind entries)."""
+    rows = []
+    for obj in device_classes:
+        spec = obj["raw"].get("spec") or {}
+        rows.append(
+            {
+                "name": obj["name"],
+                "selectors": [
+                    (s.get("cel") or {}).get("expression") or str(s)
+                    for s in spec.get("selectors") or []
+                ],
+                "extendedResourceName": spec.get("extendedResourceName"),
+                "config": spec.get("config") or [],
+            }
+        )
     return rows

@@ -44,6 +44,12 @@ def snapshot_model(snapshot):
     return _remember(_models, (snapshot.pk, snapshot.content_hash), build)
 
 
+def node_names(snapshot) -> list[str]:
+    """The snapshot's nodes, sorted (what a run may disrupt); none when it no longer loads."""
+    model = snapshot_model(snapshot)
+    return sorted(model.nodes) if model is not None else []
+
+
 # --- claims: the intent beside the decision ------------------------------------------------
 
 

@@ -42,7 +42,7 @@ def _filter_open_review(qs: QuerySet[Run], wanted: bool) -> QuerySet[Run]:
         return qs
     from dra_web.reviews import selectors as review_selectors
 
-    open_ids = review_selectors.open_review_run_ids()
+    open_ids = review_selectors.run_ids_with_open_review()
     return qs.filter(pk__in=open_ids) if wanted else qs.exclude(pk__in=open_ids)
 
 

@@ -190,9 +190,9 @@ def test_funnel_example_devices_link_to_their_row_on_the_pools_tab(browser_clien
 def test_linked_device_is_shown_past_the_first_page_of_a_pool(
     browser_client, no_pool_run, monkeypatch
 ):
-    from dra_web.pages import views
+    from dra_web.pages import run_page
 
-    monkeypatch.setattr(views, "POOL_DEVICES_SHOWN", 2)
+    monkeypatch.setattr(run_page, "POOL_DEVICES_SHOWN", 2)
     url = reverse("pages:pool-devices", args=[no_pool_run.pk])
     query = {"driver": "gpu.nvidia.com", "pool": NODE}
     pool = "pool-gpu-nvidia-com-ip-192-168-12-34-ec2-internal"
