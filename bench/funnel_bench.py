@@ -9,7 +9,6 @@ node pairs and pairs per CPU second.
 from __future__ import annotations
 
 import argparse
-import copy
 import cProfile
 import json
 import os
@@ -22,26 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from allocator.simulation import SimulationOptions, simulate  # noqa: E402
 from allocator.snapshot import load_files  # noqa: E402
-from dra_web.snapshots.synthetic import synthetic_cluster  # noqa: E402
-
-
-def build(nodes: int, pods: int, missing_every: int = 20) -> list[dict]:
-    """The synthetic H100 cluster; every ``missing_every``-th pending pod asks for an A100."""
-    docs = synthetic_cluster(nodes=nodes, gpus_per_node=8, running_pods=0, pending_pods=pods)
-    template = next(d for d in docs if d["kind"] == "ResourceClaimTemplate")
-    a100 = copy.deepcopy(template)
-    a100["metadata"]["name"] = "a100"
-    exactly = a100["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    exactly["selectors"][0]["cel"]["expression"] = (
-        'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"'
-    )
-    docs.append(a100)
-    for d in docs:
-        if d["kind"] == "Pod" and d["metadata"]["name"].startswith("train-"):
-            index = int(d["metadata"]["name"].removeprefix("train-"))
-            if index % missing_every == missing_every - 1:
-                d["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "a100"
-    return docs
+from bench.workloads import existing_nodes  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +32,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
-    docs = build(args.nodes, args.pods)
+    # The synthetic H100 cluster with its NodePool; every 20th pending pod asks for an A100.
+    docs = existing_nodes(args.nodes, args.pods, node_pool=True)
     snapshot = load_files([("bench.json", json.dumps(docs))])
     loaded = time.perf_counter()
     options = SimulationOptions()

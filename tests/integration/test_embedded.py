@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from allocator.features.gates import GATE_NAMES
-from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .servers import free_port, port_open, wait_for
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 import requests
 
-from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .conftest import make_stack, start_postgres
 from .servers import stop, wait_for

@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .servers import stop, wait_for
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.runs import worker as run_worker
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
 

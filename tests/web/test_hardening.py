@@ -19,13 +19,13 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from bench.workloads import synthetic_cluster, to_json, to_yaml
 from dra_web import blobs
 from dra_web.runs import services as run_services
 from dra_web.runs import worker as run_worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots import services as snapshot_services
 from dra_web.snapshots.models import Snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
 
 pytestmark = pytest.mark.django_db
 

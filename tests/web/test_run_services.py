@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.celery import app as celery_app
 from dra_web.runs import services, task_names, worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots.services import create_snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -182,7 +182,7 @@ def test_reaper_uses_the_start_time_when_no_heartbeat_was_written(run, settings)
 
 
 def test_time_limit_interrupts_a_long_search(user, settings, _web_settings):
-    from dra_web.snapshots.synthetic import pathological_cluster, to_json
+    from bench.workloads import pathological_cluster, to_json
 
     settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS = 1
     snap = create_snapshot(user, [("p.json", to_json(pathological_cluster()))], "slow")

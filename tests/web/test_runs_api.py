@@ -6,8 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from allocator.trace import Trace
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.runs.models import Run, TraceNode
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 from tests.pages.builders import gpu_try
 
 pytestmark = pytest.mark.django_db
