@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dra_web.pagination import Pagination
+from dra_web.problems import ProblemSerializer, field_problem, problem
 from dra_web.runs import selectors, services
 from dra_web.runs.models import Run
 from dra_web.runs.serializers import (
@@ -21,10 +22,6 @@ from dra_web.runs.serializers import (
 from dra_web.snapshots.models import Snapshot
 
 STATUS_VALUES = [s for s, _ in Run.STATUSES]
-
-
-def _bad(field: str, message: str) -> Response:
-    return Response({"detail": f"{field}: {message}", field: [message]}, status=400)
 
 
 def _bool_param(value: str | None) -> bool | None:
@@ -55,15 +52,15 @@ class RunListCreateApi(APIView):
         params = request.query_params
         status_value = params.get("status") or None
         if status_value and status_value not in STATUS_VALUES:
-            return _bad("status", f"must be one of {', '.join(STATUS_VALUES)}")
+            return field_problem("status", f"must be one of {', '.join(STATUS_VALUES)}")
         snapshot = params.get("snapshot") or None
         # isdigit() also admits superscripts ("¹") that int() refuses; ids are ASCII digits.
         if snapshot is not None and not (snapshot.isascii() and snapshot.isdigit()):
-            return _bad("snapshot", "must be a snapshot id")
+            return field_problem("snapshot", "must be a snapshot id")
         try:
             open_review = _bool_param(params.get("has_open_review"))
         except ValueError:
-            return _bad("has_open_review", "must be true or false")
+            return field_problem("has_open_review", "must be true or false")
         qs = selectors.run_list(
             owner=params.get("owner") or None,
             status=status_value,
@@ -82,11 +79,13 @@ class RunListCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         snapshot = Snapshot.objects.filter(pk=serializer.validated_data["snapshot"]).first()
         if snapshot is None:
-            return _bad("snapshot", f"snapshot {serializer.validated_data['snapshot']} not found")
+            return field_problem(
+                "snapshot", f"snapshot {serializer.validated_data['snapshot']} not found"
+            )
         try:
             run = services.start_run(request.user, snapshot, serializer.validated_data["options"])
         except services.RunOptionsError as exc:
-            return Response({"detail": str(exc), "options": [str(exc)]}, status=400)
+            return problem(400, str(exc))  # the message names the option
         run.refresh_from_db()
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -106,7 +105,7 @@ class RunCancelApi(APIView):
     @extend_schema(
         operation_id="runs_cancel",
         request=None,
-        responses={200: RunSerializer, 409: OpenApiTypes.OBJECT},
+        responses={200: RunSerializer, 409: ProblemSerializer},
         description="Fail a queued or running run as cancelled and stop its worker task.",
     )
     def post(self, request, run_id: int):
@@ -114,9 +113,7 @@ class RunCancelApi(APIView):
         try:
             run = services.cancel_run(run, request.user)
         except services.RunNotCancellable as exc:
-            return Response(
-                {"detail": str(exc), "status": run.status}, status=status.HTTP_409_CONFLICT
-            )
+            return problem(status.HTTP_409_CONFLICT, str(exc))
         return Response(RunSerializer(run).data)
 
 
@@ -143,15 +140,19 @@ class RunTraceApi(APIView):
             OpenApiParameter("kind", str, description="pod, target, instanceType, ..."),
             OpenApiParameter("download", bool, description="the whole trace document"),
         ],
-        responses={200: TraceNodeSerializer(many=True), 404: OpenApiTypes.OBJECT},
+        responses={
+            200: TraceNodeSerializer(many=True),
+            400: ProblemSerializer,
+            404: ProblemSerializer,
+            409: ProblemSerializer,
+        },
     )
     def get(self, request, run_id: int):
         run = selectors.get_run(run_id)
         params = request.query_params
         if run.status != Run.SUCCEEDED:
-            return Response(
-                {"detail": f"run {run.pk} is {run.status}: it has no trace", "status": run.status},
-                status=status.HTTP_409_CONFLICT,
+            return problem(
+                status.HTTP_409_CONFLICT, f"run {run.pk} is {run.status}: it has no trace"
             )
         if params.get("download"):
             response = HttpResponse(
@@ -169,7 +170,7 @@ class RunTraceApi(APIView):
             parent_given = "parent" in params
             parent = _int_param(params.get("parent"), "parent") if parent_given else None
         except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+            return problem(400, str(exc))  # the message names the parameter
         meta = {
             "run": run.pk,
             "traceNodes": run.trace_node_count,
@@ -197,13 +198,14 @@ class RunTraceApi(APIView):
 
 
 class RunDiffApi(APIView):
-    @extend_schema(operation_id="runs_diff", responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="runs_diff", responses={200: OpenApiTypes.OBJECT, 409: ProblemSerializer}
+    )
     def get(self, request, run_id: int, other_id: int):
         a, b = selectors.get_run(run_id), selectors.get_run(other_id)
         for run in (a, b):
             if not run.finished:
-                return Response(
-                    {"detail": f"run {run.pk} is {run.status}: compare finished runs"},
-                    status=status.HTTP_409_CONFLICT,
+                return problem(
+                    status.HTTP_409_CONFLICT, f"run {run.pk} is {run.status}: compare finished runs"
                 )
         return Response(selectors.diff_runs(a, b))

@@ -83,8 +83,3 @@ class ClusterImportSerializer(serializers.Serializer):
         required=False,
         help_text="instance type file content (YAML/JSON text), or a list of them",
     )
-
-
-class ProblemsSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    errors = serializers.ListField(child=serializers.CharField())

@@ -65,7 +65,10 @@ def _check(response, path: str) -> None:
     assert response.status_code < 500, (path, response.status_code, response.content[:300])
     if path.startswith("/api/") and response.status_code != 204:
         assert response["Content-Type"].startswith("application/json"), (path, response)
-        json.loads(response.content)
+        body = json.loads(response.content)
+        if response.status_code >= 400:  # the API's one error shape
+            assert set(body) == {"detail", "errors"}, (path, body)
+            assert body["detail"] and body["errors"], (path, body)
 
 
 def _still_answers(api) -> None:

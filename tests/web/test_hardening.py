@@ -37,7 +37,8 @@ def assert_json_problem(response, status: int = 400, *, says: str = "") -> dict:
     assert response.status_code == status, response.content[:500]
     assert response["Content-Type"].startswith("application/json")
     body = response.json()
-    assert body["detail"], body
+    assert set(body) == {"detail", "errors"}, body  # the API's one error shape
+    assert body["detail"] and body["errors"], body
     assert says.lower() in json.dumps(body).lower(), body
     return body
 
@@ -198,7 +199,7 @@ def test_pod_names_with_slashes_reverse_and_resolve(api, run, user):
     page = reverse("pages:pod-review", args=[run.pk, "ml-training", "odd/name"])
     assert page == f"/runs/{run.pk}/pods/ml-training/odd/name/review/"
     api_url = reverse("reviews:pod-review", args=[run.pk, "ml-training", "odd/name"])
-    assert api.get(api_url).json() == {"detail": "no review yet"}
+    assert api.get(api_url).json() == {"detail": "no review yet", "errors": ["no review yet"]}
     created = api.post(api_url + "comments/", {"body": "why?"}, format="json")
     assert created.status_code == 201, created.content
     assert api.get(api_url).json()["pod"] == "ml-training/odd/name"
