@@ -1,5 +1,5 @@
-"""Issues 9, 10 (pages): the refusal funnel and the verified suggestions of each failed pod on
-the run page (summary, placements), the review page, the search tree and the diff."""
+"""The refusal funnel and the verified suggestions of each failed pod on the run page (summary,
+placements), the review page, the search tree and the diff."""
 
 from __future__ import annotations
 
