@@ -242,9 +242,9 @@ def training_pod(
     name: str,
     index: int,
     *,
-    cpu: int,
-    memory_gi: int,
     claim: dict[str, str],
+    cpu: int = 8,
+    memory_gi: int = 64,
     node_name: str | None = None,
 ) -> dict:
     """A PyTorch pod using the claim ``claim`` (``{"resourceClaimName": ...}`` or
@@ -335,26 +335,9 @@ def synthetic_cluster(
         device = f"gpu-{(p // nodes) % gpus_per_node}"
         pod, claim = f"serve-{p}", f"serve-{p}-gpu"
         docs.append(allocated_claim(claim, pod, node_name, device, pinned=True))
-        docs.append(
-            training_pod(
-                pod,
-                p,
-                cpu=8,
-                memory_gi=64,
-                claim={"resourceClaimName": claim},
-                node_name=node_name,
-            )
-        )
+        docs.append(training_pod(pod, p, claim={"resourceClaimName": claim}, node_name=node_name))
     for p in range(pending_pods):
-        docs.append(
-            training_pod(
-                f"train-{p}",
-                p,
-                cpu=8,
-                memory_gi=64,
-                claim={"resourceClaimTemplateName": "h100"},
-            )
-        )
+        docs.append(training_pod(f"train-{p}", p, claim={"resourceClaimTemplateName": "h100"}))
     return docs
 
 
@@ -418,13 +401,7 @@ def pathological_cluster(*, gpus: int = 60, count: int | None = None, pods: int 
     ]
     for p in range(pods):
         docs.append(
-            training_pod(
-                f"allreduce-{p}",
-                p,
-                cpu=8,
-                memory_gi=64,
-                claim={"resourceClaimTemplateName": "spread-gpus"},
-            )
+            training_pod(f"allreduce-{p}", p, claim={"resourceClaimTemplateName": "spread-gpus"})
         )
     return docs
 

@@ -796,12 +796,14 @@ def device_class_rows(device_classes: list[dict[str, Any]]) -> list[dict[str, An
         rows.append(
             {
                 "name": obj["name"],
-                "selectors": [
-                    (s.get("cel") or {}).get("expression") or str(s)
-                    for s in spec.get("selectors") or []
-                ],
+                "selectors": selector_texts(spec.get("selectors")),
                 "extendedResourceName": spec.get("extendedResourceName"),
                 "config": spec.get("config") or [],
             }
         )
     return rows
+
+
+def selector_texts(selectors: list[dict[str, Any]] | None) -> list[str]:
+    """Device selectors as their CEL expressions (any other kind of selector as it is)."""
+    return [(s.get("cel") or {}).get("expression") or str(s) for s in selectors or []]

@@ -188,7 +188,9 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
         {**pool, **page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))}
         for pool in pools_page
     ]
-    tainted = run_selectors.trace_search(run, reason="taint", limit=TAINTED_DEVICES_SHOWN)
+    tainted = run_selectors.trace_search(
+        run, run_selectors.TraceFilter(reason="taint"), limit=TAINTED_DEVICES_SHOWN
+    )
     ctx.update(
         {
             "view": view,

@@ -10,14 +10,17 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from dra_web.pages import presenters
 from dra_web.runs import selectors as run_selectors
+from dra_web.snapshots.services import load_snapshot
 
 _CACHE_SIZE = 6
 _lock = threading.Lock()
 _models: OrderedDict[tuple[int, str], Any] = OrderedDict()
 
 
-def _remember(cache: OrderedDict, key, build):
+def _remember(cache: OrderedDict, key, build, kept: int = _CACHE_SIZE):
+    """``cache[key]``, built the first time; the ``kept`` most recently used entries stay."""
     with _lock:
         if key in cache:
             cache.move_to_end(key)
@@ -25,14 +28,13 @@ def _remember(cache: OrderedDict, key, build):
     value = build()
     with _lock:
         cache[key] = value
-        while len(cache) > _CACHE_SIZE:
+        while len(cache) > kept:
             cache.popitem(last=False)
     return value
 
 
 def snapshot_model(snapshot):
     """The snapshot as ``allocator.model.Snapshot``; None when it no longer loads."""
-    from dra_web.snapshots.services import load_snapshot
 
     def build():
         try:
@@ -138,9 +140,7 @@ def _request_body(body: dict) -> dict[str, Any]:
     mode = body.get("allocationMode") or "ExactCount"
     return {
         "deviceClassName": body.get("deviceClassName"),
-        "selectors": [
-            (s.get("cel") or {}).get("expression") or str(s) for s in body.get("selectors") or []
-        ],
+        "selectors": presenters.selector_texts(body.get("selectors")),
         "allocationMode": mode,
         "count": body.get("count", 1) if mode == "ExactCount" else "all",
         "adminAccess": bool(body.get("adminAccess")),
@@ -381,17 +381,10 @@ def pod_reason_groups(run, pod: dict, node_claims) -> tuple[list[dict], int]:
     """A failed pod's ``reasons`` grouped (presenters.reason_groups) and the targets they
     stand for, kept per process: a finished run never changes, and grouping a pod refused by
     thousands of nodes is the costliest part of its run page."""
-    from dra_web.pages import presenters
+    reasons = pod.get("reasons") or []
+
+    def build() -> tuple[list[dict], int]:
+        return presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons)
 
     key = (run.pk, str(run.finished_at), pod.get("pod"))
-    with _lock:
-        if key in _reason_group_cache:
-            _reason_group_cache.move_to_end(key)
-            return _reason_group_cache[key]
-    reasons = pod.get("reasons") or []
-    value = (presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons))
-    with _lock:
-        _reason_group_cache[key] = value
-        while len(_reason_group_cache) > _REASON_GROUPS_KEPT:
-            _reason_group_cache.popitem(last=False)
-    return value
+    return _remember(_reason_group_cache, key, build, kept=_REASON_GROUPS_KEPT)

@@ -270,10 +270,7 @@ def tree_search(request, run_id):
     run = run_selectors.get_run(run_id)
     found = run_selectors.trace_search_page(
         run,
-        request.GET.get("q") or None,
-        reason=request.GET.get("reason") or None,
-        status=request.GET.get("status") or None,
-        kind=request.GET.get("kind") or None,
+        run_selectors.TraceFilter.from_params(request.GET),
         limit=_query_int(request, "limit", 100, 1, 500),
     )
     return JsonResponse(found)

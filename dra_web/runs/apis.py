@@ -180,14 +180,8 @@ class RunTraceApi(APIView):
         if parent_given:
             qs = selectors.trace_children_queryset(run, parent)
             meta["parent"] = parent
-        elif any(params.get(k) for k in ("q", "reason", "status", "kind")):
-            qs = selectors.trace_search_queryset(
-                run,
-                params.get("q") or None,
-                reason=params.get("reason") or None,
-                status=params.get("status") or None,
-                kind=params.get("kind") or None,
-            )
+        elif wanted := selectors.TraceFilter.from_params(params):
+            qs = selectors.trace_search_queryset(run, wanted)
         else:
             qs = selectors.trace_page_queryset(run)
         paginator = self.pagination_class()

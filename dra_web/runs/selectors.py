@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.apps import apps
@@ -90,37 +92,40 @@ def trace_node(run: Run, node_id: int) -> dict | None:
     return out
 
 
-def trace_search_queryset(
-    run: Run,
-    q: str | None = None,
-    *,
-    reason: str | None = None,
-    status: str | None = None,
-    kind: str | None = None,
-) -> QuerySet[TraceNode]:
+@dataclass(frozen=True, slots=True)
+class TraceFilter:
+    """Which trace nodes a search wants (the API's and the tree's ``q``, ``reason``,
+    ``status``, ``kind``); an empty filter wants every node."""
+
+    q: str | None = None  # label, or the device / claim / NodeClaim a node records
+    reason: str | None = None
+    status: str | None = None
+    kind: str | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> TraceFilter:
+        """From query parameters; an empty value asks for nothing."""
+        return cls(**{name: params.get(name) or None for name in ("q", "reason", "status", "kind")})
+
+    def __bool__(self) -> bool:
+        return any((self.q, self.reason, self.status, self.kind))
+
+
+def trace_search_queryset(run: Run, wanted: TraceFilter) -> QuerySet[TraceNode]:
     qs = TraceNode.objects.filter(run=run)
-    if q:
-        # The label, or the device / claim / NodeClaim fields a node records (lower-cased).
-        qs = qs.filter(search__contains=q.lower())
-    if reason:
-        qs = qs.filter(reason=reason)
-    if status:
-        qs = qs.filter(status=status)
-    if kind:
-        qs = qs.filter(kind=kind)
+    if wanted.q:
+        qs = qs.filter(search__contains=wanted.q.lower())  # the search column is lower-cased
+    if wanted.reason:
+        qs = qs.filter(reason=wanted.reason)
+    if wanted.status:
+        qs = qs.filter(status=wanted.status)
+    if wanted.kind:
+        qs = qs.filter(kind=wanted.kind)
     return qs.order_by("node_id")
 
 
-def trace_search(
-    run: Run,
-    q: str | None = None,
-    *,
-    reason: str | None = None,
-    status: str | None = None,
-    kind: str | None = None,
-    limit: int = DEFAULT_LIMIT,
-) -> list[dict]:
-    return _nodes(trace_search_queryset(run, q, reason=reason, status=status, kind=kind)[:limit])
+def trace_search(run: Run, wanted: TraceFilter, *, limit: int = DEFAULT_LIMIT) -> list[dict]:
+    return _nodes(trace_search_queryset(run, wanted)[:limit])
 
 
 def trace_page_queryset(run: Run) -> QuerySet[TraceNode]:
@@ -130,10 +135,12 @@ def trace_page_queryset(run: Run) -> QuerySet[TraceNode]:
 # --- the search tree on the run page -----------------------------------------------------------
 
 
-def _finished_key(run: Run, what: str) -> str:
-    """A cache key for something read from a finished run's trace (a re-store moves
-    ``finished_at``, which is part of the key)."""
-    return f"dra-web:{what}:{run.pk}:{run.finished_at.timestamp() if run.finished_at else 'x'}"
+def _finished_key(what: str, *runs: Run) -> str:
+    """A cache key for something read from finished runs, which never change (a re-store
+    moves ``finished_at``, which is part of the key)."""
+    return f"dra-web:{what}:" + ":".join(
+        f"{r.pk}-{r.finished_at.timestamp() if r.finished_at else 'x'}" for r in runs
+    )
 
 
 def trace_overview(run: Run, *, max_depth: int = 12, min_fraction: float = 1 / 2000) -> dict:
@@ -225,21 +232,13 @@ def root_passes(run: Run) -> dict[int, int]:
             out[node_id] = seen[label]
         return out if any(n > 1 for n in seen.values()) else {}
 
-    return cache.get_or_set(_finished_key(run, "root-passes"), build, timeout=3600)
+    return cache.get_or_set(_finished_key("root-passes", run), build, timeout=3600)
 
 
-def trace_search_page(
-    run: Run,
-    q: str | None = None,
-    *,
-    reason: str | None = None,
-    status: str | None = None,
-    kind: str | None = None,
-    limit: int = 100,
-) -> dict:
+def trace_search_page(run: Run, wanted: TraceFilter, *, limit: int = 100) -> dict:
     """The first ``limit`` matches of a tree search, with their ancestors' labels and the
     total count."""
-    qs = trace_search_queryset(run, q, reason=reason, status=status, kind=kind)
+    qs = trace_search_queryset(run, wanted)
     matches = _nodes(qs[:limit])
     total = len(matches) if len(matches) < limit else qs.count()
     return {"total": total, "results": with_ancestor_labels(run, matches)}
@@ -315,7 +314,7 @@ def trace_reason_counts(run: Run) -> list[tuple[str, int]]:
             .order_by("-n", "reason")
         )
 
-    return cache.get_or_set(_finished_key(run, "reason-counts"), build, timeout=3600)
+    return cache.get_or_set(_finished_key("reason-counts", run), build, timeout=3600)
 
 
 # --- what the trace says about the run's new NodeClaims ---------------------------------------
@@ -397,9 +396,7 @@ def trace_json_bytes(run: Run) -> bytes:
 def diff_runs(a: Run, b: Run) -> dict:
     """The diff of two runs; cached, since a finished run never changes (a re-store moves
     ``finished_at``, which is part of the key)."""
-    key = "dra-web:diff:" + ":".join(
-        f"{r.pk}-{r.finished_at.timestamp() if r.finished_at else 'x'}" for r in (a, b)
-    )
+    key = _finished_key("diff", a, b)
     cached = cache.get(key) if a.finished and b.finished else None
     if cached is not None:
         return cached
