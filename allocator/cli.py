@@ -117,7 +117,7 @@ def _load(paths: list[str]):
     try:
         return load_paths(paths)
     except SnapshotError as err:
-        problems = getattr(err, "problems", None) or [str(err)]
+        problems = err.problems or [str(err)]
         raise UsageError("\n".join(problems)) from None
     except OSError as err:
         raise UsageError(f"{err.filename or paths[0]}: {err.strerror or err}") from None

@@ -17,6 +17,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
@@ -128,9 +129,7 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
 
 def run(docs: list[dict], caches: bool) -> dict:
     snapshot = load_files([("cluster.json", json.dumps(docs))])
-    options = SimulationOptions()
-    options.nodeclaim_caches = caches
-    result = simulate(snapshot, options).result
+    result = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches)).result
     result["stats"].pop("seconds")
     result["stats"].pop("suggestionSeconds", None)
     return result
