@@ -1,5 +1,6 @@
 """Failing pod x node pairs: 5,000 nodes x 8 GPUs, 1,000 pending pods, 5 % asking for a model
-nobody has (issue 9 item 2, issue 11 item 1). Whole process, as the CLI runs it.
+nobody has: the refusal funnel and the cached count stage at work. Whole process, as the CLI
+runs it.
 
 Run: .venv/bin/python bench/funnel_bench.py [--nodes N] [--pods P] [--no-funnel] [--profile]
 Prints seconds (wall and the simulation's CPU time: the machine is shared), failing pod x

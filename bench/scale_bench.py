@@ -1,4 +1,4 @@
-"""Issue 11's workloads, whole process as the CLI runs them, beside the anchors.
+"""The scale workloads, whole process as the CLI runs them, beside the anchors.
 
 (a) ``existing``: 5,000 existing nodes x 8 GPUs, 1,000 pending pods, 5 % asking for a model
     nobody has (target under 20 s, goal 5 s);

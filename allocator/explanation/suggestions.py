@@ -1380,7 +1380,7 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
     return scope
 
 
-# --- the funnel (issue 9), when the loop recorded it ----------------------------------------
+# --- the funnel the loop recorded ---------------------------------------------------------
 
 
 def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from allocator.checks import BINDING_CONDITION, Rejection, SearchState, Step
 from allocator.features.gates import FeatureGates
@@ -27,8 +27,6 @@ from allocator.requests import ClaimData, RequestData
 GATE = "DRADeviceBindingConditions"
 DEFAULT_BINDING_TIMEOUT_SECONDS = 600
 
-T = TypeVar("T")
-
 
 def device_selectable(device: Device, gates: FeatureGates) -> bool:
     """With the gate off kube-scheduler skips devices that need binding conditions."""
@@ -37,24 +35,6 @@ def device_selectable(device: Device, gates: FeatureGates) -> bool:
 
 def unselectable_reason(device_id: DeviceID) -> str:
     return f"device {device_id} has binding conditions, but the {GATE} feature is disabled"
-
-
-def order_pools(
-    pools: Iterable[T],
-    key: Callable[[T], tuple[str, str]],
-    devices: Callable[[T], Iterable[Device]],
-    gates: FeatureGates,
-) -> list[T]:
-    """Pools sorted by (driver, pool name), those holding binding-condition devices last
-    (CONTRACT section 3, search order). With the gate off only the name order applies."""
-    gate_on = gates.enabled(GATE)
-
-    def sort_key(pool: T) -> tuple[bool, str, str]:
-        late = gate_on and any(d.binding_conditions for d in devices(pool))
-        driver, name = key(pool)
-        return (late, driver, name)
-
-    return sorted(pools, key=sort_key)
 
 
 def _condition_true(conditions: Iterable[dict], types: Iterable[str]) -> list[str]:

@@ -57,11 +57,6 @@ def slice_universe(
     ]
 
 
-def claim_held_only_by_deleting(claim: ResourceClaim, deleting_pods: set[str]) -> bool:
-    """Reserved, and every consumer is a deleting pod (an empty reservedFor keeps devices)."""
-    return reserved_only_by_deleting_pods(claim, deleting_pods)
-
-
 Predicates = Sequence[Callable[[ResourceClaim], bool]]
 
 

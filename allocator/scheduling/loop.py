@@ -676,7 +676,7 @@ class Scheduler:
             ]
         allocator.dfs_nodes = nodes
 
-    # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
+    # --- refusing by the funnel: a cached count stage refuses without a search ---------------
 
     def invalidate_funnels(self) -> None:
         """Forget every cached refusal and replayable attempt: call it after changing the
@@ -1197,7 +1197,7 @@ class Scheduler:
     def _count_bound_refuses(
         self, probe: Probe, outcome: PodOutcome, claims: list[ResourceClaim]
     ) -> bool:
-        """The device-count bound of a NodeClaim (issue 11 item 2): when NodeClaims reach no
+        """The device-count bound of a NodeClaim: when NodeClaims reach no
         in-cluster device, a request for more devices than an instance type has template
         devices left on this NodeClaim is refused by Allocate's count stage there. True when
         that holds for every candidate; only for pods whose claim specs passed Request

@@ -235,9 +235,14 @@ def test_all_mode_template_instance_type_pruned_by_the_limit_is_refused():
     p5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
     p6 = instance_type("p6.96xlarge", [template("p6-gpus", gpus(20))])
     a = make_allocator(slices, instance_types=[p5, p6])
-    r = a.allocate(in_flight("gpu-pool-1", [p6, p5]), [claim("c", exact("gpu", mode="All"))])
+    trace = Trace()
+    r = a.allocate(
+        in_flight("gpu-pool-1", [p6, p5]), [claim("c", exact("gpu", mode="All"))], trace=trace
+    )
     assert r.instance_types == ["p5.48xlarge"]
     assert "exceeding maximum" in r.failed_instance_types["p6.96xlarge"]
+    (pruned,) = [n for n in trace.nodes if n["kind"] == "instanceType" and n["status"] == "pruned"]
+    assert (pruned["label"], pruned["reason"]) == ("p6.96xlarge", "exceeding-maximum")
     assert len(r.claims[0].devices_by_instance_type["p5.48xlarge"]) == 24
 
 

@@ -1,4 +1,4 @@
-"""Refusing by the funnel changes how a refusal is found, never a decision (issue 9 item 2).
+"""Refusing by the funnel changes how a refusal is found, never a decision.
 
 Random GPU clusters (nodes of H100s and Tesla T4s, some GPUs already taken, a device taint,
 a NodePool whose instance type has A10Gs) and pending pods asking for some model and count:

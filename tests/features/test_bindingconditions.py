@@ -9,10 +9,11 @@ from allocator.features.bindingconditions import (
     claim_binding_timeout,
     device_result_fields,
     device_selectable,
-    order_pools,
 )
 from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID
+from allocator.pools import SliceUniverse
+from allocator.requirements import node_requirements
 from allocator.simulation import SimulationOptions
 from tests.features.conftest import devices_of, gates_with, load_example
 
@@ -52,21 +53,22 @@ def test_gate_off_ignores_failures_and_skips_binding_devices() -> None:
     assert device_selectable(devices[LOCAL], off)
 
 
+def _search_order(snapshot) -> list[str]:
+    """The pools node-3's search reaches, in the order the DFS tries them."""
+    node = snapshot.nodes["node-3"]
+    universe = SliceUniverse(snapshot.resource_slices)
+    return [
+        p.key.pool for p in universe.gather("node-3", [node_requirements(node.labels, "node-3")])
+    ]
+
+
 def test_pools_with_binding_conditions_come_last() -> None:
     snapshot, _ = example()
-    pools = {}
-    for s in snapshot.resource_slices:
-        pools.setdefault((s.driver, s.pool), []).extend(s.devices)
-    keys = sorted(pools, reverse=True)  # gpu-pool first by name the other way round
-    ordered = order_pools(keys, key=lambda k: k, devices=lambda k: pools[k], gates=ALL_ON)
-    assert ordered == [("dra.example.com", "aaa-local-gpus"), ("dra.example.com", "gpu-pool")]
-    # Renaming the local pool to sort after gpu-pool keeps gpu-pool last.
-    pools[("dra.example.com", "zzz-local")] = pools.pop(("dra.example.com", "aaa-local-gpus"))
-    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k], gates=ALL_ON)
-    assert ordered[-1] == ("dra.example.com", "gpu-pool")
-    off = gates_with(DRADeviceBindingConditions=False)
-    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k], gates=off)
-    assert ordered[-1] == ("dra.example.com", "zzz-local")
+    assert _search_order(snapshot) == ["aaa-local-gpus", "gpu-pool"]
+    # Renaming the local pool to sort after gpu-pool keeps gpu-pool (binding conditions) last.
+    local = next(s for s in snapshot.resource_slices if s.pool == "aaa-local-gpus")
+    local.pool = "zzz-local"
+    assert _search_order(snapshot) == ["zzz-local", "gpu-pool"]
 
 
 def test_binds_to_node_records_the_chosen_node() -> None:

@@ -149,7 +149,7 @@ def test_scalar_match_is_type_aware_and_lists_need_the_gate() -> None:
     assert off.add("r", _cand("e", numa=0)) is None
 
 
-# --- feasibility by reasoning (issue 11 item 6) --------------------------------------------
+# --- feasibility by reasoning ---------------------------------------------------------------
 #
 # Like MatchAttribute's feasibility check: devices still to choose under a distinctAttribute
 # each need a value of their own, so fewer distinct values among the devices that could take

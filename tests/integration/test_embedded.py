@@ -1,4 +1,4 @@
-"""The embedded default (issue 15): `make run`'s scripts/run-dev.sh without Redis serves with
+"""The embedded default: `make run`'s scripts/run-dev.sh without Redis serves with
 runserver and a Celery worker on kombu's filesystem broker; runs are queued, show progress,
 can be cancelled, and Ctrl-C stops both processes."""
 

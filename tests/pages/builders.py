@@ -468,7 +468,7 @@ def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict
     return run
 
 
-# --- a big failing run (issue 11: bounded pages) ----------------------------------------------
+# --- a big failing run (bounded pages) -------------------------------------------------------
 
 
 def big_cluster_documents(nodes: int = 1000, gpus: int = 8) -> list[dict]:

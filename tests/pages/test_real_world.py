@@ -1,4 +1,4 @@
-"""Issue 15 on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an EKS-like cluster
+"""The pages on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an EKS-like cluster
 with NVIDIA's gpu.nvidia.com ResourceSlices, a NodePool with an EC2NodeClass, pods with
 ResourceClaimTemplates, one named train.v2-0 and one that fails, managedFields on the
 objects), simulated for real: the checks a user (and a hidden checker) makes on the pages."""

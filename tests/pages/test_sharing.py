@@ -1,4 +1,4 @@
-"""Issue 15: what a user takes away from the run page (downloads, stable links) and the
+"""What a user takes away from the run page (downloads, stable links) and the
 polish around it (times with a zone, kubectl-like YAML, a favicon, cancelling a run)."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The NodeClaim fast path changes how a NodeClaim's refusal is found, never a decision
-(issue 11 item 2).
+"""The NodeClaim fast path changes how a NodeClaim's refusal is found, never a decision.
 
 Random clusters: a few existing GPU nodes (H100 or L4, some GPUs taken), optionally a pool of
 network-attached RDMA NICs any node can reach (so NodeClaims read in-cluster devices too), a

@@ -1,5 +1,5 @@
-"""Smoke test of the bench's generated clusters (bench/workloads.py, issue 11 item 7), small:
-their shapes hold, and the NodeClaim fast path decides as the plain one on them."""
+"""Smoke test of the bench's generated clusters (bench/workloads.py), small: their shapes
+hold, and the NodeClaim fast path decides as the plain one on them."""
 
 from __future__ import annotations
 

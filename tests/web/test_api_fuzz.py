@@ -1,4 +1,4 @@
-"""API fuzzing (issue 13): hypothesis drives the REST endpoints through Django's test client
+"""API fuzzing: hypothesis drives the REST endpoints through Django's test client
 with hostile bodies, query strings, paths, run options and mutated snapshots. Every answer is
 below 500, JSON for API paths, and the server answers a plain request afterwards.
 

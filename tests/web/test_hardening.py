@@ -1,4 +1,4 @@
-"""Issue 13: hostile and broken input gets a JSON 4xx with a message, never a 500; runs always
+"""Hostile and broken input gets a JSON 4xx with a message, never a 500; runs always
 end in a true state; deployment defaults hold no known secret."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def run(snapshot, user, _web_settings):
     return Run.objects.create(snapshot=snapshot, owner=user, options={"trace": True})
 
 
-# --- item 4: no 500 for any input ----------------------------------------------------------
+# --- no 500 for any input ------------------------------------------------------------------
 
 
 def test_canonical_form_of_mixed_key_types_is_the_json_one():
@@ -206,7 +206,7 @@ def test_pod_names_with_slashes_reverse_and_resolve(api, run, user):
     assert odd == f"/runs/{run.pk}/pods/ml/a%20b%25%3F%23/review/"
 
 
-# --- item 5: runs end in a true state ------------------------------------------------------
+# --- runs end in a true state --------------------------------------------------------------
 
 
 def test_the_heartbeat_is_alive_while_the_output_is_stored(run, monkeypatch, settings):
@@ -412,7 +412,7 @@ def test_concurrent_upload_race_returns_the_stored_snapshot(user, monkeypatch):
     assert Snapshot.objects.count() == 1
 
 
-# --- item 7 and 8, issue 15 item 8: authentication, throttling, settings ------------------
+# --- authentication, throttling, settings ---------------------------------------------------
 
 
 def test_anonymous_api_requests_get_401_with_www_authenticate_token(db):

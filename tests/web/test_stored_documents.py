@@ -1,4 +1,4 @@
-"""Issue 11: a run builds its snapshot from the documents decoded at upload, not by parsing
+"""A run builds its snapshot from the documents decoded at upload, not by parsing
 the stored YAML again, and decides exactly as a run on the files would."""
 
 from __future__ import annotations
