@@ -235,10 +235,12 @@ def _pools(snapshot: Snapshot, run: Run) -> list[dict]:
     holds from the tracker, shares from the capacity ledger: the features' run_pool_status)."""
     from allocator.features.poolstatus import run_pool_status
 
+    features = run.allocator.features
     return run_pool_status(
         snapshot.resource_slices,
         run.allocator.allocated_cluster_devices(),
-        run.allocator.features,
+        features.capacity if features is not None else None,
+        features.taints if features is not None else None,
         run.pipeline.gates,
     )
 

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from allocator.features.attributes import lookup_attribute
+from allocator.features.capacity import CapacityLedger
 from allocator.features.counters import build_counter_pool
 from allocator.features.gates import FeatureGates
-from allocator.features.state import FeatureState
 from allocator.features.taints import TaintIndex
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice
 from allocator.pools import newest_generation
@@ -232,18 +232,19 @@ def pool_status(
 def run_pool_status(
     slices: Iterable[ResourceSlice],
     allocated: Iterable[DeviceID],
-    features: FeatureState | None,
+    capacity: CapacityLedger | None,
+    taints: TaintIndex | None,
     gates: FeatureGates,
     default_partition_type_attribute: str | None = None,
 ) -> list[dict]:
     """CONTRACT section 4 ``pools`` after the run: exclusive holds from the tracker
     (``allocated``), shares from the capacity ledger (cluster shares minus the freed ones, plus
-    the run's)."""
+    the run's); None for both without the features (core_pipeline)."""
     return pool_status(
         slices,
         allocated=allocated,
-        consumed_capacity=features.capacity.consumed_after_run() if features is not None else None,
-        taints=features.taints if features is not None else None,
+        consumed_capacity=capacity.consumed_after_run() if capacity is not None else None,
+        taints=taints,
         gates=gates,
         default_partition_type_attribute=default_partition_type_attribute,
     )

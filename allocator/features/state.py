@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from allocator.checks import PathEntry
-from allocator.claims import reserved_only_by_deleting_pods
+from allocator.claims import reallocated
 from allocator.features.capacity import CapacityLedger, commit_shares, release_shares
 from allocator.features.counters import (
     CounterLedger,
@@ -75,19 +75,16 @@ class FeatureInputs:
     nodes: Mapping[str, Node] | None
 
 
-def _freed(inputs: FeatureInputs, claim: ResourceClaim) -> bool:
-    if claim.allocation is None:
-        return False
-    if reserved_only_by_deleting_pods(claim, inputs.deleting_pods):
-        return True
-    return any(p(claim) for p in inputs.reallocation_predicates)
-
-
 def setup_features(inputs: FeatureInputs) -> FeatureState:
     """The taint index, the counter and capacity ledgers, the device index."""
     gates = inputs.gates
     claims = list(inputs.resource_claims.values())
-    freed = [c.key for c in claims if _freed(inputs, c)]
+    # Claims the run re-allocates free the shares they hold.
+    freed = [
+        c.key
+        for c in claims
+        if reallocated(c, inputs.deleting_pods, inputs.reallocation_predicates)
+    ]
     cap = CapacityLedger(claims, freed, gates=gates)
     devices: dict[DeviceID, Device] = {}
     grouped: set[PoolKey] = set()

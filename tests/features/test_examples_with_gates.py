@@ -345,10 +345,12 @@ def test_run_pool_status_counts_the_run_shares() -> None:
     claim = ResourceClaim("default", "web-new-0-net", spec)
     result = allocator.allocate(node, [claim])
     result.allocation.commit()
+    assert allocator.features is not None
     (pool,) = run_pool_status(
         snapshot.resource_slices,
         allocator.allocated_cluster_devices(),
-        allocator.features,
+        allocator.features.capacity,
+        allocator.features.taints,
         allocator.pipeline.gates,
     )
     # web-live's 1G stays, web-old's 1G is freed (deleting pod), the new share adds 1G.
