@@ -39,7 +39,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from allocator.nodeclaim import NodeClaimView, instance_type_requirements
+from allocator.nodeclaim import NodeClaimView
 from allocator.pipeline import Pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
 from allocator.quantity import Quantity
@@ -183,7 +183,7 @@ class Allocator:
             )
             return result
 
-        it_reqs = {it: instance_type_requirements(node_claim, it) for it in instance_types}
+        it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
         variants = (
             [effective]
             if node_claim.node_name is not None

@@ -26,6 +26,7 @@ from allocator.explanation.funnel import holder_text
 from allocator.features.taints import TaintIndex, describe_taint
 from allocator.model import DeviceID, ResourceClaim
 from allocator.pools import DeviceWithID
+from allocator.quantity import Quantity
 from allocator.requests import RequestData
 from allocator.tracker import AllocationTracker
 
@@ -149,8 +150,7 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    canonical = getattr(value, "canonical", None)
-    return canonical() if callable(canonical) else str(value)
+    return value.canonical() if isinstance(value, Quantity) else str(value)
 
 
 def _shown(value: Any) -> str:

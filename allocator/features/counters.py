@@ -81,7 +81,7 @@ def build_counter_pool(
     pool = CounterPool(key)
     problems: list[str] = []
     for s in slices:
-        name = getattr(s, "name", None)
+        name = s.name if isinstance(s, ResourceSlice) else None  # templates have none
         if separate_slices and s.shared_counters and s.devices:
             problems.append(
                 f"ResourceSlice {name}: sharedCounters and devices must be published in "
