@@ -132,6 +132,20 @@ def reserved_only_by_deleting_pods(
     return True
 
 
+def reallocated(
+    claim: ResourceClaim,
+    deleting_pods: frozenset[str] | set[str],
+    reallocation: Sequence[ReallocationPredicate],
+) -> bool:
+    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or one of the
+    pipeline's ``reallocation_predicates`` (a device that failed to bind)."""
+    if claim.allocation is None:
+        return False
+    if reserved_only_by_deleting_pods(claim, deleting_pods):
+        return True
+    return any(predicate(claim) for predicate in reallocation)
+
+
 def _merge_selector(
     claim_key: str, what: str, node_selector: dict, effective: Requirements
 ) -> Requirements:
@@ -173,10 +187,7 @@ def classify_claims(
         # claims): such a claim is allocated in memory, whatever its stale status.allocation
         # says (design: Allocated (In-Memory)).
         if claim.allocation is not None and meta is None:
-            reallocate = reserved_only_by_deleting_pods(claim, deleting_pods) or any(
-                p(claim) for p in reallocation
-            )
-            if reallocate:
+            if reallocated(claim, deleting_pods, reallocation):
                 out.append(ClassifiedClaim(i, claim, REALLOCATED))
                 continue
             reqs = None

@@ -25,7 +25,7 @@ def tune_gc() -> None:
     """For a one-shot process (``python -m allocator``, not a library call): the collector
     runs rarely. A 5,000-node snapshot is millions of objects, and the run then allocates
     briskly: with the default thresholds the collector walks the whole graph again and again
-    (a quarter of workload (a)'s time, issue 11); peak memory does not grow measurably
+    (a quarter of the time of bench/scale_bench.py's ``existing`` workload); peak memory does not grow measurably
     (bench/scale_bench.py prints it)."""
     gc.set_threshold(50_000, 50, 50)
 
@@ -117,7 +117,7 @@ def _load(paths: list[str]):
     try:
         return load_paths(paths)
     except SnapshotError as err:
-        problems = getattr(err, "problems", None) or [str(err)]
+        problems = err.problems or [str(err)]
         raise UsageError("\n".join(problems)) from None
     except OSError as err:
         raise UsageError(f"{err.filename or paths[0]}: {err.strerror or err}") from None

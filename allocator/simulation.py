@@ -11,12 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from allocator.features.bindingconditions import DEFAULT_BINDING_TIMEOUT_SECONDS
 from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
 from allocator.model import Snapshot
 from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
 
 if TYPE_CHECKING:
     from allocator.pipeline import Pipeline
+    from allocator.scheduling.tuning import Tuning
 
 _OPTION_FIELDS = {
     "timeout",
@@ -36,13 +38,7 @@ class SimulationOptions:
     disrupt: list[str] = field(default_factory=list)
     trace: bool = False
     trace_max_nodes: int = DEFAULT_MAX_NODES
-    binding_timeout_seconds: int = 600
-    # Internal (not an API option): refuse by the cached refusal funnel and skip unchanged
-    # retries. Switched off only by the property test proving decisions do not depend on it.
-    funnel_refusal: bool = True
-    # Internal too: NodeClaim refusals found without their words first, per-NodeClaim caches
-    # (issue 11 item 2). Switched off only by the property test comparing both paths.
-    nodeclaim_caches: bool = True
+    binding_timeout_seconds: int = DEFAULT_BINDING_TIMEOUT_SECONDS
     suggestions: bool = True  # verified fix suggestions for failed pods (CONTRACT section 4)
 
     @classmethod
@@ -115,21 +111,36 @@ def simulate(
     options: SimulationOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
     pipeline: Pipeline | None = None,
+    *,
+    tuning: Tuning | None = None,
 ) -> SimulationOutput:
     """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes.
 
-    ``pipeline``: the run's device checks, constraint kinds, validators and hooks; by default
-    ``build_pipeline(options.gates)`` (``core_pipeline()`` runs the design without features)."""
+    ``pipeline``: the run's device checks, constraint kinds, validators and features' state;
+    by default ``build_pipeline(options.gates)``, the one place a run's pipeline is built
+    (``core_pipeline(options.gates)`` runs the design without features). Its gates must be the
+    options'. ``tuning``: the scheduler's fast paths, switched off only by the tests and
+    benchmarks that compare them with the plain path."""
     from allocator.pipeline import build_pipeline
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
+    from allocator.scheduling.tuning import DEFAULT_TUNING
 
     options = options or SimulationOptions()
     started = time.perf_counter()
     trace = Trace(enabled=True, max_nodes=options.trace_max_nodes) if options.trace else NULL_TRACE
     if pipeline is None:
         pipeline = build_pipeline(options.gates)  # built per run, from the run's gates
-    run = build_run(snapshot, options, trace, pipeline)
+    elif pipeline.gates != options.gates:
+        raise ValueError("the pipeline's feature gates differ from the options' featureGates")
+    run = build_run(
+        snapshot,
+        pipeline,
+        trace,
+        timeout=options.timeout,
+        disrupt=options.disrupt,
+        tuning=tuning or DEFAULT_TUNING,
+    )
     outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
     suggestions = None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from allocator.scheduling.tuning import Tuning  # noqa: E402
 from allocator.simulation import SimulationOptions, simulate  # noqa: E402
 from allocator.snapshot import load_files  # noqa: E402
 from bench.workloads import existing_nodes  # noqa: E402
@@ -37,13 +38,12 @@ def main() -> None:
     snapshot = load_files([("bench.json", json.dumps(docs))])
     loaded = time.perf_counter()
     options = SimulationOptions()
-    if args.no_funnel and hasattr(options, "funnel_refusal"):
-        options.funnel_refusal = False
+    tuning = Tuning(funnel_refusal=not args.no_funnel)
     prof = cProfile.Profile() if args.profile else None
     if prof:
         prof.enable()
     cpu = time.process_time()
-    out = simulate(snapshot, options)
+    out = simulate(snapshot, options, tuning=tuning)
     cpu = time.process_time() - cpu
     if prof:
         prof.disable()

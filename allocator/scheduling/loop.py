@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from allocator.dfs import count_message
-from allocator.explanation.funnel import Funnel
+from allocator.errors import AllocationError
+from allocator.explanation.funnel import Funnel, count_message
+from allocator.explanation.messages import HolderIndex
 from allocator.model import DeviceID, NodePool, Pod, PoolKey, ResourceClaim, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
@@ -40,6 +41,7 @@ from allocator.scheduling.nodeclaims import (
     Probe,
 )
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE, PruneLog
+from allocator.scheduling.tuning import DEFAULT_TUNING, Tuning
 from allocator.trace import NULL_TRACE, Trace, new_nodeclaim_label
 
 _NO_STRICT: frozenset[str] = frozenset()
@@ -132,9 +134,7 @@ class Scheduler:
         device_counter: DeviceCounter | None = None,
         reserved_names: set[str] = frozenset(),
         trace: Trace = NULL_TRACE,
-        allocation_errors: tuple[type[BaseException], ...] = (),
-        funnel_refusal: bool = True,
-        nodeclaim_caches: bool = True,
+        tuning: Tuning = DEFAULT_TUNING,
         nodeclaims_reach_cluster: bool = True,
     ) -> None:
         self.allocator = allocator
@@ -144,7 +144,6 @@ class Scheduler:
         self.counter = device_counter
         self.reserved_names = set(reserved_names)
         self.trace = trace
-        self.allocation_errors = allocation_errors
         self.node_claims: list[InFlightNodeClaim] = []
         self.in_memory: set[str] = set()  # claims allocated earlier in this run
         self.claim_users: dict[str, set[str]] = {}  # claim key -> pods placed with it here
@@ -153,15 +152,10 @@ class Scheduler:
         self._reason_cache: dict[tuple, str] = {}
         self._validated_specs: set[tuple] = set()
         self.prunes = PruneLog()  # why each NodeClaim lost instance types (result report)
-        # Refusing by the funnel (issue 9): an existing target whose cached count stage shows a
-        # pod's requests cannot be met is refused without running Allocate there; a retry in
-        # an unchanged state is skipped. Off only to prove that decisions do not depend on it.
-        self.funnel_refusal = funnel_refusal
-        # NodeClaims of this run and new ones (issue 11 item 2): a refusal is first found
-        # without its words (Allocate's ``explain`` off), and explained only when the pod
-        # fails everywhere; see ``_deferred``. Off only to prove decisions do not depend on it.
-        self.nodeclaim_caches = nodeclaim_caches
-        allocator.fresh_funnels = {} if nodeclaim_caches else None
+        # The fast paths (see Tuning); off only to prove that decisions do not depend on them.
+        self.funnel_refusal = tuning.funnel_refusal
+        self.nodeclaim_caches = tuning.nodeclaim_caches
+        allocator.fresh_funnels = {} if self.nodeclaim_caches else None
         # (NodeClaim id, pod shape) -> ((NodeClaim version, cluster version), refusal: words
         # or _DEFERRED, DFS nodes it counted, whether it marked the pod validated). A NodeClaim's
         # version grows whenever it takes a pod; the cluster version whenever in-cluster devices
@@ -177,7 +171,7 @@ class Scheduler:
         self.nodeclaims_reach_cluster = nodeclaims_reach_cluster
         self._template_totals: dict[str, int | None] = {}
         # filter_instance_types' answers per requirements' content (None: not remembered).
-        self._filter_memo: dict | None = {} if nodeclaim_caches else None
+        self._filter_memo: dict | None = {} if self.nodeclaim_caches else None
         # (claim spec key, request) -> target id -> (pools in reach, state version, funnel or
         # None when the request passed the count stage). Versions grow on every commit to a
         # pool (or to the target's own templates) and on every release, so an entry whose
@@ -199,11 +193,11 @@ class Scheduler:
         # Refused by the device-count pre-check: (place in the funnel log, target).
         self._counted_out: list[tuple[int, ExistingTarget, int]] = []  # + its trace node
         # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
-        from allocator.explanation.messages import HOLDERS, SELECTOR_WORDS, HolderIndex
-
-        allocator.extensions[HOLDERS] = HolderIndex(allocator, self.claim_users)
-        if funnel_refusal:  # selector refusals worded once per values read (issue 11)
-            allocator.extensions[SELECTOR_WORDS] = {}
+        allocator.wording.holders = HolderIndex(
+            allocator.resource_claims, allocator.claim_metadata, allocator.tracker, self.claim_users
+        )
+        if self.funnel_refusal:  # selector refusals worded once per values read
+            allocator.wording.selector_words = {}
         self._dry = False  # a trial (see ``trial``): stop at the first commit
 
     def claim_state(self, claim: ResourceClaim) -> str:
@@ -540,7 +534,10 @@ class Scheduler:
     def _maps(self, devices, templates_by_it) -> bool:
         from allocator.features.nodeallocatable import claim_maps_node_resources
 
-        return claim_maps_node_resources(self.allocator, devices, templates_by_it)
+        features = self.allocator.features
+        return features is not None and claim_maps_node_resources(
+            features.devices, self.allocator.pipeline.gates, devices, templates_by_it
+        )
 
     def _to_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
         """The claims the DFS will have to place (for the device-count pre-check)."""
@@ -607,12 +604,10 @@ class Scheduler:
                     trace_parent=node if node >= 0 else None,
                     pod=outcome.pod,
                 )
-            except self.allocation_errors as err:
+            except AllocationError as err:
                 self._note_validation(outcome, err)
                 self._remember(target, claims, err)
-                outcome.funnel_log.extend(
-                    (target.reason_target, f, None) for f in getattr(err, "funnels", ())
-                )
+                outcome.funnel_log.extend((target.reason_target, f, None) for f in err.funnels)
                 if self.trace.enabled:
                     self._trace_funnels(node, err)
                 self.trace.set(node, "failed", _target_code(err), str(err))
@@ -681,7 +676,7 @@ class Scheduler:
             ]
         allocator.dfs_nodes = nodes
 
-    # --- refusing by the funnel (issue 9 item 2, issue 11 item 1) ------------------------------
+    # --- refusing by the funnel: a cached count stage refuses without a search ---------------
 
     def invalidate_funnels(self) -> None:
         """Forget every cached refusal and replayable attempt: call it after changing the
@@ -788,9 +783,9 @@ class Scheduler:
                 try:
                     allocator.allocate(target, claims, pod=outcome.pod)
                     found = []  # cannot happen (the pre-check is sound); explain nothing
-                except self.allocation_errors as err:
+                except AllocationError as err:
                     self._remember(target, claims, err)
-                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                    found = [(target.reason_target, f, None) for f in err.funnels]
                 finally:
                     allocator.dfs_nodes = nodes
             if node >= 0 and found:
@@ -833,9 +828,9 @@ class Scheduler:
             hit = self._causes[id(funnel)] = (funnel, cause_text(funnel))
         return hit[1]
 
-    def _remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
+    def _remember(self, target, claims: list[ResourceClaim], err: AllocationError) -> None:
         """Cache the count stage of a failed Allocate on a single-instance-type target."""
-        counted = getattr(err, "counted", None)
+        counted = err.counted
         if not self.funnel_refusal or counted is None or len(target.instance_types) > 1:
             return
         reach = err.reach
@@ -853,10 +848,10 @@ class Scheduler:
             table = self._funnels.setdefault((key, name), {})
             table[target.id] = (reach, version, funnel, words)
 
-    def _trace_funnels(self, node: int, err: BaseException) -> None:
+    def _trace_funnels(self, node: int, err: AllocationError) -> None:
         from allocator.explanation.funnel import funnel_json
 
-        funnels = getattr(err, "funnels", None)
+        funnels = err.funnels
         if node >= 0 and funnels:
             self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
 
@@ -1109,10 +1104,11 @@ class Scheduler:
                     trace_parent=trace_node if trace_node >= 0 else None,
                     pod=outcome.pod,
                 )
-            except self.allocation_errors as err:
+            except AllocationError as err:
                 self._note_validation(outcome, err)
-                code = getattr(err, "code", "allocation")
-                raise AllocationFailure(explain.dra_reason(str(err)), code, reach=None) from None
+                raise AllocationFailure(
+                    explain.dra_reason(str(err)), err.code, reach=None
+                ) from None
         self._mark_validated(outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -1201,7 +1197,7 @@ class Scheduler:
     def _count_bound_refuses(
         self, probe: Probe, outcome: PodOutcome, claims: list[ResourceClaim]
     ) -> bool:
-        """The device-count bound of a NodeClaim (issue 11 item 2): when NodeClaims reach no
+        """The device-count bound of a NodeClaim: when NodeClaims reach no
         in-cluster device, a request for more devices than an instance type has template
         devices left on this NodeClaim is refused by Allocate's count stage there. True when
         that holds for every candidate; only for pods whose claim specs passed Request
@@ -1267,11 +1263,11 @@ class Scheduler:
         nodes = allocator.dfs_nodes
         try:
             result = allocator.allocate(probe, claims, pod=outcome.pod, explain=False)
-        except self.allocation_errors as err:
+        except AllocationError as err:
             self._note_validation(outcome, err)
-            code = getattr(err, "code", "allocation")
+            code = err.code
             # Only a finished search's refusal is reused (not a validation error or a timeout).
-            reach = getattr(err, "reach", None)
+            reach = err.reach
             if key is not None and reach is not None:
                 self._allocate_refusals[key] = (
                     nc_version,
@@ -1361,11 +1357,11 @@ class Scheduler:
                 and not d.extra.get("shareID")
             )
 
-    def _note_validation(self, outcome: PodOutcome, err: BaseException) -> None:
+    def _note_validation(self, outcome: PodOutcome, err: AllocationError) -> None:
         """The device-count pre-check is used only for pods whose claims passed Request
         Validation once, so that a claim the allocator rejects (``exceeding maximum``, a
         missing DeviceClass ...) is reported with the allocator's own words on every node."""
-        if getattr(err, "code", None) != "validation":
+        if err.code != "validation":
             self._mark_validated(outcome)
 
     def _mark_validated(self, outcome: PodOutcome) -> None:
@@ -1416,12 +1412,12 @@ class Scheduler:
         return f"{pool}-{n}"
 
 
-def _target_code(err: BaseException) -> str:
+def _target_code(err: AllocationError) -> str:
     """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
     from allocator.explanation.funnel import decisive_reason
 
-    code = getattr(err, "code", "allocation")
-    funnels = getattr(err, "funnels", None)
+    code = err.code
+    funnels = err.funnels
     if code == "no-instance-type" and funnels and all(f.whole is None for f in funnels):
         return decisive_reason(funnels[0]) or code
     return code

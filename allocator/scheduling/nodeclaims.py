@@ -66,6 +66,9 @@ class ExistingTarget:
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
         return self.templates
 
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        return None  # a node (or an unregistered NodeClaim): its requirements say it all
+
     def target_json(self) -> dict:
         if self.kind == UNREGISTERED:
             return {"kind": "NodeClaim", "name": self.name, "new": False}

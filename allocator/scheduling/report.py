@@ -114,7 +114,7 @@ class PruneLog:
             elif stage[0] == DRA_STAGE:
                 _, candidates, result, kept_infos = stage
                 kept = {info.name for info in kept_infos}
-                failed = getattr(result, "failed_instance_types", None) or {}
+                failed = result.failed_instance_types
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
                         message = failed.get(info.name) or (
@@ -255,10 +255,8 @@ class _Devices:
     instance types and the allocator's in-cluster universe."""
 
     def __init__(self, snapshot, allocator) -> None:
-        from allocator.features.state import state_of
-
         self.snapshot = snapshot
-        self.state = state_of(allocator.extensions)
+        self.state = allocator.features
         self._templates: dict[str, dict[DeviceID, Any]] = {}
 
     def get(self, instance_type: str | None, device_id: DeviceID):
@@ -428,7 +426,7 @@ def extend_pod_claims(pod_entries: list[dict], outcomes, run, snapshot) -> None:
     the reachable devices a taint kept from them. The placements on new NodeClaims say the
     same per NodeClaim; this covers existing nodes as well."""
     devices = _Devices(snapshot, run.allocator)
-    if devices.state is None or not devices.state.gates.enabled("DRADeviceTaints"):
+    if devices.state is None or not run.pipeline.gates.enabled("DRADeviceTaints"):
         return
     for entry, outcome in zip(pod_entries, outcomes, strict=True):
         if not entry["scheduled"] or not entry["claims"]:
@@ -508,18 +506,14 @@ def new_node_claim_gating(name: str, annotations: dict[str, str]) -> dict | None
 def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str, dict]) -> None:
     """Add the report fields to each ``nodeClaims`` entry (same order as the run's NodeClaims)."""
     scheduler = run.scheduler
-    log: PruneLog | None = getattr(scheduler, "prunes", None)
+    log = scheduler.prunes
     devices = _Devices(snapshot, run.allocator)
     by_name = {nc.name: nc for nc in scheduler.node_claims}
     for entry in entries:
         nc = by_name[entry["name"]]
         held = held_devices(entry["pods"], pod_entries)
-        entry["instanceTypesPruned"] = (
-            log.for_claim(nc.id, entry["instanceTypes"]) if log is not None else []
-        )
-        entry["requirementsBeforeDRA"] = _requirements_json(
-            log.before_dra.get(nc.id) if log is not None else None
-        )
+        entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
+        entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
         entry["templateSlices"] = template_slices(nc.candidates)
         entry["devices"] = held
         entry["deviceTaints"] = device_taints(

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from allocator.allocator import Allocator
+from allocator.bindings import AttributeBindings
+from allocator.features.gates import FeatureGates
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
+from allocator.pipeline import Pipeline
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.fit import (
@@ -32,13 +37,15 @@ from allocator.scheduling.initialization import (
 from allocator.scheduling.loop import PoolPlan, Scheduler
 from allocator.scheduling.nodeclaims import EXISTING, existing_targets
 from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
+from allocator.scheduling.tuning import DEFAULT_TUNING, Tuning
 from allocator.trace import Trace
 
 
 @dataclass(slots=True)
 class Run:
     scheduler: Scheduler
-    allocator: object
+    allocator: Allocator
+    pipeline: Pipeline  # the run's features (``pipeline.gates``) and checks
     pods: PodSets
     pod_claims: dict[str, PodClaims]
     generated_claims: dict[str, ResourceClaim]
@@ -47,17 +54,20 @@ class Run:
     seed: set = field(default_factory=set)
 
 
-def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
-    """``pipeline``: the run's device checks and the rest of the DRA features' wiring
-    (``allocator/pipeline.py``); by default ``build_pipeline(options.gates)``."""
-    from allocator.allocator import AllocationError, Allocator
-    from allocator.bindings import AttributeBindings
-    from allocator.pipeline import build_pipeline
-
-    if pipeline is None:
-        pipeline = build_pipeline(options.gates)
-
-    disrupted = check_candidates(snapshot, options.disrupt)
+def build_run(
+    snapshot: Snapshot,
+    pipeline: Pipeline,
+    trace: Trace,
+    *,
+    timeout: float,
+    disrupt: Sequence[str] = (),
+    tuning: Tuning = DEFAULT_TUNING,
+) -> Run:
+    """``pipeline``: the run's features (its gates), device checks and the rest of the DRA
+    features' wiring (``allocator/pipeline.py``); ``timeout``: of each Allocate's search;
+    ``disrupt``: the nodes whose disruption is simulated; ``tuning``: the scheduler's fast
+    paths."""
+    disrupted = check_candidates(snapshot, list(disrupt))
     going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
     pods = collect_pods(snapshot.pods, going_away, set(disrupted))
     managed = managed_nodes(snapshot)
@@ -76,12 +86,17 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         bindings,
         snapshot.device_classes,
         pipeline=pipeline,
-        **_allocator_kwargs(snapshot, options, pods.deleting),
+        deleting_pods=pods.deleting,
+        namespaces=snapshot.namespaces,
+        timeout=timeout,
+        device_taint_rules=snapshot.device_taint_rules,
+        resource_claims=snapshot.resource_claims,
+        nodes=snapshot.nodes,
     )
 
     generated = generate_template_claims(pods.pending, snapshot)
     pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
-    _attach_extended_claims(snapshot, options, pods.pending, pod_claims)
+    _attach_extended_claims(snapshot, pipeline.gates, pods.pending, pod_claims)
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
     targets = existing_targets(
@@ -106,20 +121,25 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         device_counter=counter,
         reserved_names=reserved,
         trace=trace,
-        allocation_errors=(AllocationError,),
-        funnel_refusal=getattr(options, "funnel_refusal", True),
-        nodeclaim_caches=getattr(options, "nodeclaim_caches", True),
+        tuning=tuning,
         nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
     )
-    return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
+    return Run(
+        scheduler, allocator, pipeline, pods, pod_claims, generated, universe, disrupted, seed
+    )
 
 
-def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) -> None:
+def _attach_extended_claims(
+    snapshot: Snapshot,
+    gates: FeatureGates,
+    pending: list[Pod],
+    pod_claims: dict[str, PodClaims],
+) -> None:
     """DRAExtendedResource: each pending pod's claim for the extended resources a DeviceClass
     serves comes last among its claims, as kube-scheduler puts it."""
     from allocator.features import extendedresources as ext
 
-    if not options.gates.enabled(ext.GATE):
+    if not gates.enabled(ext.GATE):
         return
     mapping = ext.class_mapping(snapshot.device_classes)
     if not mapping:
@@ -136,19 +156,6 @@ def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) ->
             claims.extended = found
             if found.claim is not None:
                 claims.claims.append(found.claim)
-
-
-def _allocator_kwargs(snapshot: Snapshot, options, deleting: set[str]) -> dict:
-    return {
-        "deleting_pods": deleting,
-        "namespaces": snapshot.namespaces,
-        "gates": options.gates,
-        "timeout": options.timeout,
-        "device_taint_rules": snapshot.device_taint_rules,
-        "resource_claims": snapshot.resource_claims,
-        "binding_timeout_seconds": options.binding_timeout_seconds,
-        "nodes": snapshot.nodes,
-    }
 
 
 def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> list[PoolPlan]:

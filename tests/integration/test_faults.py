@@ -1,5 +1,5 @@
 """Fault injection on a real PostgreSQL of this module's own (restarted by a test), Redis,
-gunicorn and Celery (issue 13): a database restarted mid-run, a long store, concurrent
+gunicorn and Celery: a database restarted mid-run, a long store, concurrent
 identical uploads."""
 
 from __future__ import annotations
