@@ -209,6 +209,7 @@ def build_result(
             "nodeClaims": len(node_claims),
         },
         "featureGates": options.gates.as_dict(),
+        "kubernetesVersion": options.kubernetes_version,
         "pools": _pools(snapshot, run, options),
         "deviceTaintRules": _taint_rules(snapshot, run, options),
         "initializationGating": initialization_gating(snapshot),
