@@ -167,7 +167,7 @@ def _validate(args, stdout: TextIO) -> int:
     counts = snapshot.object_counts()
     total = sum(counts.values())
     print(f"ok: {total} objects ({_counts(counts)})", file=stdout)
-    for warning in snapshot.warnings:
+    for warning in [*snapshot.warnings, *snapshot.unsimulated]:
         print(f"warning: {warning}", file=stdout)
     return EXIT_OK
 
@@ -207,7 +207,7 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
                 json.dump(output.trace, fh)
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
-    _print_warnings(snapshot.warnings, stderr)
+    _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
     if args.json or args.output == "json":
         json.dump(output.result, stdout, indent=2)
         stdout.write("\n")

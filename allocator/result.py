@@ -214,7 +214,7 @@ def build_result(
         "deviceTaintRules": _taint_rules(snapshot, run, options),
         "initializationGating": initialization_gating(snapshot),
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
-        "warnings": list(snapshot.warnings),
+        "warnings": [*snapshot.warnings, *snapshot.unsimulated],
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions)
