@@ -190,6 +190,9 @@ DRA_WEB_RUN_QUEUED_STALE_SECONDS = _env_float("DRA_WEB_RUN_QUEUED_STALE_SECONDS"
 # Bounds of the API's run options (the command line has none).
 DRA_WEB_MAX_TIMEOUT_SECONDS = _env_float("DRA_WEB_MAX_TIMEOUT_SECONDS", 300.0)
 DRA_WEB_MAX_TRACE_NODES = _env_int("DRA_WEB_MAX_TRACE_NODES", 2_000_000)
+# Finished runs older than this many days are deleted with their traces (hourly, on Celery
+# beat, and by `manage.py prune_runs`), except pinned runs and runs with reviews; 0 keeps all.
+DRA_WEB_RUN_RETENTION_DAYS = _env_int("DRA_WEB_RUN_RETENTION_DAYS", 90)
 
 # --- login throttle (the form and POST /api/auth/token/) --------------------------------------
 DRA_WEB_LOGIN_MAX_FAILURES = _env_int("DRA_WEB_LOGIN_MAX_FAILURES", 10)
@@ -269,6 +272,7 @@ if DRA_WEB_BROKER_DIR and not REDIS_URL:
     }
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "dra_web.runs.tasks.reap_stale_runs", "schedule": 60.0},
+    "prune-old-runs": {"task": "dra_web.runs.tasks.prune_old_runs", "schedule": 3600.0},
 }
 
 LOGGING = {

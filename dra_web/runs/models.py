@@ -48,6 +48,8 @@ class Run(models.Model):
     pods_total = models.IntegerField(null=True, blank=True)
     pods_scheduled = models.IntegerField(null=True, blank=True)
     pods_failed = models.IntegerField(null=True, blank=True)
+    # Kept past DRA_WEB_RUN_RETENTION_DAYS (runs/retention.py), like a run with reviews.
+    pinned = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         ordering = ["-queued_at", "-id"]

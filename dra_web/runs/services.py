@@ -145,7 +145,9 @@ def _check_disrupt(snapshot, names: list[str]) -> None:
 
 def start_run(owner, snapshot, options: dict | None = None) -> Run:
     """Store a queued run and hand it to Celery once the transaction commits."""
-    normalised = normalise_options(options)
+    from dra_web.snapshots.selectors import with_run_defaults
+
+    normalised = normalise_options(with_run_defaults(snapshot, options))
     _check_disrupt(snapshot, normalised.get("disrupt") or [])
     run = Run.objects.create(
         snapshot=snapshot,
