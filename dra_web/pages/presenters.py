@@ -781,3 +781,77 @@ def funnel_diff(
             if len(rows) >= limit:
                 return rows
     return rows
+
+
+# --- feature gates and Kubernetes version presets --------------------------------------------
+
+
+def gates_view(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Which gates a run had (from its options or its result: both carry ``featureGates`` and
+    ``kubernetesVersion``): the preset's label, and each gate with its preset default and
+    whether the run set it apart from that default."""
+    from allocator.features.gates import KUBERNETES_VERSIONS, preset
+
+    options = options or {}
+    gates = options.get("featureGates") or {}
+    version = options.get("kubernetesVersion")
+    known = version in KUBERNETES_VERSIONS
+    defaults = preset(version) if known else dict.fromkeys(gates, True)
+    if known:
+        label = f"Kubernetes {version} defaults"
+    else:
+        label = (
+            "every DRA feature on (no Kubernetes version: a debugger's default, not a cluster's)"
+        )
+    rows = [
+        {
+            "name": name,
+            "on": on,
+            "default": defaults.get(name, True),
+            "set": defaults.get(name, True) != on,
+        }
+        for name, on in gates.items()
+    ]
+    return {
+        "version": version if known else None,
+        "label": label,
+        "gates": rows,
+        "set": [row for row in rows if row["set"]],
+        "on": sum(1 for row in rows if row["on"]),
+    }
+
+
+def gate_presets() -> dict[str, Any]:
+    """Every gate's default in each release that has a preset: the run form's reference."""
+    from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS, preset
+
+    by_version = {v: preset(v) for v in KUBERNETES_VERSIONS}
+    return {
+        "versions": KUBERNETES_VERSIONS,
+        "rows": [
+            {"name": name, "defaults": [by_version[v][name] for v in KUBERNETES_VERSIONS]}
+            for name in GATE_NAMES
+        ],
+    }
+
+
+def version_choices(
+    fixed: bool, cluster_version: str | None = None, server_version: str = ""
+) -> list[dict[str, str]]:
+    """The run form's Kubernetes version options; the first ("auto") leaves it to the snapshot.
+    ``fixed``: the form runs one known snapshot, whose runs default to ``cluster_version`` (its
+    live-imported server's release, ``server_version`` as the server said it) or to every
+    gate on when that is None."""
+    from allocator.features.gates import KUBERNETES_VERSIONS
+
+    if not fixed:
+        auto = "the snapshot's: a live import's cluster version, else every DRA feature on"
+    elif cluster_version:
+        auto = f"Kubernetes {cluster_version} defaults (this cluster's version, {server_version})"
+    else:
+        auto = "every DRA feature on (the snapshot names no Kubernetes version)"
+    return [
+        {"value": "auto", "label": auto},
+        {"value": "all", "label": "every DRA feature on (a debugger's default)"},
+        *({"value": v, "label": f"Kubernetes {v} defaults"} for v in KUBERNETES_VERSIONS),
+    ]
