@@ -34,7 +34,9 @@ def test_dashboard_lists_runs_snapshots_and_gate_switches(browser_client, run):
     assert '<span class="badge succeeded">succeeded</span>' in html
     # Each gate: the chosen version's default unless set on or off for this run.
     for gate in GATE_NAMES:
-        assert f'<select id="gate-{gate}" name="gate-{gate}"><option value="" selected>default' in html
+        assert (
+            f'<select id="gate-{gate}" name="gate-{gate}"><option value="" selected>default' in html
+        )
     assert '<option value="auto" selected>the snapshot' in html
     assert 'type="file" name="files" id="id_files" multiple' in html
     assert "data-dropzone" in html
