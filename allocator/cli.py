@@ -1,4 +1,4 @@
-"""The command line (CONTRACT section 2): ``simulate`` and ``validate``, no Django needed.
+"""The command line (docs/CLI.md): ``simulate`` and ``validate``, no Django needed.
 
 Exit status 0 when the simulation completed (also when pods could not be placed), 2 for an
 unusable snapshot or arguments with the message on standard error, never a traceback for bad
@@ -18,6 +18,7 @@ from allocator.features.gates import (
     KUBERNETES_VERSIONS,
     FeatureGateError,
     FeatureGates,
+    kubernetes_version,
     parse_overrides,
     preset,
 )
@@ -56,6 +57,14 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _kubernetes_version(text: str) -> str:
+    """A release with a preset, also as a server prints it (``v1.35.2``)."""
+    try:
+        return kubernetes_version(text)
+    except FeatureGateError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _gates(text: str) -> dict[str, bool]:
     """The overrides of ``--feature-gates``, checked at once (names and values)."""
     try:
@@ -92,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--kubernetes-version",
-        choices=KUBERNETES_VERSIONS,
+        type=_kubernetes_version,
         default=None,
         metavar="|".join(KUBERNETES_VERSIONS),
         help="start from that release's feature gate defaults (default: every gate on)",

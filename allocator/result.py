@@ -1,4 +1,4 @@
-"""The result document (CONTRACT section 4), built once the loop has finished.
+"""The result document (docs/RESULT.md), built once the loop has finished.
 
 Template devices are listed only for the instance types a NodeClaim still has at the end of the
 run, so the document is assembled from the final NodeClaims, not while placing pods.

@@ -1,6 +1,6 @@
 """The one entry point the command line and the Celery task share: ``simulate``.
 
-One call runs one provisioning scheduling loop (CONTRACT section 3) over a typed snapshot and
+One call runs one provisioning scheduling loop (docs/SIMULATION.md) over a typed snapshot and
 returns the result document (section 4) and, on demand, the search trace (section 5).
 """
 
@@ -52,7 +52,7 @@ class SimulationOptions:
     # Internal too: NodeClaim refusals found without their words first, per-NodeClaim caches
     # (issue 11 item 2). Switched off only by the property test comparing both paths.
     nodeclaim_caches: bool = True
-    suggestions: bool = True  # verified fix suggestions for failed pods (CONTRACT section 4)
+    suggestions: bool = True  # verified fix suggestions for failed pods (docs/RESULT.md)
 
     @classmethod
     def from_json(cls, d: dict | None) -> SimulationOptions:

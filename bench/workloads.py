@@ -1,4 +1,4 @@
-"""Generated clusters of the shapes issue 11 is judged on (fixed seeds, CONTRACT section 1 form).
+"""Generated clusters of the shapes issue 11 is judged on (fixed seeds, docs/SNAPSHOT.md form).
 
 * ``existing``: 5,000 existing H100 nodes x 8 GPUs, 1,000 pending pods; every 20th (5 %) asks
   for an A100 that no node has (no NodePool, so the failing pods fail on every node);

@@ -3,7 +3,7 @@
 One function per reason code, ``(ctx, claim, request, cand, rejection) -> Refusal``: the message
 names the cause (the selector expression that was false and the values it read, the claim
 holding the device and its pods, the counter set and what is left, the taint no toleration
-matches ...), ``detail`` carries it structured (CONTRACT section 4), and ``group`` says which
+matches ...), ``detail`` carries it structured (docs/RESULT.md), and ``group`` says which
 devices were refused the same way. The checks' ``explain`` methods call these; ``EXPLAIN``
 maps a reason code to its function for checks that have none.
 """

@@ -43,7 +43,7 @@ def order_pools(
     gates: FeatureGates = ALL_ON,
 ) -> list[T]:
     """Pools sorted by (driver, pool name), those holding binding-condition devices last
-    (CONTRACT section 3, search order). With the gate off only the name order applies."""
+    (docs/SIMULATION.md, search order). With the gate off only the name order applies."""
     gate_on = gates.enabled(GATE)
 
     def sort_key(pool: T) -> tuple[bool, str, str]:

@@ -28,7 +28,7 @@ class FeatureGateError(ValueError):
     pass
 
 
-# The releases a preset exists for (CONTRACT section 2: ``--kubernetes-version``).
+# The releases a preset exists for (docs/CLI.md: ``--kubernetes-version``).
 KUBERNETES_VERSIONS: tuple[str, ...] = ("1.34", "1.35", "1.36", "1.37")
 
 # Each gate's lifecycle as Kubernetes publishes it: (first release of the stage, stage, default).

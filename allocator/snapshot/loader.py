@@ -1,4 +1,4 @@
-"""Load a cluster snapshot (CONTRACT section 1) into ``allocator.model.Snapshot``.
+"""Load a cluster snapshot (docs/SNAPSHOT.md) into ``allocator.model.Snapshot``.
 
 All problems of a load are collected, then raised together as one ``SnapshotError``; each
 reads ``FILE doc N Kind namespace/name: field.path: message`` with N the 1-based position of

@@ -1,4 +1,4 @@
-"""Turn a run's result document (CONTRACT section 4) into what the pages show.
+"""Turn a run's result document (docs/RESULT.md) into what the pages show.
 
 Pure functions over plain dicts: the result may come from any version of the scheduler, so
 every field is read with a default and unknown fields are passed through, never required.
@@ -289,8 +289,8 @@ def reason_groups(
     """Targets that refused a pod the same way, as one row each: ``{group, reason, phrase,
     count, examples}``; nodes first, then NodeClaims, then NodePools, larger groups first.
 
-    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, CONTRACT
-    section 4) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
+    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, as
+    docs/RESULT.md allows) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
     one row whatever the result's form."""
     order = {"nodes": 0, "NodeClaims": 1, "NodePools": 2}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -330,7 +330,7 @@ def target_count(reasons: list[dict[str, Any]]) -> int:
     return total
 
 
-# --- the refusal funnel (CONTRACT section 4, pods[].explanation) ----------------------------
+# --- the refusal funnel (docs/RESULT.md, pods[].explanation) ----------------------------
 
 
 def pool_anchor(driver: str, pool: str) -> str:
@@ -421,7 +421,7 @@ def pool_links(
     return out
 
 
-# --- suggestions (CONTRACT section 4, pods[].suggestions) ------------------------------------
+# --- suggestions (docs/RESULT.md, pods[].suggestions) ------------------------------------
 
 _FIELD_PART = re.compile(r"^(?P<name>[^\[\]]+)(?:\[(?P<index>\d+)\])?$")
 

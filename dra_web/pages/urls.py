@@ -1,4 +1,4 @@
-"""Page paths (CONTRACT section 7) and the search tree's JSON helpers; included at the root."""
+"""Page paths (docs/WEB.md) and the search tree's JSON helpers; included at the root."""
 
 from django.urls import path, re_path
 

@@ -1,4 +1,4 @@
-"""Run representations of the REST API (CONTRACT section 6); names are camelCase."""
+"""Run representations of the REST API (docs/API.md); names are camelCase."""
 
 from __future__ import annotations
 
@@ -110,13 +110,13 @@ class RunCreateSerializer(serializers.Serializer):
             value = {}
         if not isinstance(value, dict):
             raise serializers.ValidationError("must be an object")
-        # CONTRACT section 6: every API run has a trace (GET .../trace/) unless the script
+        # docs/API.md: every API run has a trace (GET .../trace/) unless the script
         # opts out with "trace": false.
         return {"trace": True, **value}
 
 
 class TraceNodeSerializer(serializers.Serializer):
-    """A trace node (CONTRACT section 5) plus its subtree counts."""
+    """A trace node (docs/TRACE.md) plus its subtree counts."""
 
     id = serializers.IntegerField()
     parent = serializers.IntegerField(allow_null=True)

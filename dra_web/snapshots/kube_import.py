@@ -1,4 +1,4 @@
-"""Live import: list every snapshot kind (CONTRACT section 1) from a cluster, raw JSON kept.
+"""Live import: list every snapshot kind (docs/SNAPSHOT.md) from a cluster, raw JSON kept.
 
 Responses are read with ``_preload_content=False`` and json-decoded here: the client's typed
 models would drop the fields they do not know, and clusters run newer APIs than any client.
@@ -33,7 +33,7 @@ class KindSource:
     plural: str
 
 
-# Every kind of CONTRACT section 1 that a cluster can list (InstanceType cannot).
+# Every kind of docs/SNAPSHOT.md that a cluster can list (InstanceType cannot).
 KIND_SOURCES: tuple[KindSource, ...] = (
     KindSource("Namespace", "", ("v1",), "namespaces"),
     KindSource("Node", "", ("v1",), "nodes"),

@@ -1,4 +1,4 @@
-"""Snapshot representations of the REST API (CONTRACT section 6); names are camelCase."""
+"""Snapshot representations of the REST API (docs/API.md); names are camelCase."""
 
 from __future__ import annotations
 

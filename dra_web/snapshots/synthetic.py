@@ -1,4 +1,4 @@
-"""A synthetic GPU cluster in snapshot form (CONTRACT section 1), for benchmarks and tests.
+"""A synthetic GPU cluster in snapshot form (docs/SNAPSHOT.md), for benchmarks and tests.
 
 H100 nodes (p5.48xlarge, 8 GPUs each, published by ``gpu.nvidia.com``) across three zones of
 us-west-2, some GPUs already allocated to running pods, a Karpenter NodePool that can launch

@@ -223,6 +223,11 @@ def test_the_summary_says_which_gates_the_run_had():
     ) in out
 
 
+def test_the_command_line_takes_a_version_as_a_server_prints_it():
+    _, out, _ = cli("simulate", CAPACITY, "--kubernetes-version", "v1.36.2-eks-3025e55", "--json")
+    assert json.loads(out)["kubernetesVersion"] == "1.36"
+
+
 @pytest.mark.parametrize("version", ["1.33", "1.38", "latest"])
 def test_a_version_without_a_preset_exits_2(version):
     code, out, err = cli("simulate", CAPACITY, "--kubernetes-version", version)
