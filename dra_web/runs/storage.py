@@ -7,6 +7,7 @@ bench/retention_bench.py measures as the file's or database's growth.
 
 from __future__ import annotations
 
+from django.core.cache import cache
 from django.db.models import BigIntegerField, F, Func, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
@@ -55,7 +56,22 @@ def with_stored_bytes(qs: QuerySet[Run]) -> QuerySet[Run]:
 
 
 def run_storage(run: Run) -> dict[str, int]:
-    """``{"result", "trace", "traceIndex", "total"}`` in bytes, for one run."""
+    """``{"result", "trace", "traceIndex", "total"}`` in bytes, for one run. Cached for a
+    finished run (summing a 200,000-row trace index is not free, and a finished run does not
+    change; a re-store moves ``finished_at``, which is part of the key)."""
+    key = None
+    if run.finished and run.finished_at is not None:
+        key = f"dra-web:storage:{run.pk}-{run.finished_at.timestamp()}"
+        cached = cache.get(key)
+        if cached is not None:
+            return cached
+    storage = _measure(run)
+    if key is not None:
+        cache.set(key, storage, timeout=24 * 3600)
+    return storage
+
+
+def _measure(run: Run) -> dict[str, int]:
     row = (
         with_stored_bytes(Run.objects.filter(pk=run.pk))
         .values("result_bytes", "trace_bytes")

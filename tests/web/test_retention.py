@@ -8,6 +8,7 @@ from io import StringIO
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -23,6 +24,12 @@ from tests.pages.builders import make_run
 pytestmark = pytest.mark.django_db
 
 NOW = timezone.now()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    # run_storage caches finished runs by id and finish time; tests reuse both.
+    cache.clear()
 
 
 @pytest.fixture
@@ -113,6 +120,8 @@ def test_prune_runs_command(snapshot, user):
 def test_storage_counts_the_result_the_trace_and_its_index(snapshot, user):
     run = finished(snapshot, user, 1)
     storage = run_storage(run)
+    TraceNode.objects.filter(run=run).delete()
+    assert run_storage(run) == storage  # a finished run's figures are cached
     assert storage["trace"] == len(bytes(run.trace_blob))  # SQLite: the blob as stored
     assert storage["result"] > 1000
     assert storage["traceIndex"] > 0
