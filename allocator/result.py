@@ -1,4 +1,4 @@
-"""The result document (CONTRACT section 4), built once the loop has finished.
+"""The result document (docs/RESULT.md), built once the loop has finished.
 
 Template devices are listed only for the instance types a NodeClaim still has at the end of the
 run, so the document is assembled from the final NodeClaims, not while placing pods.
@@ -210,11 +210,12 @@ def build_result(
             "nodeClaims": len(node_claims),
         },
         "featureGates": run.pipeline.gates.as_dict(),
+        "kubernetesVersion": options.kubernetes_version,
         "pools": _pools(snapshot, run),
         "deviceTaintRules": _taint_rules(snapshot, run),
         "initializationGating": initialization_gating(snapshot),
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
-        "warnings": list(snapshot.warnings),
+        "warnings": [*snapshot.warnings, *snapshot.unsimulated],
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions)

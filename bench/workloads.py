@@ -1,4 +1,4 @@
-"""Generated GPU clusters in snapshot form (CONTRACT section 1), the one generator of the tests
+"""Generated GPU clusters in snapshot form (docs/SNAPSHOT.md), the one generator of the tests
 and the benchmarks; fixed seeds, so the same call gives the same documents.
 
 For the tests:

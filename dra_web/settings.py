@@ -192,6 +192,9 @@ DRA_WEB_REAP_INTERVAL_SECONDS = _env_float("DRA_WEB_REAP_INTERVAL_SECONDS", 15.0
 # Bounds of the API's run options (the command line has none).
 DRA_WEB_MAX_TIMEOUT_SECONDS = _env_float("DRA_WEB_MAX_TIMEOUT_SECONDS", 300.0)
 DRA_WEB_MAX_TRACE_NODES = _env_int("DRA_WEB_MAX_TRACE_NODES", 2_000_000)
+# Finished runs older than this many days are deleted with their traces (hourly, on Celery
+# beat, and by `manage.py prune_runs`), except pinned runs and runs with reviews; 0 keeps all.
+DRA_WEB_RUN_RETENTION_DAYS = _env_int("DRA_WEB_RUN_RETENTION_DAYS", 90)
 
 # --- login throttle (the form and POST /api/auth/token/) --------------------------------------
 DRA_WEB_LOGIN_MAX_FAILURES = _env_int("DRA_WEB_LOGIN_MAX_FAILURES", 10)
@@ -276,6 +279,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dra_web.runs.tasks.reap_stale_runs",
         "schedule": DRA_WEB_REAP_INTERVAL_SECONDS,
     },
+    "prune-old-runs": {"task": "dra_web.runs.tasks.prune_old_runs", "schedule": 3600.0},
 }
 
 LOGGING = {

@@ -1,4 +1,4 @@
-"""The refusal funnel (CONTRACT section 4, "Why a pod was refused, and what would fix it").
+"""The refusal funnel (docs/RESULT.md, "Why a pod was refused, and what would fix it").
 
 For one request on one target (an existing node, a NodeClaim, an instance type): the devices in
 reach, and for each the first device check (in search order) that refused it. Devices refused

@@ -3,8 +3,7 @@
 One function per reason code, ``(words, node_claim_id, instance_type, request, cand,
 rejection) -> Refusal``: the message names the cause (the selector expression that was false
 and the values it read, the claim holding the device and its pods, the counter set and what is
-left, the taint no toleration matches ...), ``detail`` carries it structured (CONTRACT section
-4), and ``group`` says which devices were refused the same way. ``EXPLAIN`` maps a reason code
+left, the taint no toleration matches ...), ``detail`` carries it structured (docs/RESULT.md), and ``group`` says which devices were refused the same way. ``EXPLAIN`` maps a reason code
 to its function; a reason without one is worded by ``generic``.
 """
 

@@ -1,4 +1,4 @@
-"""Verified single-change suggestions for pods that could not be placed (CONTRACT section 4).
+"""Verified single-change suggestions for pods that could not be placed (docs/RESULT.md).
 
 For every failed pod, a bounded list of candidate changes is derived from the pod, its claims,
 the devices in reach, taints, NodePools and the instance type catalog (and from the pod's

@@ -1,7 +1,7 @@
 """Resource pool status (DRAResourcePoolStatus, KEP-5677's ResourcePoolStatusRequest).
 
 One entry per in-cluster pool, counted over the pool's newest generation after the run's
-allocations are committed (CONTRACT section 4 ``pools``):
+allocations are committed (docs/RESULT.md ``pools``):
 
 - ``totalDevices``; ``allocatedDevices`` (held by a claim, exclusively or as a share);
   ``unavailableDevices`` ("not available due to taints or other conditions"): as Kubernetes
@@ -237,7 +237,7 @@ def run_pool_status(
     gates: FeatureGates,
     default_partition_type_attribute: str | None = None,
 ) -> list[dict]:
-    """CONTRACT section 4 ``pools`` after the run: exclusive holds from the tracker
+    """docs/RESULT.md ``pools`` after the run: exclusive holds from the tracker
     (``allocated``), shares from the capacity ledger (cluster shares minus the freed ones, plus
     the run's); None for both without the features (core_pipeline)."""
     return pool_status(

@@ -4,7 +4,7 @@ A device's taints are those its driver publishes in the ResourceSlice plus one p
 DeviceTaintRule whose selector picks the device. ``NoSchedule`` and ``NoExecute`` keep a device
 from being allocated unless the request tolerates the taint; ``None`` is informational and
 ignored by the scheduler. ``taint_rule_previews`` computes what the device taint eviction
-controller would report for each rule (CONTRACT section 4, ``deviceTaintRules``).
+controller would report for each rule (docs/RESULT.md, ``deviceTaintRules``).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def tolerations_used(
     taints: Iterable[DeviceTaint], tolerations: Iterable[DeviceToleration]
 ) -> list[DeviceToleration]:
     """The request's tolerations that tolerate at least one taint of the device (reported on
-    the device's result entry, CONTRACT section 4)."""
+    the device's result entry, docs/RESULT.md)."""
     taints = list(taints)
     return [tol for tol in tolerations if any(toleration_matches(tol, t) for t in taints)]
 
@@ -333,7 +333,7 @@ def taint_rule_previews(
     gates: FeatureGates,
     class_matcher: ClassMatcher | None = None,
 ) -> list[dict[str, Any]]:
-    """Per DeviceTaintRule of the snapshot as uploaded (CONTRACT section 4 ``deviceTaintRules``).
+    """Per DeviceTaintRule of the snapshot as uploaded (docs/RESULT.md ``deviceTaintRules``).
 
     ``publishedDevices``: devices of ResourceSlices (newest generation of each pool) that the
     rule selects; ``allocatedDevices``: those of them allocated to a claim; ``podsToEvict``: for

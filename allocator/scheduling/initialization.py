@@ -1,4 +1,4 @@
-"""Scheduler Initialization (design section of that name, CONTRACT section 3).
+"""Scheduler Initialization (design section of that name, docs/SIMULATION.md).
 
 Builds, once per run, what the allocator is constructed from: the in-cluster slice universe,
 the allocated-device seed, the instance types each NodePool may launch (for attribute
@@ -130,7 +130,7 @@ class PodClaims:
 def resolve_pod_claims(
     pod: Pod, snapshot: Snapshot, generated: dict[str, ResourceClaim]
 ) -> PodClaims:
-    """Find or generate each claim the pod references (CONTRACT section 1, Claims of pods).
+    """Find or generate each claim the pod references (docs/SNAPSHOT.md, Claims of pods).
 
     ``generated`` collects claims made from templates so that every pod naming the same one
     (a re-run, a retry pass) sees the same object.

@@ -1,4 +1,4 @@
-"""The provisioning scheduling loop (CONTRACT section 3; design: Integration with Karpenter's
+"""The provisioning scheduling loop (docs/SIMULATION.md; design: Integration with Karpenter's
 Scheduler): existing nodes, then NodeClaims created in this run, then a new NodeClaim per
 NodePool; constraint propagation and instance type re-filtering after every placement.
 """

@@ -97,7 +97,7 @@ class InFlightNodeClaim:
 
     @property
     def reason_target(self) -> str:
-        # CONTRACT section 4 knows two target forms; a NodeClaim of this run is a node to be.
+        # docs/RESULT.md knows two target forms; a NodeClaim of this run is a node to be.
         return f"node/{self.name}"
 
     @property
@@ -149,7 +149,7 @@ class Probe:
         return by_name.get(name)
 
 
-# --- building the existing targets (CONTRACT section 3, targets 1) ---------------------------
+# --- building the existing targets (docs/SIMULATION.md, targets 1) ---------------------------
 
 
 def existing_targets(

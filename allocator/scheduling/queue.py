@@ -1,4 +1,4 @@
-"""Which pods one provisioning loop schedules, and in what order (CONTRACT section 3).
+"""Which pods one provisioning loop schedules, and in what order (docs/SIMULATION.md).
 
 Karpenter's queue sorts by CPU request descending, then memory descending, then creation time,
 then UID; namespace/name breaks the remaining ties so that a run is reproducible.

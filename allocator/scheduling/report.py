@@ -1,4 +1,4 @@
-"""The NodeClaim report: what the result says about each NodeClaim beyond CONTRACT section 4's
+"""The NodeClaim report: what the result says about each NodeClaim beyond docs/RESULT.md's
 core fields (the run page's NodeClaims section).
 
 Two parts, so the scheduling loop stays fast:

@@ -1,4 +1,4 @@
-"""Turn a run's result document (CONTRACT section 4) and a snapshot's objects into what the
+"""Turn a run's result document (docs/RESULT.md) and a snapshot's objects into what the
 pages show.
 
 Pure functions over plain dicts: the result may come from any version of the scheduler, so
@@ -293,8 +293,8 @@ def reason_groups(
     """Targets that refused a pod the same way, as one row each: ``{group, reason, phrase,
     count, examples}``; nodes first, then NodeClaims, then NodePools, larger groups first.
 
-    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, CONTRACT
-    section 4) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
+    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, as
+    docs/RESULT.md allows) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
     one row whatever the result's form."""
     order = {"nodes": 0, "NodeClaims": 1, "NodePools": 2}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -334,7 +334,7 @@ def target_count(reasons: list[dict[str, Any]]) -> int:
     return total
 
 
-# --- the refusal funnel (CONTRACT section 4, pods[].explanation) ----------------------------
+# --- the refusal funnel (docs/RESULT.md, pods[].explanation) ----------------------------
 
 
 def pool_anchor(driver: str, pool: str) -> str:
@@ -425,7 +425,7 @@ def pool_links(
     return out
 
 
-# --- suggestions (CONTRACT section 4, pods[].suggestions) ------------------------------------
+# --- suggestions (docs/RESULT.md, pods[].suggestions) ------------------------------------
 
 _FIELD_PART = re.compile(r"^(?P<name>[^\[\]]+)(?:\[(?P<index>\d+)\])?$")
 
@@ -807,3 +807,77 @@ def device_class_rows(device_classes: list[dict[str, Any]]) -> list[dict[str, An
 def selector_texts(selectors: list[dict[str, Any]] | None) -> list[str]:
     """Device selectors as their CEL expressions (any other kind of selector as it is)."""
     return [(s.get("cel") or {}).get("expression") or str(s) for s in selectors or []]
+
+
+# --- feature gates and Kubernetes version presets --------------------------------------------
+
+
+def gates_view(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Which gates a run had (from its options or its result: both carry ``featureGates`` and
+    ``kubernetesVersion``): the preset's label, and each gate with its preset default and
+    whether the run set it apart from that default."""
+    from allocator.features.gates import KUBERNETES_VERSIONS, preset
+
+    options = options or {}
+    gates = options.get("featureGates") or {}
+    version = options.get("kubernetesVersion")
+    known = version in KUBERNETES_VERSIONS
+    defaults = preset(version) if known else dict.fromkeys(gates, True)
+    if known:
+        label = f"Kubernetes {version} defaults"
+    else:
+        label = (
+            "every DRA feature on (no Kubernetes version: a debugger's default, not a cluster's)"
+        )
+    rows = [
+        {
+            "name": name,
+            "on": on,
+            "default": defaults.get(name, True),
+            "set": defaults.get(name, True) != on,
+        }
+        for name, on in gates.items()
+    ]
+    return {
+        "version": version if known else None,
+        "label": label,
+        "gates": rows,
+        "set": [row for row in rows if row["set"]],
+        "on": sum(1 for row in rows if row["on"]),
+    }
+
+
+def gate_presets() -> dict[str, Any]:
+    """Every gate's default in each release that has a preset: the run form's reference."""
+    from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS, preset
+
+    by_version = {v: preset(v) for v in KUBERNETES_VERSIONS}
+    return {
+        "versions": KUBERNETES_VERSIONS,
+        "rows": [
+            {"name": name, "defaults": [by_version[v][name] for v in KUBERNETES_VERSIONS]}
+            for name in GATE_NAMES
+        ],
+    }
+
+
+def version_choices(
+    fixed: bool, cluster_version: str | None = None, server_version: str = ""
+) -> list[dict[str, str]]:
+    """The run form's Kubernetes version options; the first ("auto") leaves it to the snapshot.
+    ``fixed``: the form runs one known snapshot, whose runs default to ``cluster_version`` (its
+    live-imported server's release, ``server_version`` as the server said it) or to every
+    gate on when that is None."""
+    from allocator.features.gates import KUBERNETES_VERSIONS
+
+    if not fixed:
+        auto = "the snapshot's: a live import's cluster version, else every DRA feature on"
+    elif cluster_version:
+        auto = f"Kubernetes {cluster_version} defaults (this cluster's version, {server_version})"
+    else:
+        auto = "every DRA feature on (the snapshot names no Kubernetes version)"
+    return [
+        {"value": "auto", "label": auto},
+        {"value": "all", "label": "every DRA feature on (a debugger's default)"},
+        *({"value": v, "label": f"Kubernetes {v} defaults"} for v in KUBERNETES_VERSIONS),
+    ]

@@ -20,6 +20,7 @@ from dra_web.pages.forms import CommentForm, RunForm, UploadForm
 from dra_web.pages.snapshot_page import snapshot_page
 from dra_web.reviews import selectors as review_selectors
 from dra_web.reviews import services as review_services
+from dra_web.runs import retention
 from dra_web.runs import selectors as run_selectors
 from dra_web.runs import services as run_services
 from dra_web.snapshots import selectors as snapshot_selectors
@@ -364,3 +365,17 @@ def pool_devices(request, run_id):
         request.GET.get("device") or "",
     )
     return render(request, "pages/_pool_devices.html", ctx)
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def pin_run(request, run_id):
+    """Pin or unpin a run (kept past DRA_WEB_RUN_RETENTION_DAYS), then back to its page."""
+    run = run_selectors.get_run(run_id)
+    pinned = request.POST.get("pinned") == "true"
+    retention.set_pinned(run, pinned)
+    messages.success(request, f"Run #{run.pk} is {'pinned' if pinned else 'no longer pinned'}.")
+    return redirect("pages:run", run_id=run.pk)

@@ -11,12 +11,13 @@ from rest_framework.views import APIView
 
 from dra_web.pagination import Pagination
 from dra_web.problems import ProblemSerializer, field_problem, problem
-from dra_web.runs import selectors, services
+from dra_web.runs import retention, selectors, services
 from dra_web.runs.models import Run
 from dra_web.runs.serializers import (
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
+    RunUpdateSerializer,
     TraceNodeSerializer,
 )
 from dra_web.snapshots.models import Snapshot
@@ -94,6 +95,21 @@ class RunDetailApi(APIView):
     @extend_schema(operation_id="runs_retrieve", responses=RunDetailSerializer)
     def get(self, request, run_id: int):
         return Response(RunDetailSerializer(selectors.get_run(run_id)).data)
+
+    @extend_schema(
+        operation_id="runs_partial_update",
+        request=RunUpdateSerializer,
+        responses={200: RunSerializer},
+        description="Pin or unpin a run: a pinned run is kept past DRA_WEB_RUN_RETENTION_DAYS.",
+    )
+    def patch(self, request, run_id: int):
+        run = selectors.get_run(run_id)
+        serializer = RunUpdateSerializer(data=request.data)
+        if not serializer.is_valid():
+            field, messages = next(iter(serializer.errors.items()))
+            return field_problem(field, " ".join(str(m) for m in messages))
+        run = retention.set_pinned(run, serializer.validated_data["pinned"])
+        return Response(RunSerializer(run).data)
 
     @extend_schema(operation_id="runs_destroy", responses={204: None})
     def delete(self, request, run_id: int):

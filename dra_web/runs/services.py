@@ -19,7 +19,7 @@ from allocator.simulation import SimulationOptions
 from dra_web.celery import app as celery_app
 from dra_web.runs import task_names
 from dra_web.runs.models import Run
-from dra_web.snapshots.selectors import object_refs
+from dra_web.snapshots.selectors import object_refs, with_run_defaults
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def start_run(owner, snapshot, options: dict | None = None) -> Run:
 
     Stale runs are reaped first: beat reaps periodically where a worker runs it, and a
     deployment without one (tasks run in-process) still gets them reaped when runs start."""
-    normalised = normalise_options(options)
+    normalised = normalise_options(with_run_defaults(snapshot, options))
     _check_disrupt(snapshot, normalised.get("disrupt") or [])
     reap_stale_runs()
     run = Run.objects.create(

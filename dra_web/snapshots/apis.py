@@ -128,7 +128,7 @@ class SnapshotListCreateApi(APIView):
             return problems_response(exc)
         except RequestDataTooBig:
             return _too_large()
-        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        # docs/API.md: always 201; a recognised upload says so with `existing: true`.
         return Response(
             SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
         )
@@ -226,7 +226,7 @@ class ClusterImportApi(APIView):
             )
         except services.SnapshotUploadError as exc:
             return problems_response(exc)
-        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        # docs/API.md: always 201; a recognised upload says so with `existing: true`.
         return Response(
             SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
         )

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from allocator.features.gates import GATE_NAMES
 from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .servers import free_port, port_open, wait_for
@@ -148,7 +147,6 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
                 "snapshot": stuck,
                 "timeout": "300",
                 "trace": "on",
-                "gates": list(GATE_NAMES),  # the form's boxes, all checked by default
                 "csrfmiddlewaretoken": page.cookies["csrftoken"],
             },
             allow_redirects=False,
