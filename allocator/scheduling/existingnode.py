@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements, node_requirements
 from allocator.scheduling import explain
@@ -86,6 +87,9 @@ class ExistingNode:
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
         return self.templates
+
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        return None  # a node (or an unregistered NodeClaim): its requirements say it all
 
     def target_json(self) -> dict:
         if self.kind == UNREGISTERED:
@@ -222,10 +226,10 @@ class ExistingNode:
                     trace_parent=node if node >= 0 else None,
                     pod=pod.pod,
                 )
-            except state.allocation_errors as err:
+            except AllocationError as err:
                 state.cache.note_validation(pod.outcome, err)
                 state.cache.remember(self, claims, err)
-                funnels = [(self.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                funnels = [(self.reason_target, f, None) for f in err.funnels]
                 if trace.enabled:
                     state.trace_funnels(node, err)
                 trace.set(node, "failed", target_code(err), str(err))
@@ -287,7 +291,7 @@ def exceeds(requests: Resources, available: Resources) -> str:
     )
 
 
-# --- building the existing nodes (CONTRACT section 3, targets 1) -----------------------------
+# --- building the existing nodes (docs/SIMULATION.md, targets 1) -----------------------------
 
 
 def existing_nodes(

@@ -1,7 +1,7 @@
 """Finalization and Annotation Population (design section of that name).
 
 Each new NodeClaim carries ``karpenter.sh/requested-dra-drivers``: the drivers of every device
-of every claim of its pods, whatever the claim's state (CONTRACT section 3), sorted and
+of every claim of its pods, whatever the claim's state (docs/SIMULATION.md), sorted and
 comma-joined, so that the initialization controller can gate on their pools.
 """
 

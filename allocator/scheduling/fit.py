@@ -1,4 +1,4 @@
-"""Everything besides devices that decides whether a pod fits a target (CONTRACT section 3).
+"""Everything besides devices that decides whether a pod fits a target (docs/SIMULATION.md).
 
 Resources are kept as integer milli-units (``Quantity.milli_value``) so that the hot loop
 compares ints, not Fractions. Requirement checks use Karpenter's ``Requirements`` algebra;

@@ -1,5 +1,5 @@
 """Go's ``sort.Slice``, step for step, so that elements that compare equal end up where
-Karpenter's scheduler leaves them (CONTRACT section 3: the NodeClaims of a run are re-sorted in
+Karpenter's scheduler leaves them (docs/SIMULATION.md: the NodeClaims of a run are re-sorted in
 place by pod count before each pod).
 
 ``sort.Slice`` is pattern-defeating quicksort (Go's ``pdqsort_func``): insertion sort for 12

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
@@ -59,7 +60,7 @@ class NodeClaim:
 
     @property
     def reason_target(self) -> str:
-        # CONTRACT section 4 knows two target forms; a NodeClaim of this run is a node to be.
+        # docs/RESULT.md knows two target forms; a NodeClaim of this run is a node to be.
         return f"node/{self.name}"
 
     @property
@@ -243,10 +244,9 @@ class NodeClaim:
                     trace_parent=trace_node if trace_node >= 0 else None,
                     pod=pod.pod,
                 )
-            except state.allocation_errors as err:
+            except AllocationError as err:
                 state.cache.note_validation(pod.outcome, err)
-                code = getattr(err, "code", "allocation")
-                return Refusal(explain.dra_reason(str(err)), code, reach=None)
+                return Refusal(explain.dra_reason(str(err)), err.code, reach=None)
         state.cache.mark_validated(pod.outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -387,11 +387,11 @@ class NodeClaim:
         nodes = allocator.dfs_nodes
         try:
             return allocator.allocate(probe, claims, pod=pod.pod, explain=False)
-        except state.allocation_errors as err:
+        except AllocationError as err:
             cache.note_validation(pod.outcome, err)
-            code = getattr(err, "code", "allocation")
+            code = err.code
             # Only a finished search's refusal is reused (not a validation error or a timeout).
-            reach = getattr(err, "reach", None)
+            reach = err.reach
             if key is not None and reach is not None:
                 cache.remember_allocate_refusal(
                     key, nc_version, reach, code, allocator.dfs_nodes - nodes

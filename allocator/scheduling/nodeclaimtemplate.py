@@ -152,7 +152,7 @@ class NodeClaimTemplate:
 
 class NodeClaimNames:
     """New NodeClaims are named ``<nodepool>-<n>``, n counting from 1 per NodePool in creation
-    order, never shadowing a NodeClaim or node of the snapshot (CONTRACT section 3)."""
+    order, never shadowing a NodeClaim or node of the snapshot (docs/SIMULATION.md)."""
 
     __slots__ = ("_next", "_reserved")
 

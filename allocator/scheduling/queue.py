@@ -1,4 +1,4 @@
-"""Which pods one provisioning loop schedules, and in what order (CONTRACT section 3).
+"""Which pods one provisioning loop schedules, and in what order (docs/SIMULATION.md).
 
 Karpenter's queue sorts by CPU request descending, then memory descending, then creation time,
 then UID; namespace/name breaks the remaining ties so that a run is reproducible.
@@ -23,7 +23,7 @@ class PodSets:
     deleting: set[str] = field(default_factory=set)  # "ns/name" of deleting pods
     bound: list[Pod] = field(default_factory=list)  # pods that keep consuming node resources
     # Pending pods Karpenter does not provision for (its IsProvisionable and Validate), with
-    # why: not scheduled, listed in the result's ignoredPods (CONTRACT section 3).
+    # why: not scheduled, listed in the result's ignoredPods (docs/SIMULATION.md).
     ignored: list[tuple[Pod, str]] = field(default_factory=list)
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from allocator.dfs import count_message
-from allocator.explanation.funnel import Funnel
+from allocator.errors import AllocationError
+from allocator.explanation.funnel import Funnel, count_message
 from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
@@ -178,11 +178,11 @@ class RefusalCache:
                 self.validated_specs.add(key)
                 self.state_version += 1  # the device-count pre-check applies to more pods
 
-    def note_validation(self, outcome: PodOutcome, err: BaseException) -> None:
+    def note_validation(self, outcome: PodOutcome, err: AllocationError) -> None:
         """The device-count pre-check is used only for pods whose claims passed Request
         Validation once, so that a claim the allocator rejects (``exceeding maximum``, a
         missing DeviceClass ...) is reported with the allocator's own words on every node."""
-        if getattr(err, "code", None) != "validation":
+        if err.code != "validation":
             self.mark_validated(outcome)
 
     def is_validated(self, outcome: PodOutcome) -> bool:
@@ -280,9 +280,9 @@ class RefusalCache:
                     return [(target.reason_target, hit.funnel, claim_key)]
         return None
 
-    def remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
+    def remember(self, target, claims: list[ResourceClaim], err: AllocationError) -> None:
         """Cache the count stage of a failed Allocate on a single-instance-type target."""
-        counted = getattr(err, "counted", None)
+        counted = err.counted
         if not self.enabled or counted is None or len(target.instance_types) > 1:
             return
         reach = err.reach

@@ -1,4 +1,4 @@
-"""Karpenter's provisioning scheduler (``scheduler.go``; CONTRACT section 3; design:
+"""Karpenter's provisioning scheduler (``scheduler.go``; docs/SIMULATION.md; design:
 Integration with Karpenter's Scheduler).
 
 ``solve`` takes the pending pods in queue order and retries the failed ones, pass after pass,
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel
 from allocator.model import Pod, ResourceClaim
 from allocator.scheduling import explain
@@ -386,9 +387,9 @@ class Scheduler:
                 try:
                     allocator.allocate(target, claims, pod=pod.pod)
                     found = []  # cannot happen (the pre-check is sound); explain nothing
-                except state.allocation_errors as err:
+                except AllocationError as err:
                     state.cache.remember(target, claims, err)
-                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                    found = [(target.reason_target, f, None) for f in err.funnels]
                 finally:
                     allocator.dfs_nodes = nodes
             if node >= 0 and found:
