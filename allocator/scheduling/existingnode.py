@@ -179,7 +179,6 @@ class ExistingNode:
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
         allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         requirements = self.requirements
-        term = pod.terms[0]
         if pod.check_terms:
             term, reason = first_compatible_term(requirements, pod.terms, allow)
             if term is None:
@@ -192,7 +191,7 @@ class ExistingNode:
             if requirements is None:
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
         extra, reason = state.topology.add_requirements(
-            pod.pod, self.taints, term, requirements, allow
+            pod.pod, self.taints, pod.strict, requirements, allow
         )
         if reason is not None:
             return Refusal(state.refused(pod_node, label, "topology", reason), "topology")

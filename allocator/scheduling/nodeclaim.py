@@ -214,7 +214,7 @@ class NodeClaim:
         """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
         total = merged(self.requests, requests)
         if not claims:
-            reqs, refused = _with_topology(pod, state, self.taints, term, reqs)
+            reqs, refused = _with_topology(pod, state, self.taints, reqs)
             if refused is not None:
                 return refused
         filtered = filter_instance_types(candidates, reqs, total, state.filter_memo)
@@ -264,7 +264,7 @@ class NodeClaim:
         problem = pod_level_problem(pod.pod, result)
         if problem is not None:
             return Refusal(explain.dra_reason(problem), "node-resources", reach=None)
-        tightened, refused = _with_topology(pod, state, self.taints, term, tightened)
+        tightened, refused = _with_topology(pod, state, self.taints, tightened)
         if refused is not None:
             return refused
         refiltered = filter_instance_types(kept, tightened, merged(total, dra), state.filter_memo)
@@ -455,11 +455,13 @@ class Probe:
 
 
 def _with_topology(
-    pod: PodData, state: RunState, taints: list[Taint], term: Requirements, reqs: Requirements
+    pod: PodData, state: RunState, taints: list[Taint], reqs: Requirements
 ) -> tuple[Requirements, Refusal | None]:
     """The NodeClaim's requirements narrowed by the pod's topology (last: it may pick one
     domain of several), or the topology's refusal."""
-    extra, reason = state.topology.add_requirements(pod.pod, taints, term, reqs, WELL_KNOWN_LABELS)
+    extra, reason = state.topology.add_requirements(
+        pod.pod, taints, pod.strict, reqs, WELL_KNOWN_LABELS
+    )
     if reason is not None:
         # Domain counts change with every placement: never a refusal to remember.
         return reqs, Refusal(reason, "topology", reach=None)

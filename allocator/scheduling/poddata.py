@@ -82,6 +82,8 @@ class PodData:
     # affinity term: preferences.pod_requirements), as the one term a target must allow.
     terms: list[Requirements]
     check_terms: bool  # whether ``terms`` can refuse anything (a selector or affinity)
+    # Without the preferences (Karpenter's StrictRequirements): what topology counts domains by.
+    strict: Requirements
     needed: int  # devices the pod's claims need at least (the device-count pre-check)
     specs: list | None  # RefusalCache.specs: what a cached count-stage refusal is keyed by
     trace_node: int = -1  # the attempt's trace node (-1: untraced)

@@ -101,7 +101,8 @@ def preferred_node_affinity(pod: Pod) -> list[dict]:
     """The pod's preferred node affinity terms, heaviest first as Karpenter orders them (Go's
     ``sort.Slice`` by weight, once: later orderings find them sorted)."""
     terms = [t for t in _list(_node_affinity(pod).get(_PREFERRED)) if isinstance(t, dict)]
-    slice_sort(terms, lambda a, b: _weight(a) > _weight(b))
+    if len(terms) > 1:
+        slice_sort(terms, lambda a, b: _weight(a) > _weight(b))
     return terms
 
 

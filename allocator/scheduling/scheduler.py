@@ -28,7 +28,12 @@ from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
 from allocator.scheduling.poddata import PodData, PodOutcome
-from allocator.scheduling.preferences import Preferences, Relaxation, pod_requirements
+from allocator.scheduling.preferences import (
+    Preferences,
+    Relaxation,
+    pod_requirements,
+    strict_pod_requirements,
+)
 from allocator.scheduling.runstate import RunState
 from allocator.trace import NULL_TRACE
 
@@ -228,6 +233,7 @@ class Scheduler:
             wanted=[(k, v) for k, v in requests.items() if v > 0],
             terms=terms,
             check_terms=check_terms,
+            strict=strict_pod_requirements(pod),
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
