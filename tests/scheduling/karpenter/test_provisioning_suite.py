@@ -1,9 +1,13 @@
 """Karpenter's ``pkg/controllers/provisioning/suite_test.go``: the "Resource Limits",
-"Preferential Fallback" and "Multiple NodePools" parts, ported title by title (18 titles).
+"Preferential Fallback" and "Multiple NodePools" parts, ported title by title (18 titles; the
+DescribeTable "should ignore node preferredDuringSchedulingIgnoredDuringExecution affinity" is
+one title with its two entries).
 
 Left out, and why:
 - "Preferential Fallback / Ignore Preferences" (1 title): the ``--preference-policy=Ignore``
   option of Karpenter's controller is not a simulation option here.
+- The suite's other parts (provisioning flow, daemonsets, taints, volumes, static NodePools ...)
+  are outside this round.
 - Two of "Resource Limits" use pod anti-affinity on the hostname only to keep two pods apart
   ("should partially schedule if limits would be exceeded", "should not schedule if limits
   would be exceeded (node)"): ported with pods that cannot share a node for their size, the

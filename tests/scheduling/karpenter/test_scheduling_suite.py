@@ -1,10 +1,12 @@
 """Karpenter's ``pkg/controllers/provisioning/scheduling/suite_test.go``, the
-"Preferential Fallback" part, ported title by title (6 of 6 titles of that part).
+"Preferential Fallback" part, ported title by title: 6 of its 6 titles.
 
-The suite's other parts are ported where their feature lives (topology, host ports, volumes
-in their own files); the reserved-capacity titles ("shouldn't fallback to ... reserved
-offering", "shouldn't relax preferences when a pod fails to schedule due to a reserved
-offering error") are left out: the snapshot has no capacity reservations to model them.
+Left out of this file: the suite's other parts. Topology, host ports and volumes are ported
+with those features (other branches); custom constraints, instance type compatibility,
+in-flight and existing node scheduling, daemonsets and the reserved-capacity titles
+("shouldn't fallback to ... when compatible reserved offerings are available", "shouldn't
+relax preferences when a pod fails to schedule due to a reserved offering error": the snapshot
+has no capacity reservations) are not ported in this round.
 
 The suite's NodePool requires capacity type spot, on-demand or reserved; the fake cloud
 provider's instance types are in ``fake.default_instance_types``. Where Go reads the launched
