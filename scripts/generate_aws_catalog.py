@@ -95,6 +95,33 @@ REGION_ZONES = {
     "us-gov-west-1": "abc",
 }
 
+# Requirements every instance type gets from Karpenter's AWS provider besides its labels
+# (pkg/providers/instancetype/types.go, computeRequirements): these AWS labels start as
+# DoesNotExist and only the ones that apply get a value (the published instance-types.md
+# lists single values only), Windows build DoesNotExist, tenancy default or dedicated.
+# Karpenter's nitro-sandbox label is left out: its value per type is not in the published data.
+ABSENT_LABELS = [
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "node.kubernetes.io/windows-build",
+]
+MULTI_VALUE_LABELS = {"karpenter.k8s.aws/instance-tenancy": ["default", "dedicated"]}
+
 # --- NVIDIA GPUs -----------------------------------------------------------------------------
 #
 # Attribute values as NVIDIA's GPU DRA driver (github.com/NVIDIA/k8s-dra-driver-gpu,
@@ -492,6 +519,12 @@ def build_catalog(
             "devices: uuid values are placeholders derived from the instance type and the GPU "
             "index; driverVersion / cudaDriverVersion / neuronDriverVersion are placeholders",
         ],
+        "requirementDefaults": {
+            "doesNotExist": ABSENT_LABELS,
+            "in": MULTI_VALUE_LABELS,
+            "source": "github.com/aws/karpenter-provider-aws "
+            "pkg/providers/instancetype/types.go (computeRequirements)",
+        },
         "regions": regions,
         "prices": prices,
         "families": list(FAMILIES),

@@ -131,7 +131,7 @@ def instance_types(
         offered.add(entry["family"])
         out.append(_document(name, entry, region, info, prices.get(name), options))
     absent = [f for f in chosen if f not in offered]
-    if absent and options.names is None:
+    if absent and families is not None and options.names is None:
         raise CatalogError(
             f"family {', '.join(absent)}: not sold in {region} (Karpenter's price list for "
             "the region has none of its instance types)"
@@ -140,9 +140,17 @@ def instance_types(
 
 
 def _requirements(labels: dict[str, str], region: str) -> list[dict]:
-    merged = dict(labels)
-    merged[REGION_LABEL] = region
-    return [{"key": key, "operator": "In", "values": [merged[key]]} for key in sorted(merged)]
+    """Karpenter's requirements of the type: its labels, the region, the labels that do not
+    apply to it as DoesNotExist (a NodePool asking for a GPU name excludes a Neuron type) and
+    the multi-valued ones (tenancy)."""
+    defaults = load_data()["requirementDefaults"]
+    reqs = {key: {"key": key, "operator": "In", "values": [value]} for key, value in labels.items()}
+    reqs[REGION_LABEL] = {"key": REGION_LABEL, "operator": "In", "values": [region]}
+    for key in defaults["doesNotExist"]:
+        reqs.setdefault(key, {"key": key, "operator": "DoesNotExist"})
+    for key, values in defaults["in"].items():
+        reqs.setdefault(key, {"key": key, "operator": "In", "values": list(values)})
+    return [reqs[key] for key in sorted(reqs)]
 
 
 def _capacity(resources_: dict[str, str], options: CatalogOptions) -> dict[str, str]:

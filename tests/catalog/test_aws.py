@@ -16,7 +16,15 @@ def _doc(region: str, name: str, **options) -> dict:
 
 
 def _labels(doc: dict) -> dict[str, str]:
-    return {r["key"]: r["values"][0] for r in doc["spec"]["requirements"]}
+    return {
+        r["key"]: r["values"][0]
+        for r in doc["spec"]["requirements"]
+        if r["operator"] == "In" and len(r["values"]) == 1
+    }
+
+
+def _operators(doc: dict) -> dict[str, str]:
+    return {r["key"]: r["operator"] for r in doc["spec"]["requirements"]}
 
 
 def _devices(doc: dict, driver: str = "gpu.nvidia.com") -> list[dict]:
@@ -133,6 +141,22 @@ def test_requirements_are_karpenters_labels_plus_the_region():
     assert labels["karpenter.k8s.aws/instance-network-bandwidth"] == "100000"
     assert labels["topology.kubernetes.io/region"] == "us-west-2"
     assert _labels(_doc("us-west-2", "g5g.xlarge"))["kubernetes.io/arch"] == "arm64"
+
+
+def test_labels_that_do_not_apply_are_does_not_exist_as_karpenter_sets_them():
+    neuron = _operators(_doc("us-east-1", "trn1.32xlarge"))
+    assert neuron["karpenter.k8s.aws/instance-gpu-name"] == "DoesNotExist"
+    assert neuron["karpenter.k8s.aws/instance-gpu-count"] == "DoesNotExist"
+    assert neuron["node.kubernetes.io/windows-build"] == "DoesNotExist"
+    gpu = _operators(_doc("us-east-1", "g5.xlarge"))
+    assert gpu["karpenter.k8s.aws/instance-accelerator-name"] == "DoesNotExist"
+    assert gpu["karpenter.k8s.aws/instance-gpu-name"] == "In"
+    tenancy = next(
+        r
+        for r in _doc("us-east-1", "g5.xlarge")["spec"]["requirements"]
+        if r["key"] == "karpenter.k8s.aws/instance-tenancy"
+    )
+    assert tenancy["values"] == ["default", "dedicated"]
 
 
 def test_capacity_leaves_out_the_device_plugin_resources_unless_asked():
