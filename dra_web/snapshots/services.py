@@ -266,19 +266,18 @@ def import_cluster(
     files: list[tuple[str, bytes | str]] = [(listing.file_name, listing.as_json_bytes())]
     files.extend(instance_type_files)
     warnings = list(listing.warnings)
-    if not instance_type_files:
-        paired = kube_import.catalog_for(listing, region=region) if catalog else None
-        if paired is not None and paired.file is not None:
+    wants_catalog = catalog and not instance_type_files
+    paired = kube_import.catalog_for(listing, region=region) if wants_catalog else None
+    if paired is not None:
+        warnings.extend(f"InstanceType: {note}" for note in paired.notes)
+        if paired.file is not None:
             files.append(paired.file)
-            warnings.extend(f"InstanceType: {note}" for note in paired.notes)
-        else:
-            reasons = "; ".join(paired.notes) if paired is not None else "not asked for"
-            warnings.append(
-                "InstanceType: the cloud provider's instance types cannot be listed from a "
-                "cluster; add an instance type file (dra-web.io/v1alpha1 InstanceType or "
-                "Karpenter's instance_types.json) so that new NodeClaims can be simulated "
-                f"(AWS catalog: {reasons})"
-            )
+    if not instance_type_files and (paired is None or paired.file is None):
+        warnings.append(
+            "InstanceType: the cloud provider's instance types cannot be listed from a cluster; "
+            "add an instance type file (dra-web.io/v1alpha1 InstanceType or Karpenter's "
+            "instance_types.json) so that new NodeClaims can be simulated"
+        )
     return create_snapshot(
         owner,
         files,
