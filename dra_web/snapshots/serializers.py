@@ -92,10 +92,6 @@ class ClusterImportSerializer(serializers.Serializer):
     kubeconfig = serializers.JSONField(help_text="kubeconfig content: YAML text or an object")
     context = serializers.CharField(required=False, allow_blank=True)
     name = serializers.CharField(required=False, allow_blank=True)
-    instanceTypes = serializers.JSONField(
-        required=False,
-        help_text="instance type file content (YAML/JSON text), or a list of them",
-    )
     catalog = serializers.BooleanField(
         required=False,
         default=True,
@@ -106,6 +102,10 @@ class ClusterImportSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         help_text="AWS region of the catalog (default: read from the nodes' labels)",
+    )
+    instanceTypes = serializers.JSONField(
+        required=False,
+        help_text="instance type file content (YAML/JSON text), or a list of them",
     )
 
 

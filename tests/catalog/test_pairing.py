@@ -10,7 +10,6 @@ from allocator.catalog.pairing import (
     pair_with_cluster,
     region_of_zone,
 )
-from dra_web.snapshots.synthetic import synthetic_cluster
 from tests.scheduling.k8s import families, node, node_claim, node_pool, resource_slice
 
 
@@ -32,8 +31,8 @@ def test_region_of_zone(zone, region):
     assert region_of_zone(zone) == region
 
 
-def test_nodes_of_a_synthetic_p5_cluster_bring_their_family_and_the_nodepools_types():
-    docs = synthetic_cluster(nodes=2, running_pods=1, pending_pods=1, instance_types=False)
+def test_nodes_of_a_p5_cluster_bring_their_family_and_the_nodepools_types(cluster_docs):
+    docs = [d for d in cluster_docs if d["kind"] != "InstanceType"]
     pairing = pair_with_cluster(docs)
     assert pairing.region == "us-west-2"
     # The NodePool allows p5.48xlarge only; the nodes bring the p5 family.

@@ -8,23 +8,22 @@ import pytest
 from django.core.management import call_command
 
 from dra_web.snapshots.models import Snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster
 
 from .fake_apiserver import FakeApiServer, recorded_routes
 
 pytestmark = pytest.mark.django_db
 
 
-def _cluster(node_pools: bool = True) -> dict:
-    docs = synthetic_cluster(nodes=2, running_pods=1, pending_pods=2, instance_types=False)
-    if not node_pools:
-        docs = [d for d in docs if d["kind"] != "NodePool"]
-    return recorded_routes(docs)
+def _cluster(cluster_docs: list[dict], node_pools: bool = True) -> dict:
+    """The shared two-node H100 cluster as the API server lists it (no InstanceType: a
+    cluster cannot list them)."""
+    skipped = {"InstanceType"} | (set() if node_pools else {"NodePool"})
+    return recorded_routes([d for d in cluster_docs if d["kind"] not in skipped])
 
 
 @pytest.fixture
-def apiserver():
-    with FakeApiServer(_cluster()) as server:
+def apiserver(cluster_docs):
+    with FakeApiServer(_cluster(cluster_docs)) as server:
         yield server
 
 
@@ -90,8 +89,8 @@ def test_an_unknown_region_is_a_400(api, apiserver):
     assert Snapshot.objects.count() == 0
 
 
-def test_without_nodepools_nothing_is_added_and_the_warning_says_why(api):
-    with FakeApiServer(_cluster(node_pools=False)) as server:
+def test_without_nodepools_nothing_is_added_and_the_warning_says_why(api, cluster_docs):
+    with FakeApiServer(_cluster(cluster_docs, node_pools=False)) as server:
         response = api.post(
             "/api/snapshots/import/", {"kubeconfig": server.kubeconfig()}, format="json"
         )
