@@ -125,7 +125,8 @@ def partitioned_gpu(instance_type: str, index: int, model: dict, driver: dict) -
     counter_set = counter_set_name(index)
     gpu = full_gpu(instance_type, index, model, driver)
     gpu["capacity"] = _mig_capacity(largest)
-    gpu["consumesCounters"] = [{"counterSet": counter_set, "counters": dict(whole)}]
+    full = _mig_counters(largest, 0, mig["memorySlices"])
+    gpu["consumesCounters"] = [{"counterSet": counter_set, "counters": full}]
     devices = [gpu]
     parent = gpu["attributes"]["uuid"]["string"]
     for profile in profiles:

@@ -253,3 +253,24 @@ def test_the_data_says_where_its_figures_come_from():
         assert model["source"]
         if "mig" in model:
             assert model["mig"]["source"]
+
+
+def test_documents_are_built_afresh_and_share_nothing_with_the_data():
+    first = _doc("us-east-1", "p5.48xlarge")
+    first["spec"]["capacity"]["cpu"] = "1"
+    it_req = next(r for r in first["spec"]["requirements"] if r["key"] == aws.REGION_LABEL)
+    it_req["values"].append("changed")
+    template = first["spec"]["dynamicResources"]["resourceSliceTemplates"][0]
+    template["devices"][0]["attributes"]["productName"]["string"] = "changed"
+    template["sharedCounters"][0]["counters"]["memory"]["value"] = "1Mi"
+    again = _doc("us-east-1", "p5.48xlarge")
+    assert again["spec"]["capacity"]["cpu"] == "191450m"
+    again_req = next(r for r in again["spec"]["requirements"] if r["key"] == aws.REGION_LABEL)
+    assert again_req["values"] == ["us-east-1"]
+    again_template = again["spec"]["dynamicResources"]["resourceSliceTemplates"][0]
+    assert again_template["devices"][0]["attributes"]["productName"]["string"] != "changed"
+    assert again_template["sharedCounters"][0]["counters"]["memory"]["value"] == "80Gi"
+    # Within one document the full GPU's counters are its own, not the counter set's.
+    full = again_template["devices"][0]["consumesCounters"][0]["counters"]
+    shared = again_template["sharedCounters"][0]["counters"]
+    assert full == shared and full["memory"] is not shared["memory"]
