@@ -1,4 +1,4 @@
-"""Cloud instance type catalogs, shipped as data: InstanceType documents (CONTRACT section 1)
+"""Cloud instance type catalogs, shipped as data: InstanceType documents (the snapshot kind)
 with capacity, Karpenter's labels, offerings and the devices their DRA drivers publish.
 
 ``aws``: the AWS EC2 accelerator families (``aws.json``, rebuilt by

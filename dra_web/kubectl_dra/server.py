@@ -1,5 +1,5 @@
-"""``--open URL``: upload the snapshot to a dra-web server through its REST API (CONTRACT
-section 6), start a run of it, and give the link to the pod on that run."""
+"""``--open URL``: upload the snapshot to a dra-web server through its REST API
+(``/api/snapshots/``, ``/api/runs/``), start a run of it, and give the link to the pod on that run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The answer to ``kubectl dra why POD``, from the cluster's objects and a result document
-(CONTRACT section 4). Pure: text in, text out, so the answer reads the same in a test as on a
+(``pods[]``, ``nodeClaims[]``). Pure: text in, text out, so the answer reads the same in a test as on a
 terminal."""
 
 from __future__ import annotations
