@@ -1,5 +1,6 @@
 """``--open URL``: upload the snapshot to a dra-web server through its REST API
-(``/api/snapshots/``, ``/api/runs/``), start a run of it, and give the link to the pod on that run."""
+(``/api/snapshots/``, ``/api/runs/``), start a run of it, and give the link to the pod on
+that run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The answer to ``kubectl dra why POD``, from the cluster's objects and a result document
-(``pods[]``, ``nodeClaims[]``). Pure: text in, text out, so the answer reads the same in a test as on a
-terminal."""
+(``pods[]``, ``nodeClaims[]``). Pure: text in, text out, so the answer reads the same in a
+test as on a terminal."""
 
 from __future__ import annotations
 
