@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
+from allocator.features.gates import KUBERNETES_VERSIONS, release_of
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError, load_files
 from dra_web.kubectl_dra import server, why
@@ -84,12 +85,15 @@ def _pod_name(text: str) -> str:
     return name
 
 
-def _options(args) -> tuple[SimulationOptions, dict]:
+def _options(args, server_version: str = "") -> tuple[SimulationOptions, dict]:
     """The local simulation's options (no trace) and the server run's (with its trace, for the
-    search tree of the run page), from the same flags."""
+    search tree of the run page), from the same flags. Without --kubernetes-version the
+    cluster's own release decides the feature gates when there is a preset for it."""
     raw: dict = {"timeout": args.timeout}
     if args.kubernetes_version:
         raw["kubernetesVersion"] = args.kubernetes_version
+    elif release_of(server_version) in KUBERNETES_VERSIONS:
+        raw["kubernetesVersion"] = release_of(server_version)
     try:
         return SimulationOptions.from_json({**raw, "trace": False}), raw
     except ValueError as err:
@@ -132,7 +136,7 @@ def main(
 
 def _why(args, stdout: TextIO, stderr: TextIO, environ: dict, transport) -> int:
     name = _pod_name(args.pod)
-    options, raw_options = _options(args)
+    _options(args)  # bad flags are refused before the cluster is read
     token = args.token or environ.get("DRA_WEB_TOKEN")
     if args.open_url:
         server.base_url(args.open_url)
@@ -143,6 +147,7 @@ def _why(args, stdout: TextIO, stderr: TextIO, environ: dict, transport) -> int:
     listing = kube_import.list_cluster(config, context=args.context, allow_local_files=True)
     for warning in listing.warnings:
         print(f"warning: {warning}", file=stderr)
+    options, raw_options = _options(args, listing.server_version)
     key = why.pod_key(namespace, name)
     pod = why.find_pod(listing.items, namespace, name)
     if pod is None:

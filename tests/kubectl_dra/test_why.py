@@ -187,3 +187,21 @@ def test_the_package_installs_the_plugin_as_kubectl_dra():
     )
     assert done.returncode == 2
     assert "is not a pod name" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_clusters_release_sets_the_feature_gates_unless_a_version_is_given():
+    from dra_web.kubectl_dra.cli import _options, build_parser
+
+    # An EKS 1.34 control plane says v1.34.2-eks-...: its release's gate defaults apply.
+    options, raw = _options(build_parser().parse_args(["why", "p"]), "v1.34.2-eks-113cf36")
+    assert raw["kubernetesVersion"] == "1.34"
+    assert options.kubernetes_version == "1.34"
+    assert not options.gates.enabled("DRADeviceBindingConditions")
+    # An explicit --kubernetes-version wins over the cluster's.
+    _, raw = _options(
+        build_parser().parse_args(["why", "p", "--kubernetes-version", "1.36"]), "v1.34.2"
+    )
+    assert raw["kubernetesVersion"] == "1.36"
+    # A release without a preset leaves every gate on (the debugger's default).
+    options, raw = _options(build_parser().parse_args(["why", "p"]), "v1.29.0")
+    assert "kubernetesVersion" not in raw and options.gates.enabled("DRADeviceBindingConditions")
