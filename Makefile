@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(PY) bench/web_bench.py
 	$(PY) bench/tree_bench.py
 	$(PY) bench/scale_bench.py
+	$(PY) bench/retention_bench.py --shapes upload,nodeclaims --runs 3
 
 lint: $(STAMP)
 	$(PY) -m ruff check allocator dra_web tests bench

@@ -128,7 +128,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     val = sub.add_parser("validate", help="load and check a snapshot")
     val.add_argument("snapshot", nargs="+", metavar="SNAPSHOT")
+    _add_catalog_parser(sub)
     return parser
+
+
+def _add_catalog_parser(sub) -> None:
+    from allocator.catalog.aws import DEFAULT_REGION
+
+    cat = sub.add_parser(
+        "catalog",
+        help="print a cloud's GPU/accelerator instance types as InstanceType documents",
+        description="InstanceType documents (dra-web.io/v1alpha1) with capacity, Karpenter's "
+        "labels, offerings and the devices the DRA drivers publish, from the data shipped "
+        "with the package (allocator/catalog/aws.json; see docs/catalog.md).",
+    )
+    cat.add_argument("cloud", choices=["aws"], help="the cloud provider (aws)")
+    cat.add_argument("--region", default=DEFAULT_REGION, help=f"region (default {DEFAULT_REGION})")
+    cat.add_argument(
+        "--families",
+        default=None,
+        metavar="p5,g6e,...",
+        help="instance families, comma-separated (default: all)",
+    )
+    cat.add_argument("--json", action="store_true", help="print one JSON List instead of YAML")
+    cat.add_argument(
+        "--no-mig",
+        dest="mig",
+        action="store_false",
+        help="full GPUs only (the GPU driver's default mode), no MIG partitions",
+    )
+    cat.add_argument(
+        "--capacity-types",
+        default="on-demand,spot",
+        metavar="on-demand,spot",
+        help="offerings to list (default both)",
+    )
+    cat.add_argument(
+        "--device-plugin-resources",
+        action="store_true",
+        help="keep nvidia.com/gpu and aws.amazon.com/neuron* in capacity (device plugins)",
+    )
+    cat.add_argument(
+        "--device-classes",
+        action="store_true",
+        help="also print the DeviceClasses the drivers install",
+    )
+    cat.add_argument(
+        "--list", action="store_true", help="list the regions, families and sizes instead"
+    )
 
 
 def _load(paths: list[str]):
@@ -157,6 +204,8 @@ def main(
         args = build_parser().parse_args(argv)
         if args.command == "validate":
             return _validate(args, stdout)
+        if args.command == "catalog":
+            return _catalog(args, stdout)
         return _simulate(args, stdout, stderr)
     except UsageError as err:
         print(str(err), file=stderr)
@@ -164,6 +213,8 @@ def main(
     except KeyboardInterrupt:
         print("interrupted", file=stderr)
         return 130
+    except BrokenPipeError:  # `... | head`: the reader has all it wanted
+        return EXIT_OK
     except Exception as err:  # a bug, not bad input: say so briefly unless debugging
         if os.environ.get("DRA_WEB_DEBUG"):
             raise
@@ -178,6 +229,33 @@ def _validate(args, stdout: TextIO) -> int:
     print(f"ok: {total} objects ({_counts(counts)})", file=stdout)
     for warning in [*snapshot.warnings, *snapshot.unsimulated]:
         print(f"warning: {warning}", file=stdout)
+    return EXIT_OK
+
+
+def _catalog(args, stdout: TextIO) -> int:
+    from allocator.catalog import aws
+    from allocator.catalog.render import to_yaml
+
+    if args.list:
+        stdout.write(aws.listing())
+        return EXIT_OK
+    families = None if args.families is None else args.families.split(",")
+    options = aws.CatalogOptions(
+        mig=args.mig,
+        capacity_types=tuple(t.strip() for t in args.capacity_types.split(",") if t.strip()),
+        device_plugin_resources=args.device_plugin_resources,
+    )
+    try:
+        documents = aws.instance_types(args.region, families, options)
+    except aws.CatalogError as err:
+        raise UsageError(f"catalog aws: {err}") from None
+    if args.device_classes:
+        documents = aws.device_classes(aws.drivers_of(documents)) + documents
+    if args.json:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": documents}, stdout, indent=1)
+        stdout.write("\n")
+    else:
+        stdout.write(to_yaml(documents, aws.yaml_header(args.region, len(documents))))
     return EXIT_OK
 
 

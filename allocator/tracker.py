@@ -27,7 +27,8 @@ class AllocationTracker:
     def is_allocated(
         self, device: DeviceID, template: bool, node_claim: str, instance_type: str
     ) -> bool:
-        """The visibility rules of the design's eligibility check 1."""
+        """The visibility rules of the design's Device Eligibility Checks, step 1 (the
+        allocated check, allocator/eligibility.py)."""
         if template:
             its = self.templates.get(node_claim)
             return its is not None and device in its.get(instance_type, ())

@@ -2,9 +2,10 @@
 counter and capacity ledgers, the in-cluster devices by ID and the nodes.
 
 ``setup_features`` builds it when the Allocator is built (the pipeline's ``setup``); a run built
-with ``core_pipeline()`` has none. The features' checks and hooks each get the part they read
-from the pipeline (``allocator/pipeline.py``), so that the ledgers' modules never import this
-one.
+with ``core_pipeline(gates)`` has none. Commits and releases update it (``commit``,
+``release``). The features' checks each get the part they read through the pipeline
+(``allocator/pipeline.py``), so that the ledgers' modules never import this one: it sits above
+every feature module.
 """
 
 from __future__ import annotations

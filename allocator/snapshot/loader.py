@@ -191,11 +191,57 @@ def _load_object(
         return
     key = (kind, spec.key(built))
     if key in seen:
-        ctx.problem("metadata.name", f"duplicate {kind} (first defined in {seen[key]})")
+        winner = (
+            _catalog_duplicate(snapshot, obj, name, where, seen[key])
+            if kind == "InstanceType"
+            else None
+        )
+        if winner is None:
+            ctx.problem("metadata.name", f"duplicate {kind} (first defined in {seen[key]})")
+        elif winner == "this":
+            seen[key] = where
+            spec.store(snapshot, built)
+            snapshot.documents.append((kind, obj))
         return
     seen[key] = where
     spec.store(snapshot, built)
     snapshot.documents.append((kind, obj))
+
+
+# An InstanceType from a generated catalog (``python -m allocator catalog``) carries this
+# annotation; one the user wrote with the same name wins over it, whichever file comes first.
+CATALOG_ANNOTATION = "dra-web.io/catalog-source"
+
+
+def _is_catalog_entry(obj: dict) -> bool:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return isinstance(annotations, dict) and CATALOG_ANNOTATION in annotations
+
+
+def _catalog_duplicate(
+    snapshot: Snapshot, obj: dict, name: str | None, where: str, first: str
+) -> str | None:
+    """A second InstanceType of the same name: None when neither comes from a catalog (an
+    error), else which one is kept ("first" or "this"), said in a warning; the catalog's entry
+    is the one left out (the first of two catalog entries is kept)."""
+    index = next(
+        i
+        for i, (k, raw) in enumerate(snapshot.documents)
+        if k == "InstanceType" and (raw.get("metadata") or {}).get("name") == name
+    )
+    if _is_catalog_entry(obj):
+        snapshot.warnings.append(
+            f"{where} InstanceType {name}: the catalog's entry is left out, the one of {first} "
+            "is kept"
+        )
+        return "first"
+    if not _is_catalog_entry(snapshot.documents[index][1]):
+        return None
+    del snapshot.documents[index]
+    snapshot.warnings.append(
+        f"{first} InstanceType {name}: the catalog's entry is left out, the one of {where} is kept"
+    )
+    return "this"
 
 
 def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:

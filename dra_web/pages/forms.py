@@ -8,6 +8,7 @@ from django import forms
 
 from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS
 from dra_web.reviews.models import Review
+from dra_web.snapshots.forms import CatalogForm
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -25,7 +26,7 @@ class MultipleFileField(forms.FileField):
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
 
-class UploadForm(forms.Form):
+class UploadForm(CatalogForm):
     files = MultipleFileField(
         label="Snapshot files",
         help_text="kubectl get -o yaml / -o json output and InstanceType documents; several files are merged.",

@@ -64,22 +64,31 @@ def _content_length(request) -> int | None:
 
 
 def _files_from_request(request) -> tuple[list[tuple[str, bytes]], str | None]:
-    """(files, name) from multipart ``file`` fields or from a raw body."""
+    """(files, name) from multipart ``file`` fields or from a raw body, plus the AWS catalog
+    file when ``catalogRegion`` asks for it."""
     if request.content_type.startswith("multipart/"):
         uploads = request.FILES.getlist("file")
         if not uploads:
             raise services.SnapshotUploadError("multipart upload without a 'file' field")
         files = [(u.name or f"file-{i}", u.read()) for i, u in enumerate(uploads, 1)]
-        return files, request.data.get("name") or request.query_params.get("name")
-    body = request.data if isinstance(request.data, bytes) else b""
-    if not body.strip():
-        raise services.SnapshotUploadError(
-            "empty body: send the snapshot as a YAML or JSON body or as multipart 'file'"
-        )
-    ext = "json" if "json" in (request.content_type or "") else "yaml"
-    return [(request.query_params.get("filename") or f"upload.{ext}", body)], (
-        request.query_params.get("name")
-    )
+        fields = request.data
+        name = request.data.get("name") or request.query_params.get("name")
+    else:
+        body = request.data if isinstance(request.data, bytes) else b""
+        if not body.strip():
+            raise services.SnapshotUploadError(
+                "empty body: send the snapshot as a YAML or JSON body or as multipart 'file'"
+            )
+        ext = "json" if "json" in (request.content_type or "") else "yaml"
+        files = [(request.query_params.get("filename") or f"upload.{ext}", body)]
+        fields = {}
+        name = request.query_params.get("name")
+    region = fields.get("catalogRegion") or request.query_params.get("catalogRegion")
+    if region:
+        families = fields.get("catalogFamilies") or request.query_params.get("catalogFamilies")
+        wanted = [f for f in (families or "").split(",") if f.strip()] or None
+        files.append(services.catalog_file(str(region), wanted))
+    return files, name
 
 
 class SnapshotListCreateApi(APIView):
@@ -216,6 +225,9 @@ class ClusterImportApi(APIView):
             instance_types += [
                 (f"instance-types-{i}.yaml", _text(t)) for i, t in enumerate(texts, 1)
             ]
+        catalog = data.get("catalog", params.get("catalog", True))
+        if isinstance(catalog, str):
+            catalog = catalog.strip().lower() not in ("false", "0", "no", "off")
         try:
             snapshot = services.import_cluster(
                 request.user,
@@ -223,6 +235,8 @@ class ClusterImportApi(APIView):
                 context=data.get("context") or params.get("context") or None,
                 name=data.get("name") or params.get("name") or None,
                 instance_type_files=instance_types,
+                catalog=bool(catalog),
+                region=data.get("region") or params.get("region") or None,
             )
         except services.SnapshotUploadError as exc:
             return problems_response(exc)

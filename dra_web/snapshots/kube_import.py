@@ -17,6 +17,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from allocator.catalog import aws as aws_catalog
+from allocator.catalog.pairing import pair_with_cluster
+from allocator.catalog.render import to_yaml
+
 PAGE_LIMIT = 500
 REQUEST_TIMEOUT = (10, 60)  # connect, read seconds
 
@@ -255,3 +259,27 @@ def list_cluster(
         api.close()
     listing.warnings.extend(f"{u}; imported without them" for u in unreachable)
     return listing
+
+
+@dataclass(slots=True)
+class CatalogFile:
+    """The catalog instance types a listing needs, as one file of the snapshot (None when no
+    catalog applies), and what was decided, in words."""
+
+    file: tuple[str, bytes] | None
+    notes: list[str]
+    region: str | None = None
+
+
+def catalog_for(
+    listing: ClusterListing, *, region: str | None = None, mig: bool | None = None
+) -> CatalogFile:
+    """Pair the cluster's nodes and NodePools with the AWS catalog (``allocator.catalog.
+    pairing``): the instance types its NodePools allow and its nodes' families."""
+    pairing = pair_with_cluster(listing.items, region=region, mig=mig)
+    if not pairing.instance_types:
+        return CatalogFile(None, pairing.notes, pairing.region)
+    header = aws_catalog.yaml_header(pairing.region or "", len(pairing.instance_types))
+    text = to_yaml(pairing.instance_types, header)
+    name = f"catalog-aws-{pairing.region}.yaml"
+    return CatalogFile((name, text.encode("utf-8")), pairing.notes, pairing.region)

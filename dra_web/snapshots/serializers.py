@@ -91,12 +91,31 @@ class SnapshotUploadSerializer(serializers.Serializer):
 
     file = serializers.ListField(child=serializers.FileField(), help_text="one or more files")
     name = serializers.CharField(required=False)
+    catalogRegion = serializers.CharField(
+        required=False,
+        help_text="add the AWS catalog's InstanceType documents for this region as one more "
+        "file (also a query parameter for a raw body)",
+    )
+    catalogFamilies = serializers.CharField(
+        required=False, help_text="comma-separated instance families (default: all)"
+    )
 
 
 class ClusterImportSerializer(serializers.Serializer):
     kubeconfig = serializers.JSONField(help_text="kubeconfig content: YAML text or an object")
     context = serializers.CharField(required=False, allow_blank=True)
     name = serializers.CharField(required=False, allow_blank=True)
+    catalog = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="without instanceTypes: add the AWS catalog's instance types that the "
+        "cluster's NodePools allow (and its nodes' families); false: add none",
+    )
+    region = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="AWS region of the catalog (default: read from the nodes' labels)",
+    )
     instanceTypes = serializers.JSONField(
         required=False,
         help_text="instance type file content (YAML/JSON text), or a list of them",

@@ -12,6 +12,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
 from allocator import snapshot as snapshot_loader
+from allocator.catalog import aws as aws_catalog
+from allocator.catalog.render import to_yaml
 from allocator.model import Snapshot as LoadedSnapshot
 from dra_web import blobs
 from dra_web.snapshots.models import Snapshot
@@ -224,6 +226,18 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
         )
 
 
+def catalog_file(
+    region: str, families: Sequence[str] | None = None, *, mig: bool = True
+) -> tuple[str, bytes]:
+    """The AWS catalog's InstanceType documents for ``region`` as one YAML file of an upload."""
+    try:
+        docs = aws_catalog.instance_types(region, families, aws_catalog.CatalogOptions(mig=mig))
+    except aws_catalog.CatalogError as exc:
+        raise SnapshotUploadError(f"catalog: {exc}") from None
+    text = to_yaml(docs, aws_catalog.yaml_header(region, len(docs)))
+    return f"catalog-aws-{region}.yaml", text.encode("utf-8")
+
+
 def import_cluster(
     owner,
     kubeconfig: str | dict,
@@ -232,8 +246,14 @@ def import_cluster(
     name: str | None = None,
     instance_type_files: Sequence[tuple[str, bytes | str]] = (),
     allow_local_files: bool = False,
+    catalog: bool = True,
+    region: str | None = None,
 ) -> Snapshot:
-    """List every snapshot kind from a live cluster and store it as a snapshot."""
+    """List every snapshot kind from a live cluster and store it as a snapshot.
+
+    Without instance type files, the AWS catalog's instance types that the cluster's NodePools
+    allow (and those of its nodes' families) are added when ``catalog`` is on
+    (``kube_import.catalog_for``); ``region`` overrides the one read from the nodes."""
     from dra_web.snapshots import kube_import
 
     try:
@@ -242,10 +262,20 @@ def import_cluster(
         )
     except kube_import.KubeImportError as exc:
         raise SnapshotUploadError(str(exc)) from None
+    if region and region not in aws_catalog.regions():
+        raise SnapshotUploadError(
+            f"region: unknown region {region!r}: the catalog knows {', '.join(aws_catalog.regions())}"
+        )
     files: list[tuple[str, bytes | str]] = [(listing.file_name, listing.as_json_bytes())]
     files.extend(instance_type_files)
     warnings = list(listing.warnings)
-    if not instance_type_files:
+    wants_catalog = catalog and not instance_type_files
+    paired = kube_import.catalog_for(listing, region=region) if wants_catalog else None
+    if paired is not None:
+        warnings.extend(f"InstanceType: {note}" for note in paired.notes)
+        if paired.file is not None:
+            files.append(paired.file)
+    if not instance_type_files and (paired is None or paired.file is None):
         warnings.append(
             "InstanceType: the cloud provider's instance types cannot be listed from a cluster; "
             "add an instance type file (dra-web.io/v1alpha1 InstanceType or Karpenter's "

@@ -101,7 +101,7 @@ def test_pin_and_unpin_from_the_run_page_which_shows_the_storage(browser_client,
     assert Run.objects.get(pk=run.pk).pinned is False
 
 
-def test_the_snapshot_page_lists_what_is_not_simulated(browser_client, maria):
+def _spread_snapshot(owner):
     docs = synthetic_cluster(nodes=2, pending_pods=2)
     for doc in docs:
         if doc["kind"] == "Pod" and not doc["spec"].get("nodeName"):
@@ -121,10 +121,23 @@ def test_the_snapshot_page_lists_what_is_not_simulated(browser_client, maria):
             "spec": {"minAvailable": 1},
         }
     )
-    snapshot = create_snapshot(maria, [("cluster.yaml", to_yaml(docs))], "spread")
+    return create_snapshot(owner, [("cluster.yaml", to_yaml(docs))], "spread")
+
+
+def test_the_snapshot_page_lists_what_is_not_simulated(browser_client, maria):
+    snapshot = _spread_snapshot(maria)
     html = browser_client.get(reverse("pages:snapshot", args=[snapshot.pk])).content.decode()
     assert "Not simulated" in html and "data-unsimulated" in html
     assert "Pod spec.topologySpreadConstraints on 2 pending pods" in html
     assert "not simulated: 1 PodDisruptionBudget (ml-training/trainer) skipped" in html
     dashboard = browser_client.get("/").content.decode()
     assert '<span class="badge warn">2</span>' in dashboard
+
+
+def test_the_run_page_lists_what_is_not_simulated(browser_client, maria, capture):
+    run = _start(browser_client, _spread_snapshot(maria), capture)
+    assert run.status == "succeeded", run.error
+    assert any("topologySpreadConstraints" in w for w in run.result["warnings"])
+    html = browser_client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "2 snapshot warnings" in html
+    assert "not simulated: Pod spec.topologySpreadConstraints on 2 pending pods" in html

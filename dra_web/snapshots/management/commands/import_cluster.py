@@ -23,8 +23,21 @@ class Command(BaseCommand):
             metavar="PATH",
             help="InstanceType YAML/JSON (or Karpenter instance_types.json); repeatable",
         )
+        parser.add_argument(
+            "--region",
+            default=None,
+            help="AWS region of the catalog (default: read from the nodes' labels)",
+        )
+        parser.add_argument(
+            "--no-catalog",
+            dest="catalog",
+            action="store_false",
+            help="do not add the AWS catalog's instance types",
+        )
 
-    def handle(self, *args, kubeconfig, context, name, user, instance_types, **options):
+    def handle(
+        self, *args, kubeconfig, context, name, user, instance_types, region, catalog, **options
+    ):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"user {user!r} does not exist")
@@ -45,6 +58,8 @@ class Command(BaseCommand):
                 name=name,
                 instance_type_files=files,
                 allow_local_files=True,  # the operator's own kubeconfig may use exec/files
+                catalog=catalog,
+                region=region,
             )
         except services.SnapshotUploadError as exc:
             for problem in exc.problems:
