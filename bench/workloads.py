@@ -197,7 +197,11 @@ def _pod(name: str, index: int, cpu: int, memory: int, template: str, **extra) -
             f"{index // 60 % 60:02d}:{index % 60:02d}Z",
         },
         "spec": spec,
-        "status": {"phase": "Pending"},
+        # kube-scheduler marked it unschedulable: Karpenter provisions only for such pods.
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
     }
 
 
@@ -313,7 +317,7 @@ def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list
             )
             bound = _pod(pod, running, 4, 32, "", resourceClaimName=claim)
             bound["spec"]["nodeName"] = name
-            bound["status"]["phase"] = "Running"
+            bound["status"] = {"phase": "Running"}
             docs.append(bound)
             running += 1
     weights = (0.3, 0.25, 0.2, 0.15, 0.1)

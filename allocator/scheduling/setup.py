@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
+from allocator.scheduling.daemonsets import daemon_pods
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.fit import (
@@ -32,6 +33,7 @@ from allocator.scheduling.initialization import (
 from allocator.scheduling.loop import PoolPlan, Scheduler
 from allocator.scheduling.nodeclaims import EXISTING, existing_targets
 from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
+from allocator.scheduling.volumes import Storage
 from allocator.trace import Trace
 
 
@@ -59,7 +61,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
 
     disrupted = check_candidates(snapshot, options.disrupt)
     going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
-    pods = collect_pods(snapshot.pods, going_away, set(disrupted))
+    pods = collect_pods(snapshot.pods, going_away, set(disrupted), Storage.of(snapshot))
     managed = managed_nodes(snapshot)
     uninitialized = {
         name for name, node in snapshot.nodes.items() if not is_initialized(node, managed)
@@ -180,7 +182,7 @@ def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> li
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 
     plans = []
-    daemons = daemonset_pods(snapshot.pods)
+    daemons = daemon_pods(snapshot.daemon_sets, snapshot.pods)
     pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
     for pool in pools:
         requirements = node_pool_requirements(pool)
@@ -196,16 +198,6 @@ def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> li
             )
         )
     return plans
-
-
-def daemonset_pods(pods: list[Pod]) -> list[Pod]:
-    """One pod per DaemonSet (namespace, owner name): what a new node of a pool would run."""
-    seen: dict[tuple[str, str], Pod] = {}
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or ():
-            if isinstance(ref, dict) and ref.get("kind") == "DaemonSet":
-                seen.setdefault((pod.namespace, str(ref.get("name"))), pod)
-    return list(seen.values())
 
 
 def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:

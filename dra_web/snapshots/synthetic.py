@@ -274,7 +274,13 @@ def _pod(
             "creationTimestamp": f"2026-11-30T10:{index // 60 % 60:02d}:{index % 60:02d}Z",
         },
         "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
+        "status": {"phase": "Running"}
+        if node_name
+        # kube-scheduler marked it unschedulable: Karpenter provisions only for such pods.
+        else {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
     }
 
 

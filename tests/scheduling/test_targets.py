@@ -104,7 +104,7 @@ def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
             initialized=False,
             taints=[startup, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
         ),
-        node("gpu-ready", pool="gpu", taints=[startup]),
+        node("gpu-ready", pool="gpu", taints=[startup], labels={"example.com/rack": "rack-2"}),
         resource_slice("gpu-ready-gpus", node="gpu-ready", owner="gpu-ready", devices=[gpu(0)]),
         pod("train-0", templates={"gpu": "one-gpu"}),
     ]
@@ -116,7 +116,8 @@ def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
         pod(
             "train-1",
             templates={"gpu": "one-gpu"},
-            node_selector={"kubernetes.io/hostname": "gpu-ready"},
+            # Karpenter ignores pods selecting kubernetes.io/hostname: a rack label pins it.
+            node_selector={"example.com/rack": "rack-2"},
         )
     )
     refused = pod_result(run(docs), "default/train-1")
