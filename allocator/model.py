@@ -444,6 +444,10 @@ class StorageClass:
     volume_binding_mode: str = "Immediate"
     # allowedTopologies: terms ORed, each term's expressions ANDed.
     allowed_topologies: list[tuple[TopologySelectorRequirement, ...]] = field(default_factory=list)
+    # Annotated storageclass.kubernetes.io/is-default-class: "true" (the class the API server
+    # gives a claim created without one).
+    default: bool = False
+    creation_timestamp: str = ""
     raw: dict = field(default_factory=dict)
 
 

@@ -22,6 +22,7 @@ Messages keep Karpenter's words and then name the objects involved.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -73,11 +74,18 @@ class Storage:
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Storage:
-        return cls(
-            snapshot.persistent_volume_claims,
-            snapshot.persistent_volumes,
-            snapshot.storage_classes,
-        )
+        """The snapshot's objects, a claim written without ``storageClassName`` given the
+        default StorageClass as the API server's admission gives it one."""
+        default = default_storage_class(snapshot.storage_classes.values())
+        claims = snapshot.persistent_volume_claims
+        if default is not None and any(c.storage_class_name is None for c in claims.values()):
+            claims = {
+                key: c
+                if c.storage_class_name is not None
+                else dataclasses.replace(c, storage_class_name=default.name)
+                for key, c in claims.items()
+            }
+        return cls(claims, snapshot.persistent_volumes, snapshot.storage_classes)
 
     def claim_of(self, pod: Pod, volume: PodVolume) -> PersistentVolumeClaim | None:
         return self.claims.get(f"{pod.namespace}/{volume.claim_name}")
@@ -94,6 +102,16 @@ class VolumeProblem:
 
     def __str__(self) -> str:
         return self.message
+
+
+def default_storage_class(classes: Iterable[StorageClass]) -> StorageClass | None:
+    """The default StorageClass: of several, the newest, then the first by name (the API
+    server's DefaultStorageClass admission)."""
+    defaults = [c for c in classes if c.default]
+    if not defaults:
+        return None
+    newest = max(c.creation_timestamp for c in defaults)
+    return min((c for c in defaults if c.creation_timestamp == newest), key=lambda c: c.name)
 
 
 def _not_found(resource: str, name: str) -> str:

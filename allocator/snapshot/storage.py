@@ -18,6 +18,7 @@ from allocator.snapshot.fields import Context
 
 BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
 CLAIM_PHASES = ("Pending", "Bound", "Lost")
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
 def _metadata(obj: dict) -> dict:
@@ -89,11 +90,15 @@ def build_storage_class(ctx: Context, obj: dict) -> StorageClass:
             if key and values:
                 expressions.append(TopologySelectorRequirement(key, values))
         terms.append(tuple(expressions))
+    md = _metadata(obj)
+    created = md.get("creationTimestamp")
     return StorageClass(
         name=ctx.name or "",
         provisioner=ctx.str(obj, "provisioner", "provisioner", required=True) or "",
         volume_binding_mode=mode,
         allowed_topologies=terms,
+        default=_annotations(md).get(DEFAULT_CLASS_ANNOTATION) == "true",
+        creation_timestamp=created if isinstance(created, str) else "",
         raw=obj,
     )
 

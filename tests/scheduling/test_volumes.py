@@ -359,3 +359,34 @@ def test_usage_of_a_node_counts_its_pods_claims():
     )
     assert usage.attached() == ebs("c0", "c1")
     assert usage.exceeds(ebs("c2")).count == 3
+
+
+def test_a_claim_written_without_a_class_gets_the_newest_default_class():
+    from allocator.snapshot import load_files
+
+    def sc(name: str, created: str, default: bool) -> str:
+        note = '{storageclass.kubernetes.io/is-default-class: "true"}' if default else "{}"
+        return (
+            f"apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {name}, "
+            f"creationTimestamp: '{created}', annotations: {note}}}\nprovisioner: ebs.csi.aws.com\n"
+        )
+
+    def pvc(name: str, spec: str) -> str:
+        return f"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: ml}}\nspec: {spec}\n"
+
+    text = "---\n".join(
+        [
+            sc("gp2", "2024-01-01T00:00:00Z", True),
+            sc("gp3", "2025-06-01T00:00:00Z", True),
+            sc("io2", "2026-01-01T00:00:00Z", False),
+            pvc("unset", "{}"),
+            pvc("disabled", '{storageClassName: ""}'),
+            pvc("chosen", "{storageClassName: io2}"),
+        ]
+    )
+    claims = Storage.of(load_files([("s.yaml", text)])).claims
+    assert {k: c.storage_class_name for k, c in claims.items()} == {
+        "ml/unset": "gp3",
+        "ml/disabled": "",
+        "ml/chosen": "io2",
+    }
