@@ -345,12 +345,12 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     # new capacity is where a tolerated pod most often fits.
     refused = " ".join(reason for _, reason in outcome.reasons)
     taints: dict[tuple, Taint] = {}
-    sources = [(plan.taints, frozenset()) for plan in sched.templates]
-    sources += [(nc.taints, frozenset()) for nc in sched.node_claims]
-    sources += [(t.taints, t.ignored_taint_keys) for t in sched.existing]
-    for source, ignored in sources:
+    sources = [plan.taints for plan in sched.templates]
+    sources += [nc.taints for nc in sched.node_claims]
+    sources += [t.taints for t in sched.existing]
+    for source in sources:
         for taint in source:
-            if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignored:
+            if taint.effect not in ("NoSchedule", "NoExecute"):
                 continue
             if any(toleration_matches(t, taint) for t in pod.tolerations):
                 continue

@@ -31,6 +31,7 @@ from allocator.scheduling.fit import (
     untolerated_taint,
 )
 from allocator.scheduling.hooks import HostPortUsage, VolumeUsage
+from allocator.scheduling.nodetaints import counted_while_initializing
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import (
     RunState,
@@ -38,6 +39,7 @@ from allocator.scheduling.runstate import (
     pod_level_problem,
     target_code,
 )
+from allocator.scheduling.volumes import VolumeAlternative
 
 # Target kinds (what ``target`` reports and how fit treats taints and requirements).
 EXISTING = "existing"  # an initialized node
@@ -59,8 +61,9 @@ class ExistingNode:
     requirements: Requirements
     instance_types: list[str]
     templates: dict[str, list[ResourceSliceTemplate]]
+    # The taints that refuse pods: a managed node that is not initialized yet leaves out the
+    # ones Karpenter disregards until then (scheduling/nodetaints.py).
     taints: list[Taint]
-    ignored_taint_keys: frozenset[str]
     available: Resources  # allocatable minus what bound pods and placed pods request
     unschedulable: bool = False
     # What the node offers at all (DRAExtendedResource: a resource it has none of is served
@@ -80,8 +83,7 @@ class ExistingNode:
         self.reason_target = f"node/{self.name}"
         self.trace_label = self.reason_target
         self.open_to_all = not self.unschedulable and not any(
-            t.effect in ("NoSchedule", "NoExecute") and t.key not in self.ignored_taint_keys
-            for t in self.taints
+            t.effect in ("NoSchedule", "NoExecute") for t in self.taints
         )
 
     @property
@@ -163,7 +165,7 @@ class ExistingNode:
         if not fits(requests, self.available):
             reason = state.refused(pod_node, label, "resources", exceeds(requests, self.available))
             return Refusal(reason, "resources")
-        taint = untolerated_taint(pod.pod.tolerations, self.taints, self.ignored_taint_keys)
+        taint = untolerated_taint(pod.pod.tolerations, self.taints)
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
             return Refusal(state.refused(pod_node, label, "taint", reason), "taint")
@@ -268,18 +270,19 @@ class ExistingNode:
 
 
 def _volume_alternative(
-    requirements: Requirements, alternatives: tuple[Requirements, ...], allow: frozenset[str]
+    requirements: Requirements, alternatives: tuple[VolumeAlternative, ...], allow: frozenset[str]
 ) -> tuple[Requirements | None, str | None]:
     """The node's requirements with the first of the pod's volume topology alternatives it is
-    compatible with (Karpenter's tryVolumeAlternative), else the last one's reason."""
+    compatible with (Karpenter's tryVolumeAlternative), else the last one's reason, naming the
+    volume that pins it."""
     reason = None
     for volume in alternatives:
-        problem = requirements.compatible(volume, allow_undefined=allow)
+        problem = requirements.compatible(volume.requirements, allow_undefined=allow)
         if problem is None:
             out = requirements.copy()
-            out.add(volume)
+            out.add(volume.requirements)
             return out, None
-        reason = f"incompatible volume requirements, {problem}"
+        reason = f"incompatible volume requirements, {problem} ({volume.describe()})"
     return None, reason
 
 
@@ -308,7 +311,6 @@ def existing_nodes(
     """
     from allocator.scheduling.fit import (
         DEFAULT_MAX_PODS,
-        EPHEMERAL_TAINT_KEYS,
         INITIALIZED,
         INSTANCE_TYPE,
         NODEPOOL,
@@ -323,10 +325,9 @@ def existing_nodes(
             bucket[name] = bucket.get(name, 0) + value
     claim_of_node = {nc.node_name: nc for nc in snapshot.node_claims.values() if nc.node_name}
 
-    def startup_keys(pool_name: str | None) -> frozenset[str]:
+    def initializing(taints: list[Taint], pool_name: str | None) -> list[Taint]:
         pool = snapshot.node_pools.get(pool_name) if pool_name else None
-        keys = {t.key for t in pool.startup_taints} if pool else set()
-        return frozenset(keys | EPHEMERAL_TAINT_KEYS)
+        return counted_while_initializing(taints, pool.startup_taints if pool else ())
 
     def templates_of(it_name: str | None) -> dict[str, list[ResourceSliceTemplate]]:
         if not it_name:
@@ -359,8 +360,7 @@ def existing_nodes(
             requirements=node_requirements(node.labels, name),
             instance_types=[it_name] if it_name else [],
             templates={} if is_init else templates_of(it_name),
-            taints=list(node.taints),
-            ignored_taint_keys=frozenset() if is_init else startup_keys(pool),
+            taints=list(node.taints) if is_init else initializing(node.taints, pool),
             available=allocatable,
             unschedulable=node.unschedulable,
             allocatable=offered,
@@ -392,8 +392,7 @@ def existing_nodes(
                 requirements=reqs,
                 instance_types=[nc.instance_type] if nc.instance_type else [],
                 templates=templates_of(nc.instance_type),
-                taints=list(nc.taints),
-                ignored_taint_keys=startup_keys(nc.node_pool),
+                taints=initializing(nc.taints, nc.node_pool),
                 available=capacity,
                 strict_labels=False,
                 allocatable=dict(capacity),

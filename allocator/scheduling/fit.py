@@ -33,15 +33,6 @@ Resources = dict[str, int]  # resource name -> milli-units
 DEFAULT_MAX_PODS = 110_000
 
 _BINARY = ("memory", "ephemeral-storage", "hugepages-")
-# Taints every not-yet-initialized node carries for a while; Karpenter ignores them.
-EPHEMERAL_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        "karpenter.sh/unregistered",
-    }
-)
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -103,12 +94,10 @@ def format_taint(taint: Taint) -> str:
     return f"{taint.key}{value}:{taint.effect}"
 
 
-def untolerated_taint(
-    tolerations: list[Toleration], taints: Iterable[Taint], ignore: frozenset[str] = frozenset()
-) -> Taint | None:
+def untolerated_taint(tolerations: list[Toleration], taints: Iterable[Taint]) -> Taint | None:
     """The first NoSchedule/NoExecute taint no toleration covers (PreferNoSchedule is soft)."""
     for taint in taints:
-        if taint.effect not in ("NoSchedule", "NoExecute") or taint.key in ignore:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
             continue
         if not any(toleration_matches(t, taint) for t in tolerations):
             return taint

@@ -4,7 +4,7 @@ tracks them: every (host IP, port, protocol) a pod binds must be unique on its n
 Two host ports collide when protocol and port are equal and their IPs are equal or either one
 is the unspecified address (``0.0.0.0`` or ``::``); an empty ``hostIP`` means ``0.0.0.0``.
 Only the ports of a pod's containers count (Karpenter's ``GetHostPorts`` reads no init
-container). ``conflict`` decides and changes nothing; ``add`` commits (Karpenter's CanAdd /
+container). ``conflicts`` decides and changes nothing; ``add`` commits (Karpenter's CanAdd /
 Add): a decision can be tried on a usage and thrown away.
 """
 
@@ -76,16 +76,13 @@ class HostPortConflict:
     existing: HostPort
     holder: str
 
-    @property
-    def message(self) -> str:
-        # Karpenter's words, then what collided and which pod holds the port.
-        return (
-            "checking host port usage, pod hostport conflicts with existing hostport "
-            f"configuration ({self.port} is taken by {self.existing} of pod {self.holder})"
-        )
-
     def __str__(self) -> str:
-        return self.message
+        # Karpenter's words (the caller puts "checking host port usage, " before them), then
+        # what collided and which pod holds the port.
+        held = f"{self.existing} held by pod {self.holder}"
+        if str(self.port) != str(self.existing):
+            held = f"{self.port} collides with {held}"
+        return f"pod hostport conflicts with existing hostport configuration ({held})"
 
 
 class HostPortUsage:
@@ -96,9 +93,10 @@ class HostPortUsage:
     def __init__(self, reserved: dict[str, tuple[HostPort, ...]] | None = None) -> None:
         self._reserved: dict[str, tuple[HostPort, ...]] = dict(reserved or {})
 
-    def conflict(self, pod_key: str, ports: Iterable[HostPort]) -> HostPortConflict | None:
+    def conflicts(self, pod: Pod, ports: Iterable[HostPort]) -> HostPortConflict | None:
         """The first of ``ports`` that collides with a port another pod holds; None when the
         pod can bind them all. A pod never collides with itself."""
+        pod_key = pod.key
         for port in ports:
             for holder, held in self._reserved.items():
                 if holder == pod_key:
@@ -108,9 +106,9 @@ class HostPortUsage:
                         return HostPortConflict(port, existing, holder)
         return None
 
-    def add(self, pod_key: str, ports: Iterable[HostPort]) -> None:
+    def add(self, pod: Pod, ports: Iterable[HostPort]) -> None:
         """Record the pod's ports (replacing what it held before, as Karpenter's Add does)."""
-        self._reserved[pod_key] = tuple(ports)
+        self._reserved[pod.key] = tuple(ports)
 
     def delete_pod(self, pod_key: str) -> None:
         self._reserved.pop(pod_key, None)
@@ -132,5 +130,5 @@ def usage_of(pods: Iterable[Pod]) -> HostPortUsage:
     for pod in pods:
         ports = host_ports(pod)
         if ports:
-            usage.add(pod.key, ports)
+            usage.add(pod, ports)
     return usage

@@ -30,6 +30,7 @@ from allocator.scheduling.fit import (
     within_limits,
 )
 from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.hostports import usage_of as host_port_usage_of
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import RunState
@@ -205,6 +206,7 @@ def node_claim_templates(
     pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
     for pool in pools:
         requirements = node_pool_requirements(pool)
+        runs = pool_daemons(daemons, requirements, pool.taints)
         templates.append(
             NodeClaimTemplate(
                 pool=pool,
@@ -213,22 +215,36 @@ def node_claim_templates(
                 taints=list(pool.taints),
                 limits=to_milli(pool.limits) if pool.limits else None,
                 usage=usage.get(pool.name, {}),
-                daemon_overhead=daemon_overhead(daemons, requirements, pool.taints),
+                daemon_overhead=_requests_of(runs),
+                # A new node binds its DaemonSet pods' host ports before any pod lands.
+                daemon_host_ports=host_port_usage_of(runs),
             )
         )
     return templates
 
 
-def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
-    """Karpenter's getDaemonOverhead: DaemonSet pods that tolerate the pool's taints and whose
-    node selector / required affinity is compatible with its requirements."""
-    total: dict[str, int] = {}
+def pool_daemons(daemons: list[Pod], requirements, taints) -> list[Pod]:
+    """The DaemonSet pods a node of the pool would run (Karpenter's isDaemonPodCompatible):
+    those that tolerate the pool's taints and one of whose node selector / required affinity
+    terms is compatible with its requirements."""
+    out = []
     for pod in daemons:
         if untolerated_taint(pod.tolerations, taints) is not None:
             continue
         term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
-        if term is None:
-            continue
+        if term is not None:
+            out.append(pod)
+    return out
+
+
+def _requests_of(pods: list[Pod]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for pod in pods:
         for name, value in pod_requests(pod).items():
             total[name] = total.get(name, 0) + value
     return total
+
+
+def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
+    """Karpenter's getDaemonOverhead: the requests of the pool's DaemonSet pods."""
+    return _requests_of(pool_daemons(daemons, requirements, taints))

@@ -21,6 +21,7 @@ from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
 from allocator.scheduling.fit import pod_requests, pod_requirement_terms
+from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
@@ -156,6 +157,9 @@ class Scheduler:
         terms = pod_requirement_terms(pod)
         claims = outcome.pod_claims.claims
         check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
+        ports = host_ports(pod)
+        volumes = state.volumes.volumes(pod)
+        alternatives = state.volumes.alternatives(pod)
         return PodData(
             pod=pod,
             outcome=outcome,
@@ -168,7 +172,11 @@ class Scheduler:
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
-            fast=not state.trace.enabled and not check_terms,
+            # Host ports and volumes refuse before devices do: no shortcut past them.
+            fast=not (state.trace.enabled or check_terms or ports or volumes or alternatives),
+            host_ports=ports,
+            volumes=volumes,
+            volume_requirements=alternatives,
         )
 
     # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------

@@ -360,7 +360,8 @@ def storage_class_terms(storage_class: StorageClass) -> list[Requirements]:
 
 # --- attach limits -----------------------------------------------------------------------------
 
-Volumes = dict[str, frozenset[str]]  # CSI driver -> the claims ("namespace/name") it attaches
+# CSI driver -> the claims ("namespace/name") it attaches, as (driver, claims) pairs by driver.
+Volumes = tuple[tuple[str, frozenset[str]], ...]
 
 
 def volume_driver(claim: PersistentVolumeClaim, storage: Storage) -> str:
@@ -391,7 +392,7 @@ def pod_volumes(pod: Pod, storage: Storage) -> Volumes:
         driver = volume_driver(claim, storage)
         if driver:
             out.setdefault(driver, set()).add(claim.key)
-    return {driver: frozenset(claims) for driver, claims in out.items()}
+    return tuple((driver, frozenset(claims)) for driver, claims in sorted(out.items()))
 
 
 def csi_limits(csi_node: CSINode | None) -> dict[str, int]:
@@ -409,20 +410,17 @@ class VolumeLimitExceeded:
     count: int  # distinct claims of the driver with the pod added
     limit: int
 
-    @property
-    def message(self) -> str:
-        return (
-            "checking volume usage, would exceed volume limit "
-            f"(provisioner {self.driver}: {self.count} volumes, limit {self.limit})"
-        )
-
     def __str__(self) -> str:
-        return self.message
+        # Karpenter's words (the caller puts "checking volume usage, " before them).
+        return (
+            f"would exceed volume limit (provisioner {self.driver}: {self.count} volumes, "
+            f"limit {self.limit})"
+        )
 
 
 class VolumeUsage:
-    """The claims attached on one node, by pod, against its drivers' limits. ``exceeds``
-    decides and changes nothing; ``add`` commits."""
+    """The claims attached on one node, by pod, against its drivers' limits.
+    ``exceeds_limits`` decides and changes nothing; ``add`` commits."""
 
     __slots__ = ("limits", "_by_pod")
 
@@ -436,28 +434,29 @@ class VolumeUsage:
         """Driver -> the distinct claims attached (a claim shared by pods counts once)."""
         out: dict[str, set[str]] = {}
         for volumes in self._by_pod.values():
-            for driver, claims in volumes.items():
+            for driver, claims in volumes:
                 out.setdefault(driver, set()).update(claims)
         return {driver: frozenset(claims) for driver, claims in out.items()}
 
-    def exceeds(self, volumes: Volumes) -> VolumeLimitExceeded | None:
+    def exceeds_limits(self, volumes: Volumes) -> VolumeLimitExceeded | None:
         """The first driver (by name) over its limit once the pod's volumes are attached, else
         None. A node already over a limit refuses every pod, as Karpenter's check counts
         every driver attached."""
         if not self.limits:
             return None
         attached = self.attached()
-        for driver in sorted(attached.keys() | volumes.keys()):
+        wanted = dict(volumes)
+        for driver in sorted(attached.keys() | wanted.keys()):
             limit = self.limits.get(driver)
             if limit is None:
                 continue
-            count = len(attached.get(driver, frozenset()) | volumes.get(driver, frozenset()))
+            count = len(attached.get(driver, frozenset()) | wanted.get(driver, frozenset()))
             if count > limit:
                 return VolumeLimitExceeded(driver, count, limit)
         return None
 
-    def add(self, pod_key: str, volumes: Volumes) -> None:
-        self._by_pod[pod_key] = dict(volumes)
+    def add(self, pod: Pod, volumes: Volumes) -> None:
+        self._by_pod[pod.key] = tuple(volumes)
 
     def delete_pod(self, pod_key: str) -> None:
         self._by_pod.pop(pod_key, None)
@@ -472,5 +471,29 @@ def usage_of(csi_node: CSINode | None, pods: Iterable[Pod], storage: Storage) ->
     for pod in pods:
         volumes = pod_volumes(pod, storage)
         if volumes:
-            usage.add(pod.key, volumes)
+            usage.add(pod, volumes)
     return usage
+
+
+# --- what the scheduler reads per pod ------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RunVolumes:
+    """The volumes of one run's pods as the scheduler reads them: a pod's topology
+    alternatives (worked out once, when the pending pods were sorted out: Karpenter's
+    ``volumeReqsByPod``) and the claims it would attach by driver (Karpenter's GetVolumes)."""
+
+    storage: Storage = field(default_factory=Storage)
+    topology: Mapping[str, VolumeTopology] = field(default_factory=dict)  # pod key -> ...
+    _volumes: dict[str, Volumes] = field(default_factory=dict)
+
+    def alternatives(self, pod: Pod) -> tuple[VolumeAlternative, ...]:
+        found = self.topology.get(pod.key)
+        return found.alternatives if found is not None else ()
+
+    def volumes(self, pod: Pod) -> Volumes:
+        found = self._volumes.get(pod.key)
+        if found is None:
+            found = self._volumes[pod.key] = pod_volumes(pod, self.storage) if pod.volumes else ()
+        return found

@@ -58,15 +58,14 @@ def test_exists_without_key_tolerates_everything_and_equal_needs_the_value(key, 
     assert not tolerates(Toleration(key=key, operator="Gt", value=value), taint)
 
 
-def test_prefer_no_schedule_and_ignored_taints_do_not_block():
+def test_prefer_no_schedule_taints_do_not_block():
     taints = [
         Taint("soft", None, "PreferNoSchedule"),
-        Taint("karpenter.sh/unregistered", None, "NoExecute"),
         Taint("nvidia.com/gpu", "present", "NoSchedule"),
     ]
-    assert untolerated_taint([], taints, frozenset({"karpenter.sh/unregistered"})) == taints[2]
+    assert untolerated_taint([], taints) == taints[1]
     tolerations = [Toleration(key="nvidia.com/gpu", operator="Exists")]
-    assert untolerated_taint(tolerations, taints, frozenset({"karpenter.sh/unregistered"})) is None
+    assert untolerated_taint(tolerations, taints) is None
 
 
 def _it(name: str, cpu: str, offerings: list[Offering]) -> InstanceType:

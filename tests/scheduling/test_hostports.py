@@ -38,30 +38,37 @@ def test_init_container_ports_are_not_counted():
 
 def test_a_second_vllm_replica_conflicts_with_the_first_and_names_it():
     usage = usage_of([vllm("vllm-0")])
-    conflict = usage.conflict("inference/vllm-1", host_ports(vllm("vllm-1")))
+    conflict = usage.conflicts(vllm("vllm-1"), host_ports(vllm("vllm-1")))
     assert conflict is not None
     assert conflict.holder == "inference/vllm-0"
-    assert conflict.message == (
-        "checking host port usage, pod hostport conflicts with existing hostport configuration "
-        "(IP=0.0.0.0 Port=8000 Proto=TCP is taken by IP=0.0.0.0 Port=8000 Proto=TCP of pod "
-        "inference/vllm-0)"
+    assert str(conflict) == (
+        "pod hostport conflicts with existing hostport configuration "
+        "(IP=0.0.0.0 Port=8000 Proto=TCP held by pod inference/vllm-0)"
+    )
+    specific = usage.conflicts(vllm("vllm-2"), host_ports(vllm("vllm-2", host_ip="10.0.1.17")))
+    assert str(specific) == (
+        "pod hostport conflicts with existing hostport configuration (IP=10.0.1.17 Port=8000 "
+        "Proto=TCP collides with IP=0.0.0.0 Port=8000 Proto=TCP held by pod inference/vllm-0)"
     )
 
 
 def test_a_pod_never_conflicts_with_itself():
     usage = usage_of([vllm("vllm-0")])
-    assert usage.conflict("inference/vllm-0", host_ports(vllm("vllm-0"))) is None
+    assert usage.conflicts(vllm("vllm-0"), host_ports(vllm("vllm-0"))) is None
 
 
 def test_other_ports_protocols_and_specific_addresses_coexist():
     usage = usage_of([vllm("vllm-0", host_ip="10.0.1.17")])
-    assert usage.conflict("inference/metrics", host_ports(vllm("metrics", 9400))) is None
-    assert usage.conflict("inference/dns", host_ports(vllm("dns", 8000, protocol="UDP"))) is None
-    other_ip = host_ports(vllm("vllm-1", host_ip="10.0.1.18"))
-    assert usage.conflict("inference/vllm-1", other_ip) is None
+
+    def conflict(pod: Pod):
+        return usage.conflicts(pod, host_ports(pod))
+
+    assert conflict(vllm("metrics", 9400)) is None
+    assert conflict(vllm("dns", 8000, protocol="UDP")) is None
+    assert conflict(vllm("vllm-1", host_ip="10.0.1.18")) is None
     # 0.0.0.0 and :: collide with any address.
-    assert usage.conflict("inference/vllm-2", host_ports(vllm("vllm-2"))) is not None
-    assert usage.conflict("inference/vllm-3", host_ports(vllm("vllm-3", host_ip="::"))) is not None
+    assert conflict(vllm("vllm-2")) is not None
+    assert conflict(vllm("vllm-3", host_ip="::")) is not None
 
 
 def test_an_ipv4_mapped_ipv6_address_is_the_ipv4_address():
@@ -72,15 +79,16 @@ def test_an_ipv4_mapped_ipv6_address_is_the_ipv4_address():
 
 def test_deciding_does_not_add_and_adding_commits():
     usage = HostPortUsage()
-    first = host_ports(vllm("vllm-0"))
-    assert usage.conflict("inference/vllm-0", first) is None
-    assert usage.conflict("inference/vllm-1", first) is None  # nothing was recorded
+    first, second = vllm("vllm-0"), vllm("vllm-1")
+    ports = host_ports(first)
+    assert usage.conflicts(first, ports) is None
+    assert usage.conflicts(second, ports) is None  # nothing was recorded
     trial = usage.copy()
-    trial.add("inference/vllm-0", first)
-    assert usage.conflict("inference/vllm-1", first) is None  # the copy took it, not usage
-    assert trial.conflict("inference/vllm-1", first) is not None
-    trial.delete_pod("inference/vllm-0")
-    assert trial.conflict("inference/vllm-1", first) is None
+    trial.add(first, ports)
+    assert usage.conflicts(second, ports) is None  # the copy took it, not usage
+    assert trial.conflicts(second, ports) is not None
+    trial.delete_pod(first.key)
+    assert trial.conflicts(second, ports) is None
 
 
 ips = st.sampled_from(["", "0.0.0.0", "::", "10.0.1.17", "10.0.1.18", "fd00::1", "bogus"])
