@@ -4,7 +4,7 @@ pods and the NodePool has no limits. Karpenter's tests provision a first pod, th
 node's CSINode and provision again; here the node of the first loop is in the snapshot with its
 pod and CSINode, and one loop runs.
 
-Ported: 19 titles (DescribeTables one test per entry). Left out (5):
+Ported: 17 titles (DescribeTables one test per entry). Left out (5):
 - "should not launch nodes for pod with storageClass that uses an unsupported provisioner",
   "... with bound persistentVolume that uses an unsupported provisioner", "... with storageClass
   that uses an unsupported topology key": they configure Karpenter's UnsupportedProvisioners /
