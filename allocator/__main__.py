@@ -1,4 +1,4 @@
-"""``python -m allocator``: the command line (CONTRACT section 2)."""
+"""``python -m allocator``: the command line (docs/CLI.md)."""
 
 import sys
 

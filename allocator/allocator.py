@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from allocator.bindings import AttributeBindings
+from allocator.checks import PathEntry
 from allocator.claims import (
     ALLOCATED_IN_CLUSTER,
     AllocatedDevice,
@@ -21,17 +22,32 @@ from allocator.claims import (
     in_cluster_devices,
     merge_devices,
 )
-from allocator.dfs import DFSContext, ITOutcome, PathEntry, TimedOut, pool_variants
-from allocator.errors import AllocationError, AllocationTimeout
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.model import DeviceClass, DeviceID, Namespace, ResourceClaim, ResourceSlice
-from allocator.nodeclaim import NodeClaimView, instance_type_requirements
-from allocator.pipeline import Pipeline, build_pipeline
+from allocator.dfs import DFSContext, ITOutcome, TimedOut, pool_variants
+from allocator.eligibility import pool_refusal
+from allocator.errors import AllocationError, AllocationTimeout, ValidationError
+from allocator.explanation.builder import FunnelBuilder
+from allocator.explanation.funnel import Funnel, whole_funnel
+from allocator.explanation.messages import Wording
+from allocator.features.state import FeatureInputs, FeatureState
+from allocator.model import (
+    DeviceClass,
+    DeviceID,
+    DeviceTaintRule,
+    Namespace,
+    Node,
+    Pod,
+    ResourceClaim,
+    ResourceSlice,
+)
+from allocator.nodeclaim import NodeClaimView
+from allocator.pipeline import Pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
+from allocator.quantity import Quantity
+from allocator.requests import SelectorMatcher
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
 from allocator.trace import NULL_TRACE, Trace
 from allocator.tracker import AllocationTracker
-from allocator.validation import SelectorMatcher, ValidationContext, validate_claim_request
+from allocator.validation import ValidationContext, validate_claim_request
 
 __all__ = ["AllocationError", "Allocator", "AllocationResult", "Allocation"]
 
@@ -50,24 +66,19 @@ class Allocator:
         bindings: AttributeBindings,
         device_classes: Mapping[str, DeviceClass],
         *,
+        pipeline: Pipeline,
         deleting_pods: Iterable[str] = frozenset(),
         namespaces: Mapping[str, Namespace] | None = None,
-        gates: FeatureGates | None = None,
-        pipeline: Pipeline | None = None,
         timeout: float = 5.0,
         engine: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
-        device_taint_rules: Iterable[Any] = (),
+        device_taint_rules: Iterable[DeviceTaintRule] = (),
         resource_claims: Mapping[str, ResourceClaim] | None = None,
-        binding_timeout_seconds: int = 600,
-        nodes: Mapping[str, Any] | None = None,
+        nodes: Mapping[str, Node] | None = None,
     ) -> None:
-        """``pipeline``: the run's device checks, constraint kinds, validators and hooks
-        (``allocator/pipeline.py``); by default ``build_pipeline(gates)``. ``gates`` default to
-        the pipeline's, else all on."""
-        if gates is None:
-            gates = pipeline.gates if pipeline is not None else ALL_ON
-        self.pipeline = pipeline if pipeline is not None else build_pipeline(gates)
+        """``pipeline``: the run's features (its ``gates``), device checks, constraint kinds,
+        validators and the features' state (``allocator/pipeline.py``)."""
+        self.pipeline = pipeline
         self.in_cluster_slices = in_cluster_slices
         self.universe = SliceUniverse(in_cluster_slices, self.pipeline.pool_validators)
         self.tracker = AllocationTracker(allocated_devices)
@@ -75,31 +86,46 @@ class Allocator:
         self.device_classes = dict(device_classes)
         self.deleting_pods = frozenset(deleting_pods)
         self.namespaces = dict(namespaces or {})
-        self.gates = gates
         self.timeout = timeout
         self.engine = engine if engine is not None else _new_engine()
         self.clock = clock
         self.pool_cache: dict[str, list[Pool]] = {}
-        # Count-stage funnels of fresh NodeClaims (DFSContext.funnel_memo); the scheduler
-        # switches it on (issue 11 item 2).
+        # Count-stage funnels of fresh NodeClaims, kept across Allocate calls
+        # (explanation/builder.py); None: not kept. The scheduler switches it on.
         self.fresh_funnels: dict | None = None
         # NodeClaim id -> keys of the claims committed to it (release looks only at those).
         self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
-        # State the DRA features keep across Allocate calls (counters in use, ...).
-        self.extensions: dict[str, Any] = {}
         self.dfs_nodes = 0  # total DFS nodes, for the result's stats
         # Template candidates per instance type: (the template list they were built from, them).
         self._template_cache: dict[str, tuple[list, list]] = {}
-        # Inputs of the DRA features (taint rules, in-cluster claims' shares, node features).
-        self.device_taint_rules = list(device_taint_rules)
         self.resource_claims = dict(resource_claims or {})
-        self.binding_timeout_seconds = binding_timeout_seconds
-        self.nodes = dict(nodes) if nodes is not None else None
         # The refusal funnels of the last Allocate that failed (explanation/funnel.py).
-        self.last_funnels: list[Any] = []
-        for hook in self.pipeline.setup_hooks:
-            hook(self)
+        self.last_funnels: list[Funnel] = []
+        # What the DRA features keep across Allocate calls (counters in use, ...): None when
+        # the pipeline has no features (core_pipeline).
+        self.features: FeatureState | None = None
+        if pipeline.setup is not None:
+            self.features = pipeline.setup(
+                FeatureInputs(
+                    gates=pipeline.gates,
+                    in_cluster_slices=in_cluster_slices,
+                    pools=self.universe.pools.values(),
+                    preallocated=self.tracker.preallocated,
+                    resource_claims=self.resource_claims,
+                    deleting_pods=self.deleting_pods,
+                    reallocation_predicates=pipeline.reallocation_predicates,
+                    device_taint_rules=list(device_taint_rules),
+                    device_classes=self.device_classes,
+                    engine=self.engine,
+                    nodes=dict(nodes) if nodes is not None else None,
+                )
+            )
+        self._check_factories = pipeline.check_factories(self.features)
+        # What a refusal's words read; the scheduler adds who holds a device and a memo.
+        self.wording = Wording(
+            self.engine, taints=self.features.taints if self.features is not None else None
+        )
 
     # --- Allocate -----------------------------------------------------------------------------
 
@@ -152,11 +178,12 @@ class Allocator:
                 Allocation(self, node_claim.id, {}, None, [], {}),
                 [outcomes[i] for i in range(len(claims))],
             )
-            for hook in self.pipeline.result_hooks:
-                hook(self, node_claim, claims, result, {}, pod, node_claim.resource_slices())
+            result.node_resources = self._node_resources(
+                claims, result.claims, {}, pod, node_claim.resource_slices()
+            )
             return result
 
-        it_reqs = {it: instance_type_requirements(node_claim, it) for it in instance_types}
+        it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
         variants = (
             [effective]
             if node_claim.node_name is not None
@@ -182,19 +209,38 @@ class Allocator:
                 engine=self.engine,
                 device_classes=self.device_classes,
                 matcher=matcher,
-                gates=self.gates,
+                rules=self.pipeline,
                 namespaces=self.namespaces,
-                pipeline=self.pipeline,
             )
             try:
                 claim_data.append(validate_claim_request(ctx))
-            except AllocationError as err:
+            except ValidationError as err:
                 # Refused as a whole: a funnel with no devices and the validation's words.
-                self.last_funnels = err.funnels = [whole_refusal(c.claim, str(err))]
-                raise
+                funnel = whole_refusal(c.claim, err)
+                self.last_funnels = [funnel]
+                raise ValidationError(str(err), request=err.request, funnels=[funnel]) from err
 
         start = self.clock()
+        first_views = None
+        if (
+            node_claim.node_name is None
+            and len(variants) == len(instance_types)
+            and all(r is not None for r in it_reqs.values())
+        ):
+            first_views = dict(zip(instance_types, variants, strict=True))
+        # Count-stage funnels are shared between NodeClaims that hold nothing yet and reach
+        # templates only (untraced: a trace shows every device).
+        fresh = (
+            node_claim.id not in self.tracker.templates
+            and node_claim.id not in self.tracker.cluster_by_node_claim
+            and not trace.enabled
+            and not superset
+            and not node_claim.id.startswith("node/")
+        )
         dfs = DFSContext(
+            checks=self._check_factories,
+            reusable=self.pipeline.reusable,
+            gates=self.pipeline.gates,
             tracker=self.tracker,
             bindings=self.bindings,
             node_claim_id=node_claim.id,
@@ -202,25 +248,17 @@ class Allocator:
             claims=claim_data,
             matcher=matcher,
             superset=superset,
+            pool_refusals={p.key: r for p in superset if (r := pool_refusal(p)) is not None},
             templates_by_it=templates,
+            template_slices_by_it=slices_by_it,
             requirements=effective,
-            gates=self.gates,
-            namespaces=self.namespaces,
+            explainer=FunnelBuilder(self.wording, self.fresh_funnels if fresh else None),
+            first_views=first_views,
             deadline=start + self.timeout,
             clock=self.clock,
             trace=trace,
-            extensions=self.extensions,
-            pipeline=self.pipeline,
             explain=explain,
-            funnel_memo=self.fresh_funnels,
         )
-        dfs.template_slices_by_it = slices_by_it  # template counter sets (features)
-        if (
-            node_claim.node_name is None
-            and len(variants) == len(instance_types)
-            and all(r is not None for r in it_reqs.values())
-        ):
-            dfs.first_views = dict(zip(instance_types, variants, strict=True))
         results: list[ITOutcome] = []
         timed_out = False
         # Without words: the requirements each instance type started from (they accumulate
@@ -251,15 +289,16 @@ class Allocator:
                 (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
                 for r in results
             )
-            err = AllocationError(
-                f"no instance type can satisfy the allocation: {reasons}", code="no-instance-type"
-            )
             # The refusal funnels (explanation), and for the scheduler's cache of refusals the
             # count stage of a single instance type with the pools in reach.
-            self.last_funnels = err.funnels = [f for r in results for f in r.funnels]
-            err.counted = results[0].counted if len(results) == 1 else None
-            err.reach = tuple(sorted({p.key for p in superset}))
-            raise err
+            self.last_funnels = [f for r in results for f in r.funnels]
+            raise AllocationError(
+                f"no instance type can satisfy the allocation: {reasons}",
+                code="no-instance-type",
+                funnels=self.last_funnels,
+                counted=results[0].counted if len(results) == 1 else None,
+                reach=tuple(sorted({p.key for p in superset})),
+            )
         per_it = {r.instance_type: r.path for r in succeeded}
         for c in to_dfs:
             by_it = {
@@ -291,9 +330,25 @@ class Allocator:
             {r.instance_type: r.reason or "" for r in results if not r.ok},
             dfs.nodes,
         )
-        for hook in self.pipeline.result_hooks:
-            hook(self, node_claim, claims, result, per_it, pod, slices_by_it)
+        result.node_resources = self._node_resources(
+            claims, result.claims, per_it, pod, slices_by_it
+        )
         return result
+
+    def _node_resources(
+        self,
+        claims: list[ResourceClaim],
+        outcomes: list[ClaimOutcome],
+        per_it: Mapping[str, list[PathEntry]],
+        pod: Pod | None,
+        slices_by_it: Mapping[str, list],
+    ) -> dict[str, Quantity]:
+        node_resources = self.pipeline.node_resources
+        if node_resources is None or self.features is None:
+            return {}
+        return node_resources(
+            self.features.devices, self.pipeline.gates, claims, outcomes, per_it, pod, slices_by_it
+        )
 
     def _template_devices(self, slices_by_it: Mapping[str, list]) -> dict[str, list]:
         """Template candidates per instance type, built once per instance type's template list
@@ -312,8 +367,8 @@ class Allocator:
 
     def release_instance_type(self, node_claim_id: str, instance_type: str) -> None:
         self.tracker.release_instance_type(node_claim_id, instance_type)
-        for hook in self.pipeline.release_hooks:
-            hook(self, node_claim_id, instance_type)
+        if self.features is not None:
+            self.features.release(node_claim_id, instance_type)
         for key in self._claims_of_node_claim.get(node_claim_id, ()):
             meta = self.claim_metadata.get(key)
             if meta is not None and meta.node_claim_id == node_claim_id:
@@ -356,18 +411,16 @@ def _word_count_refusals(
         dfs.nodes = nodes  # the count stage counts none: nothing to add
 
 
-def whole_refusal(claim: ResourceClaim, message: str) -> Any:
-    """A claim refused as a whole by Request Validation, as a funnel: the request the message
-    names (``request NAME:``), or the claim's first."""
-    from allocator.explanation.funnel import whole_funnel
-
+def whole_refusal(claim: ResourceClaim, err: ValidationError) -> Funnel:
+    """A claim refused as a whole by Request Validation, as a funnel: the request the error
+    names, or the claim's first."""
     names = [r.name for r in claim.spec.requests]
-    request = next((n for n in names if f"request {n}:" in message), names[0] if names else "")
+    request = err.request if err.request in names else (names[0] if names else "")
     needed = 0
     for r in claim.spec.requests:
         if r.name == request and r.exactly is not None:
             needed = r.exactly.count if r.exactly.allocation_mode != "All" else 0
-    return whole_funnel(claim.key, request, needed, None, message)
+    return whole_funnel(claim.key, request, needed, None, str(err))
 
 
 def _allocated(e: PathEntry) -> AllocatedDevice:
@@ -492,8 +545,8 @@ class Allocation:
                 [e.cand.id for e in held if e.cand.source != TEMPLATE],
                 [e.cand.id for e in held if e.cand.source == TEMPLATE],
             )
-            for hook in a.pipeline.commit_hooks:
-                hook(a, self.node_claim_id, it, path)
+            if a.features is not None:
+                a.features.commit(self.node_claim_id, it, path)
         if self._superset is not None:
             a.pool_cache[self.node_claim_id] = self._superset
         for key, index in self._claims:

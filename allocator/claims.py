@@ -23,7 +23,7 @@ STATES = (UNALLOCATED, ALLOCATED_IN_CLUSTER, ALLOCATED_IN_MEMORY, REALLOCATED)
 
 @dataclass(slots=True)
 class AllocatedDevice:
-    """One device of a claim's allocation, as CONTRACT section 4 prints it."""
+    """One device of a claim's allocation, as docs/RESULT.md prints it."""
 
     request: str
     driver: str
@@ -32,7 +32,7 @@ class AllocatedDevice:
     source: str  # "in-cluster" | "template"
     instance_type: str | None = None  # template devices only
     # Feature data for the result (consumedCapacity, shareID, tolerations, adminAccess, ...),
-    # filled by device checks; keys are the CONTRACT's JSON names.
+    # filled by device checks; keys are the result document's JSON names (docs/RESULT.md).
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -64,7 +64,7 @@ class ClaimOutcome:
     """Per claim of an Allocate result."""
 
     key: str
-    state: str  # one of STATES (CONTRACT claims[].state)
+    state: str  # one of STATES (the result's claims[].state, docs/RESULT.md)
     devices: list[AllocatedDevice] = field(default_factory=list)
     node_selector: dict | None = None
     # For DFS'd claims: the devices each successful instance type chose.
@@ -72,7 +72,7 @@ class ClaimOutcome:
 
     def devices_for(self, instance_types: list[str] | None = None) -> list[AllocatedDevice]:
         """In-cluster devices once (instanceType null), template devices once per remaining
-        instance type (CONTRACT section 4)."""
+        instance type (docs/RESULT.md)."""
         if not self.devices_by_instance_type:
             return list(self.devices)
         return merge_devices(self.devices_by_instance_type, instance_types)
@@ -121,7 +121,7 @@ def reserved_only_by_deleting_pods(
     claim: ResourceClaim, deleting_pods: frozenset[str] | set[str]
 ) -> bool:
     """Non-empty reservedFor whose every entry is a deleting pod. An empty reservedFor keeps
-    the allocation (CONTRACT section 3); any non-pod consumer keeps it too."""
+    the allocation (docs/SIMULATION.md); any non-pod consumer keeps it too."""
     if not claim.reserved_for:
         return False
     for ref in claim.reserved_for:
@@ -130,6 +130,20 @@ def reserved_only_by_deleting_pods(
         if f"{claim.namespace}/{ref.name}" not in deleting_pods:
             return False
     return True
+
+
+def reallocated(
+    claim: ResourceClaim,
+    deleting_pods: frozenset[str] | set[str],
+    reallocation: Sequence[ReallocationPredicate],
+) -> bool:
+    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or one of the
+    pipeline's ``reallocation_predicates`` (a device that failed to bind)."""
+    if claim.allocation is None:
+        return False
+    if reserved_only_by_deleting_pods(claim, deleting_pods):
+        return True
+    return any(predicate(claim) for predicate in reallocation)
 
 
 def _merge_selector(
@@ -173,10 +187,7 @@ def classify_claims(
         # claims): such a claim is allocated in memory, whatever its stale status.allocation
         # says (design: Allocated (In-Memory)).
         if claim.allocation is not None and meta is None:
-            reallocate = reserved_only_by_deleting_pods(claim, deleting_pods) or any(
-                p(claim) for p in reallocation
-            )
-            if reallocate:
+            if reallocated(claim, deleting_pods, reallocation):
                 out.append(ClassifiedClaim(i, claim, REALLOCATED))
                 continue
             reqs = None

@@ -1,4 +1,4 @@
-"""The command line (CONTRACT section 2): ``simulate`` and ``validate``, no Django needed.
+"""The command line (docs/CLI.md): ``simulate`` and ``validate``, no Django needed.
 
 Exit status 0 when the simulation completed (also when pods could not be placed), 2 for an
 unusable snapshot or arguments with the message on standard error, never a traceback for bad
@@ -14,7 +14,14 @@ import os
 import sys
 from typing import TextIO
 
-from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
+from allocator.features.gates import (
+    KUBERNETES_VERSIONS,
+    FeatureGateError,
+    FeatureGates,
+    kubernetes_version,
+    parse_overrides,
+    preset,
+)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -25,7 +32,7 @@ def tune_gc() -> None:
     """For a one-shot process (``python -m allocator``, not a library call): the collector
     runs rarely. A 5,000-node snapshot is millions of objects, and the run then allocates
     briskly: with the default thresholds the collector walks the whole graph again and again
-    (a quarter of workload (a)'s time, issue 11); peak memory does not grow measurably
+    (a quarter of the time of bench/scale_bench.py's ``existing`` workload); peak memory does not grow measurably
     (bench/scale_bench.py prints it)."""
     gc.set_threshold(50_000, 50, 50)
 
@@ -50,11 +57,22 @@ def _timeout(text: str) -> float:
     return value
 
 
-def _gates(text: str) -> FeatureGates:
+def _kubernetes_version(text: str) -> str:
+    """A release with a preset, also as a server prints it (``v1.35.2``)."""
     try:
-        return FeatureGates.parse(text)
+        return kubernetes_version(text)
     except FeatureGateError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _gates(text: str) -> dict[str, bool]:
+    """The overrides of ``--feature-gates``, checked at once (names and values)."""
+    try:
+        overrides = parse_overrides(text)
+        FeatureGates.from_mapping(overrides)
+    except FeatureGateError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,11 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-Allocate DFS budget (default 5)",
     )
     sim.add_argument(
+        "--kubernetes-version",
+        type=_kubernetes_version,
+        default=None,
+        metavar="|".join(KUBERNETES_VERSIONS),
+        help="start from that release's feature gate defaults (default: every gate on)",
+    )
+    sim.add_argument(
         "--feature-gates",
         type=_gates,
-        default=ALL_ON,
+        default={},
         metavar="NAME=true|false,...",
-        help="DRA feature gates; all on by default",
+        help="DRA feature gates over the defaults (every gate on, or --kubernetes-version's)",
     )
     sim.add_argument(
         "--disrupt",
@@ -117,7 +142,7 @@ def _load(paths: list[str]):
     try:
         return load_paths(paths)
     except SnapshotError as err:
-        problems = getattr(err, "problems", None) or [str(err)]
+        problems = err.problems or [str(err)]
         raise UsageError("\n".join(problems)) from None
     except OSError as err:
         raise UsageError(f"{err.filename or paths[0]}: {err.strerror or err}") from None
@@ -151,7 +176,7 @@ def _validate(args, stdout: TextIO) -> int:
     counts = snapshot.object_counts()
     total = sum(counts.values())
     print(f"ok: {total} objects ({_counts(counts)})", file=stdout)
-    for warning in snapshot.warnings:
+    for warning in [*snapshot.warnings, *snapshot.unsimulated]:
         print(f"warning: {warning}", file=stdout)
     return EXIT_OK
 
@@ -167,7 +192,8 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
     snapshot = _load(args.snapshot)
     options = SimulationOptions(
         timeout=args.timeout,
-        gates=args.feature_gates,
+        gates=FeatureGates.for_version(args.kubernetes_version, args.feature_gates),
+        kubernetes_version=args.kubernetes_version,
         disrupt=list(args.disrupt),
         trace=args.trace is not None,
         suggestions=args.suggestions,
@@ -190,7 +216,7 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
                 json.dump(output.trace, fh)
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
-    _print_warnings(snapshot.warnings, stderr)
+    _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
     if args.json or args.output == "json":
         json.dump(output.result, stdout, indent=2)
         stdout.write("\n")
@@ -346,6 +372,24 @@ def _suggestion_line(pod: dict) -> str:
     return f"  suggestion [{first['kind']}]: {first['message']}{more}\n"
 
 
+def gates_line(result: dict) -> str:
+    """Which feature gates the run had: a release's defaults, or everything on (said so, since
+    a real cluster never runs that way), and the gates set apart from that default."""
+    gates = result.get("featureGates") or {}
+    version = result.get("kubernetesVersion")
+    base = preset(version) if version else dict.fromkeys(gates, True)
+    changed = [f"{g}={'true' if on else 'false'}" for g, on in gates.items() if base.get(g) != on]
+    if version:
+        on = [g for g, value in base.items() if value]
+        head = (
+            f"Feature gates: Kubernetes {version} defaults "
+            f"({len(on)} of {len(base)} on: {', '.join(on) or 'none'})"
+        )
+    else:
+        head = "Feature gates: every DRA feature on (no --kubernetes-version)"
+    return head + (f"; set: {', '.join(changed)}" if changed else "")
+
+
 def summary(result: dict, node_pools: int | None = None) -> str:
     """The human summary of a result. ``node_pools``: how many NodePools the snapshot has (a
     line says so when there are none: no pod can get a new NodeClaim)."""
@@ -357,6 +401,7 @@ def summary(result: dict, node_pools: int | None = None) -> str:
         f"{stats['failed']} failed{also}  (DFS nodes {stats['dfsNodes']}, "
         f"{stats['seconds']:.3f}s)\n\n"
     ]
+    out.append(gates_line(result) + "\n\n")
     if node_pools == 0:
         out.append(
             "No NodePool in the snapshot: pods can only go to existing nodes, no NodeClaim "
@@ -373,6 +418,12 @@ def summary(result: dict, node_pools: int | None = None) -> str:
             for p in result["pods"]
         ]
         out.append(_table(["POD", "SCHEDULED", "TARGET", "DEVICES"], rows))
+        relaxed = [p for p in result["pods"] if p.get("relaxed")]
+        if relaxed:
+            out.append("\nPlaced after relaxing preferences:\n")
+            for p in relaxed:
+                dropped = ", ".join(r["kind"] for r in p["relaxed"])
+                out.append(f"{p['pod']}: {dropped}\n")
     if result["nodeClaims"]:
         out.append("\nNew NodeClaims:\n")
         rows = []

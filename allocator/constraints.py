@@ -8,12 +8,13 @@ plug in without edits here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from allocator.bindings import AttributeBindings, lookup_attribute
 from allocator.errors import ValidationError
+from allocator.features.gates import FeatureGates
 from allocator.model import AttributeValue, DeviceConstraint
 from allocator.pools import DeviceWithID
 
@@ -29,12 +30,20 @@ class BindingFallback:
 
 class Constraint(Protocol):
     request_names: frozenset[str]  # empty: every request of the claim
+    reason_code: str  # the trace's reason when the constraint refuses a device
+    # Whether ``feasibility`` reasons about the devices still to choose (distinctAttribute);
+    # MatchAttribute's pinned-value reasoning is the DFS's own.
+    checks_feasibility: bool
 
     def applies(self, request: str) -> bool: ...
     def add(self, request: str, cand: DeviceWithID) -> str | None: ...  # None: accepted
     def remove(self, request: str, cand: DeviceWithID) -> None: ...
     def set_binding_fallback(self, fallback: BindingFallback | None) -> None: ...
     def reset(self) -> None: ...
+    def feasibility(self, need: int, candidates: Iterable[DeviceWithID]) -> str | None:
+        """Can ``need`` more devices, taken from ``candidates`` (a superset of those that could
+        still fill the constrained requests), satisfy the constraint? None when they may."""
+        ...
 
 
 def request_in_scope(names: frozenset[str], request: str) -> bool:
@@ -66,6 +75,8 @@ class MatchAttributeConstraint:
 
     CONCRETE = "concrete"
     BINDING = "binding"
+    reason_code = "constraint"
+    checks_feasibility = False
 
     def __init__(self, attribute: str, request_names: frozenset[str] = frozenset()) -> None:
         self.attribute = attribute
@@ -156,6 +167,9 @@ class MatchAttributeConstraint:
     def pinned(self) -> bool:
         return self.mode is not None
 
+    def feasibility(self, need: int, candidates: Iterable[DeviceWithID]) -> str | None:
+        return None  # pinned-value reasoning is the DFS's (``DFSContext.match_feasibility``)
+
 
 # --- parsing table ---------------------------------------------------------------------------
 
@@ -166,7 +180,7 @@ ConstraintParser = Callable[[DeviceConstraint, "ConstraintParseContext"], Constr
 class ConstraintParseContext:
     claim_key: str
     request_names: list[str]  # the claim's request names, for scoping checks
-    gates: object  # FeatureGates
+    gates: FeatureGates  # the run's, from its pipeline
 
 
 def constraint_kind(dc: DeviceConstraint) -> str:

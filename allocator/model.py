@@ -579,7 +579,12 @@ class Snapshot:
     daemon_sets: dict[str, DaemonSet] = field(default_factory=dict)  # "ns/name"
     # Every recognised document as uploaded, in load order: (kind, raw dict).
     documents: list[tuple[str, dict]] = field(default_factory=list)
+    # What the load skipped or read differently (unknown kinds, legacy keys, kinds that change
+    # scheduling but are not read): about the files, so kept with a stored snapshot.
     warnings: list[str] = field(default_factory=list)
+    # Fields of the documents that change scheduling but the simulation does not honour
+    # (allocator/snapshot/unsimulated.py), worked out again at every load.
+    unsimulated: list[str] = field(default_factory=list)
 
     def object_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -20,6 +20,11 @@ class NodeClaimView(Protocol):
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]: ...
 
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        """An instance type's own requirements, which in-flight pool gathering intersects
+        with the NodeClaim's; None when unknown (an existing node: its requirements say it)."""
+        ...
+
 
 @dataclass(slots=True)
 class SimpleNodeClaim:
@@ -28,7 +33,7 @@ class SimpleNodeClaim:
     ``templates`` holds what ``resource_slices()`` returns (empty for initialized nodes);
     ``it_requirements`` holds each candidate instance type's own requirements, which the
     allocator intersects with the NodeClaim's when deciding pool accessibility for in-flight
-    NodeClaims (optional: ``instance_type_requirements`` is an optional part of the view).
+    NodeClaims (none given: unknown, the NodeClaim's requirements alone decide).
     """
 
     id: str
@@ -44,9 +49,3 @@ class SimpleNodeClaim:
 
     def instance_type_requirements(self, name: str) -> Requirements | None:
         return self.it_requirements.get(name)
-
-
-def instance_type_requirements(view: NodeClaimView, name: str) -> Requirements | None:
-    """The optional ``instance_type_requirements(name)`` of a view, None when absent."""
-    fn = getattr(view, "instance_type_requirements", None)
-    return fn(name) if fn is not None else None

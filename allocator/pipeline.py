@@ -4,25 +4,26 @@ in order, built once per run from the feature gates and handed to the Allocator.
 The upstream structured allocator takes an explicit ``Features`` value and kube-scheduler builds
 each profile's plugins explicitly; here ``build_pipeline(gates)`` is the one place that says
 which checks run, in which order, for which gate. No module keeps a table that importing fills
-in: the Allocator gets its ``Pipeline`` at construction and passes it to Request Validation,
-the DFS and the refusal funnel (which runs the very same list of checks, in the same order).
+in: the Allocator gets its ``Pipeline`` at construction and passes what each part needs to
+Request Validation, the DFS and the refusal funnel (which runs the very same list of checks, in
+the same order). The Pipeline's ``gates`` are the run's features: everything below reads them
+from it.
 
-``core_pipeline()`` is the design's core without any DRA feature (pool, allocated, selector,
-constraint, topology; ``matchAttribute`` only; no FirstAvailable), kept constructible so the
-design's plain behaviour stays testable.
+``core_pipeline(gates)`` is the design's core without any DRA feature (pool, allocated,
+selector, constraint, topology; ``matchAttribute`` only; no FirstAvailable), kept
+constructible so the design's plain behaviour stays testable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from allocator.claims import reserved_only_by_deleting_pods
+from allocator.checks import CheckFactory, DeviceCheck, PathEntry, Reusable, SearchState
+from allocator.claims import ClaimOutcome
 from allocator.constraints import ConstraintParser, parse_match_attribute
-from allocator.dfs import (
+from allocator.eligibility import (
     AllocatedCheck,
-    CheckFactory,
     ConstraintCheck,
     PoolCheck,
     SelectorCheck,
@@ -40,28 +41,74 @@ from allocator.features import (
     prioritized,
     taints,
 )
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import EXTENSION, FeatureState
-from allocator.model import DeviceID, PoolKey
+from allocator.features.gates import FeatureGates
+from allocator.features.state import FeatureInputs, FeatureState, setup_features
+from allocator.model import (
+    Device,
+    DeviceID,
+    Pod,
+    PoolKey,
+    ResourceClaim,
+    ResourceSlice,
+    ResourceSliceTemplate,
+)
+from allocator.quantity import Quantity
 from allocator.validation import FirstAvailableHandler, RequestValidator
 
-Hook = Callable[..., None]
+# (in-cluster devices by ID, gates, claims, their outcomes, paths per instance type, pod,
+# template slices per instance type) -> what the devices add to the pod's node resources.
+NodeResources = Callable[
+    [
+        Mapping[DeviceID, Device],
+        FeatureGates,
+        Sequence[ResourceClaim],
+        Sequence[ClaimOutcome],
+        Mapping[str, Sequence[PathEntry]],
+        "Pod | None",
+        Mapping[str, Sequence[ResourceSliceTemplate]],
+    ],
+    dict[str, Quantity],
+]
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceCheckSpec:
     """One device check: its name (the trace's reason code family) and its factory, called
-    once per instance type's DFS with the DFSContext; the factory may return None when the
-    check has nothing to do there (no shared counters in reach, no feature state)."""
+    once per instance type's search; the factory may return None when the check has nothing
+    to do there."""
 
     name: str
     factory: CheckFactory
+
+    def bind(self, features: FeatureState | None) -> CheckFactory:
+        return self.factory
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureCheckSpec:
+    """A DRA feature's check that reads what the features keep for the Allocator (a ledger,
+    the taint index): its factory gets that state too. Without it (a pipeline without the
+    features' ``setup``) the check has nothing to do."""
+
+    name: str
+    factory: Callable[[SearchState, FeatureState], DeviceCheck | None]
+
+    def bind(self, features: FeatureState | None) -> CheckFactory:
+        if features is None:
+            return _nothing
+        factory = self.factory
+        return lambda ctx: factory(ctx, features)
+
+
+def _nothing(ctx: SearchState) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     """What one run's Allocator applies, in order.
 
+    - ``gates``: the run's feature gates, the one value everything below reads;
     - ``device_checks``: eligibility, in search order; a device is refused by the first
       check that refuses it (the DFS's ``try_add`` and the funnel's prefilter alike);
     - ``constraint_parsers``: constraint kind -> parser (an unknown kind is refused);
@@ -69,24 +116,23 @@ class Pipeline:
     - ``request_validators``: run on every validated (sub)request;
     - ``pool_validators``: why a whole pool is invalid (key, newest slices) -> str | None;
     - ``reallocation_predicates``: an in-cluster allocation the DFS re-runs;
-    - ``reusable``: a device that may fill several slots of one request (ctx, cand) -> bool;
-    - hooks: ``setup(allocator)`` at construction, ``commit(allocator, node_claim_id, it,
-      path)``, ``release(allocator, node_claim_id, it)``, ``result(allocator, node_claim,
-      claims, result, per_it_paths, pod, template_slices_by_it)``.
+    - ``reusable``: a device that may fill several slots of one request (search, cand) -> bool;
+    - ``setup``: what the features keep for one Allocator (ledgers, taint index), built when
+      the Allocator is; commits and releases update it;
+    - ``node_resources``: what a successful Allocate's devices add to the pod's node
+      resources (DRANodeAllocatableResources).
     """
 
     gates: FeatureGates
-    device_checks: tuple[DeviceCheckSpec, ...]
+    device_checks: tuple[DeviceCheckSpec | FeatureCheckSpec, ...]
     constraint_parsers: tuple[tuple[str, ConstraintParser], ...]
     first_available: FirstAvailableHandler | None = None
     request_validators: tuple[RequestValidator, ...] = ()
-    pool_validators: tuple[Callable[..., str | None], ...] = ()
-    reallocation_predicates: tuple[Callable[..., bool], ...] = ()
-    reusable: tuple[Callable[..., bool], ...] = ()
-    setup_hooks: tuple[Hook, ...] = ()
-    commit_hooks: tuple[Hook, ...] = ()
-    release_hooks: tuple[Hook, ...] = ()
-    result_hooks: tuple[Hook, ...] = ()
+    pool_validators: tuple[Callable[[PoolKey, Sequence[ResourceSlice]], str | None], ...] = ()
+    reallocation_predicates: tuple[Callable[[ResourceClaim], bool], ...] = ()
+    reusable: tuple[Reusable, ...] = ()
+    setup: Callable[[FeatureInputs], FeatureState] | None = None
+    node_resources: NodeResources | None = None
 
     @property
     def check_names(self) -> list[str]:
@@ -98,8 +144,12 @@ class Pipeline:
                 return parser
         return None
 
+    def check_factories(self, features: FeatureState | None) -> tuple[CheckFactory, ...]:
+        """The device checks' factories for an Allocator with this features' state."""
+        return tuple(spec.bind(features) for spec in self.device_checks)
 
-def core_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
+
+def core_pipeline(gates: FeatureGates) -> Pipeline:
     """The design's core: the pool check (incomplete or invalid pools) and the four
     eligibility checks, ``matchAttribute``, nothing else."""
     return Pipeline(
@@ -115,7 +165,7 @@ def core_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
     )
 
 
-def build_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
+def build_pipeline(gates: FeatureGates) -> Pipeline:
     """The core with the DRA features the gates turn on. A gate that only changes how a check
     decides (binding conditions, partitionable devices, list-typed attributes, ...) is read by
     that check; a gate whose whole check goes away when off is applied here."""
@@ -133,14 +183,14 @@ def build_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
         DeviceCheckSpec("pool", PoolCheck),  # incomplete or invalid pools (Karpenter)
         DeviceCheckSpec("allocated", allocated),
         DeviceCheckSpec("selector", SelectorCheck),
-        DeviceCheckSpec("taint", taints.taint_check) if on(taints.GATE) else None,
+        FeatureCheckSpec("taint", _taint_check) if on(taints.GATE) else None,
         DeviceCheckSpec("binding-condition", bindingconditions.BindingConditionCheck),
-        DeviceCheckSpec("node-operations", nodeoperations.node_operations_check)
+        FeatureCheckSpec("node-operations", _node_operations_check)
         if on(nodeoperations.GATE)
         else None,
         DeviceCheckSpec("constraint", ConstraintCheck),
-        DeviceCheckSpec("counter", counters.counter_check),
-        DeviceCheckSpec("capacity", capacity.capacity_check) if on(capacity.GATE) else None,
+        FeatureCheckSpec("counter", _counter_check),
+        FeatureCheckSpec("capacity", _capacity_check) if on(capacity.GATE) else None,
         DeviceCheckSpec("topology", TopologyCheck),
     ]
     return Pipeline(
@@ -155,50 +205,25 @@ def build_pipeline(gates: FeatureGates = ALL_ON) -> Pipeline:
         pool_validators=(counters.pool_counter_problem,),
         reallocation_predicates=(bindingconditions.reallocation_predicate(gates),),
         reusable=(capacity.serves_several_slots,) if on(capacity.GATE) else (),
-        setup_hooks=(setup_features,),
-        commit_hooks=(counters.commit_counters, capacity.commit_shares),
-        release_hooks=(counters.release_counters, capacity.release_shares),
-        result_hooks=(nodeallocatable.add_node_resources,) if on(nodeallocatable.GATE) else (),
+        setup=setup_features,
+        node_resources=nodeallocatable.node_resources if on(nodeallocatable.GATE) else None,
     )
 
 
-# --- the features' state for one Allocator ------------------------------------------------------
+# --- what each feature's check reads of the features' state ---------------------------------
 
 
-def _freed(allocator: Any, claim) -> bool:
-    if claim.allocation is None:
-        return False
-    if reserved_only_by_deleting_pods(claim, allocator.deleting_pods):
-        return True
-    return any(p(claim) for p in allocator.pipeline.reallocation_predicates)
+def _taint_check(ctx: SearchState, features: FeatureState) -> DeviceCheck:
+    return taints.TaintCheck(ctx, features.taints)
 
 
-def setup_features(allocator: Any) -> None:
-    """Setup hook: the taint index, the counter and capacity ledgers, the device index."""
-    gates = allocator.gates
-    claims = list((getattr(allocator, "resource_claims", None) or {}).values())
-    freed = [c.key for c in claims if _freed(allocator, c)]
-    cap = capacity.CapacityLedger(claims, freed, gates)
-    devices: dict[DeviceID, Any] = {}
-    grouped: set[PoolKey] = set()
-    for info in allocator.universe.pools.values():
-        for s in info.slices:
-            for d in s.devices:
-                devices[DeviceID(s.driver, s.pool, d.name)] = d
-        if counters.pool_has_compatibility_groups(d for s in info.slices for d in s.devices):
-            grouped.add(info.key)
-    consuming = set(allocator.tracker.preallocated) | set(cap.seed)
-    allocator.extensions[EXTENSION] = FeatureState(
-        gates=gates,
-        taints=taints.TaintIndex(
-            getattr(allocator, "device_taint_rules", None) or (),
-            allocator.device_classes,
-            engine=allocator.engine,
-            gates=gates,
-        ),
-        counters=counters.CounterLedger(allocator.in_cluster_slices, consuming, gates),
-        capacity=cap,
-        devices=devices,
-        grouped_pools=grouped,
-        nodes=getattr(allocator, "nodes", None),
-    )
+def _node_operations_check(ctx: SearchState, features: FeatureState) -> DeviceCheck:
+    return nodeoperations.NodeOperationsCheck(ctx, features.nodes)
+
+
+def _counter_check(ctx: SearchState, features: FeatureState) -> DeviceCheck | None:
+    return counters.counter_check(ctx, features.counters)
+
+
+def _capacity_check(ctx: SearchState, features: FeatureState) -> DeviceCheck:
+    return capacity.CapacityCheck(ctx, features.capacity)

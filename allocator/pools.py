@@ -313,7 +313,7 @@ class SliceUniverse:
         self, chosen: dict[PoolKey, list[tuple[ResourceSlice, list[DeviceWithID]]]]
     ) -> list[Pool]:
         pools = []
-        # Search order (CONTRACT 3): by (driver, pool), pools holding devices with binding
+        # Search order (docs/SIMULATION.md): by (driver, pool), pools holding devices with binding
         # conditions after the others (they become usable only once prepared).
         for key in sorted(chosen, key=lambda k: (_has_binding_conditions(chosen[k]), k)):
             info = self.pools[key]

@@ -472,7 +472,7 @@ class Requirements:
         return out
 
     def to_node_selector_requirements(self) -> list[dict]:
-        """Sorted by key, values sorted (CONTRACT section 4); pseudo keys excluded."""
+        """Sorted by key, values sorted (docs/RESULT.md); pseudo keys excluded."""
         out: list[dict] = []
         for key in sorted(self._reqs):
             if key == NODE_NAME_KEY:

@@ -1,4 +1,4 @@
-"""The result document (CONTRACT section 4), built once the loop has finished.
+"""The result document (docs/RESULT.md), built once the loop has finished.
 
 Template devices are listed only for the instance types a NodeClaim still has at the end of the
 run, so the document is assembled from the final NodeClaims, not while placing pods.
@@ -13,6 +13,7 @@ from allocator.scheduling.finalization import finalized_requirements, node_claim
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaim import NodeClaim
+from allocator.scheduling.setup import Run
 
 SCHEMA_VERSION = "v1"
 
@@ -146,6 +147,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
     }
     if not outcome.scheduled:
         entry["explanation"] = aggregate(outcome.funnel_log, memo)
+    if outcome.relaxed:
+        entry["relaxed"] = [r.to_json() for r in outcome.relaxed]
     if outcome.dra_node_resources:
         entry["draNodeResources"] = {
             name: format_quantity(name, value)
@@ -210,12 +213,13 @@ def build_result(
             "seconds": round(seconds, 6),
             "nodeClaims": len(node_claims),
         },
-        "featureGates": options.gates.as_dict(),
-        "pools": _pools(snapshot, run, options),
-        "deviceTaintRules": _taint_rules(snapshot, run, options),
+        "featureGates": run.pipeline.gates.as_dict(),
+        "kubernetesVersion": options.kubernetes_version,
+        "pools": _pools(snapshot, run),
+        "deviceTaintRules": _taint_rules(snapshot, run),
         "initializationGating": initialization_gating(snapshot),
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
-        "warnings": list(snapshot.warnings),
+        "warnings": [*snapshot.warnings, *snapshot.unsimulated],
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions)
@@ -231,15 +235,22 @@ def _add_suggestions(result: dict, report) -> None:
     result["stats"]["suggestionTrials"] = report.trials
 
 
-def _pools(snapshot: Snapshot, run, options) -> list[dict]:
+def _pools(snapshot: Snapshot, run: Run) -> list[dict]:
     """KEP-5677 pool status over the snapshot's pools, after the run's allocations (exclusive
     holds from the tracker, shares from the capacity ledger: the features' run_pool_status)."""
     from allocator.features.poolstatus import run_pool_status
 
-    return run_pool_status(snapshot.resource_slices, run.allocator, options.gates)
+    features = run.allocator.features
+    return run_pool_status(
+        snapshot.resource_slices,
+        run.allocator.allocated_cluster_devices(),
+        features.capacity if features is not None else None,
+        features.taints if features is not None else None,
+        run.pipeline.gates,
+    )
 
 
-def _taint_rules(snapshot: Snapshot, run, options) -> list[dict]:
+def _taint_rules(snapshot: Snapshot, run: Run) -> list[dict]:
     from allocator.features.taints import taint_rule_previews
 
-    return taint_rule_previews(snapshot, engine=run.allocator.engine, gates=options.gates)
+    return taint_rule_previews(snapshot, engine=run.allocator.engine, gates=run.pipeline.gates)

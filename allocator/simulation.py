@@ -1,6 +1,6 @@
 """The one entry point the command line and the Celery task share: ``simulate``.
 
-One call runs one provisioning scheduling loop (CONTRACT section 3) over a typed snapshot and
+One call runs one provisioning scheduling loop (docs/SIMULATION.md) over a typed snapshot and
 returns the result document (section 4) and, on demand, the search trace (section 5).
 """
 
@@ -11,15 +11,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from allocator.features.gates import ALL_ON, FeatureGateError, FeatureGates
+from allocator.features.bindingconditions import DEFAULT_BINDING_TIMEOUT_SECONDS
+from allocator.features.gates import (
+    ALL_ON,
+    KUBERNETES_VERSIONS,
+    FeatureGateError,
+    FeatureGates,
+    kubernetes_version,
+)
 from allocator.model import Snapshot
 from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
 
 if TYPE_CHECKING:
     from allocator.pipeline import Pipeline
+    from allocator.scheduling.tuning import Tuning
 
 _OPTION_FIELDS = {
     "timeout",
+    "kubernetesVersion",
     "featureGates",
     "disrupt",
     "trace",
@@ -32,18 +41,14 @@ _OPTION_FIELDS = {
 @dataclass(slots=True)
 class SimulationOptions:
     timeout: float = 5.0
-    gates: FeatureGates = ALL_ON
+    gates: FeatureGates = ALL_ON  # effective: the preset's defaults with the overrides applied
+    # The release whose gate defaults ``gates`` started from; None: every gate on.
+    kubernetes_version: str | None = None
     disrupt: list[str] = field(default_factory=list)
     trace: bool = False
     trace_max_nodes: int = DEFAULT_MAX_NODES
-    binding_timeout_seconds: int = 600
-    # Internal (not an API option): refuse by the cached refusal funnel and skip unchanged
-    # retries. Switched off only by the property test proving decisions do not depend on it.
-    funnel_refusal: bool = True
-    # Internal too: NodeClaim refusals found without their words first, per-NodeClaim caches
-    # (issue 11 item 2). Switched off only by the property test comparing both paths.
-    nodeclaim_caches: bool = True
-    suggestions: bool = True  # verified fix suggestions for failed pods (CONTRACT section 4)
+    binding_timeout_seconds: int = DEFAULT_BINDING_TIMEOUT_SECONDS
+    suggestions: bool = True  # verified fix suggestions for failed pods (docs/RESULT.md)
 
     @classmethod
     def from_json(cls, d: dict | None) -> SimulationOptions:
@@ -63,14 +68,24 @@ class SimulationOptions:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ValueError("options.timeout: must be a number of seconds > 0")
             opts.timeout = float(value)
-        if "featureGates" in d:
-            gates = d["featureGates"]
-            if not isinstance(gates, dict):
-                raise ValueError("options.featureGates: must be an object of NAME: true|false")
+        version = d.get("kubernetesVersion")
+        if version is not None:
+            if not isinstance(version, str):
+                raise ValueError(
+                    f"options.kubernetesVersion: must be one of {', '.join(KUBERNETES_VERSIONS)} "
+                    "or null"
+                )
             try:
-                opts.gates = FeatureGates.from_mapping(gates)
+                opts.kubernetes_version = kubernetes_version(version)
             except FeatureGateError as err:
-                raise ValueError(f"options.featureGates: {err}") from None
+                raise ValueError(f"options.kubernetesVersion: {err}") from None
+        gates = d.get("featureGates")
+        if gates is not None and not isinstance(gates, dict):
+            raise ValueError("options.featureGates: must be an object of NAME: true|false")
+        try:
+            opts.gates = FeatureGates.for_version(opts.kubernetes_version, gates)
+        except FeatureGateError as err:
+            raise ValueError(f"options.featureGates: {err}") from None
         if "disrupt" in d:
             nodes = d["disrupt"]
             if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
@@ -95,6 +110,7 @@ class SimulationOptions:
     def to_json(self) -> dict:
         return {
             "timeout": self.timeout,
+            "kubernetesVersion": self.kubernetes_version,
             "featureGates": self.gates.as_dict(),
             "disrupt": list(self.disrupt),
             "trace": self.trace,
@@ -115,21 +131,36 @@ def simulate(
     options: SimulationOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
     pipeline: Pipeline | None = None,
+    *,
+    tuning: Tuning | None = None,
 ) -> SimulationOutput:
     """Run one scheduling loop. Raises ``DisruptionError`` (a ValueError) for unknown nodes.
 
-    ``pipeline``: the run's device checks, constraint kinds, validators and hooks; by default
-    ``build_pipeline(options.gates)`` (``core_pipeline()`` runs the design without features)."""
+    ``pipeline``: the run's device checks, constraint kinds, validators and features' state;
+    by default ``build_pipeline(options.gates)``, the one place a run's pipeline is built
+    (``core_pipeline(options.gates)`` runs the design without features). Its gates must be the
+    options'. ``tuning``: the scheduler's fast paths, switched off only by the tests and
+    benchmarks that compare them with the plain path."""
     from allocator.pipeline import build_pipeline
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
+    from allocator.scheduling.tuning import DEFAULT_TUNING
 
     options = options or SimulationOptions()
     started = time.perf_counter()
     trace = Trace(enabled=True, max_nodes=options.trace_max_nodes) if options.trace else NULL_TRACE
     if pipeline is None:
         pipeline = build_pipeline(options.gates)  # built per run, from the run's gates
-    run = build_run(snapshot, options, trace, pipeline)
+    elif pipeline.gates != options.gates:
+        raise ValueError("the pipeline's feature gates differ from the options' featureGates")
+    run = build_run(
+        snapshot,
+        pipeline,
+        trace,
+        timeout=options.timeout,
+        disrupt=options.disrupt,
+        tuning=tuning or DEFAULT_TUNING,
+    )
     outcomes = run.scheduler.solve(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
     suggestions = None

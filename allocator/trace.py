@@ -1,4 +1,4 @@
-"""The search trace (CONTRACT section 5): a flat list of nodes, capped, recorded only on demand.
+"""The search trace (docs/TRACE.md): a flat list of nodes, capped, recorded only on demand.
 
 Untraced runs pass ``NULL_TRACE``; callers on hot paths test ``trace.enabled`` before building
 labels so that an untraced run pays one attribute read per tried device.

@@ -1,104 +1,51 @@
 """Request Validation: ResourceClaim -> ClaimData, before the DFS (the design's error table).
 
-What the DRA features add comes from the run's pipeline (``ValidationContext.pipeline``,
-``allocator/pipeline.py``): its constraint parsers, its FirstAvailable handler
-(DRAPrioritizedList) and its request validators (admin access, capacity, ...). Without a
-pipeline the design's core applies (``matchAttribute`` only, Exactly requests only).
+What the DRA features add comes from the run's pipeline, read through ``ValidationRules``
+(``allocator/pipeline.py``'s ``Pipeline`` is one): its constraint parsers, its FirstAvailable
+handler (DRAPrioritizedList) and its request validators (admin access, capacity, ...).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from allocator.constraints import Constraint, ConstraintParseContext, parse_constraint
+from allocator.constraints import ConstraintParseContext, ConstraintParser, parse_constraint
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.gates import FeatureGates
 from allocator.model import (
     ALLOCATION_RESULTS_MAX_SIZE,
     DeviceClass,
     DeviceRequest,
-    DeviceSelector,
     ExactDeviceRequest,
     Namespace,
     ResourceClaim,
 )
 from allocator.pools import DeviceWithID, Pool
+from allocator.requests import (
+    ALL,
+    EXACT_COUNT,
+    ClaimData,
+    PrunedInstanceType,
+    RequestData,
+    SelectorMatcher,
+)
 
-if TYPE_CHECKING:
-    from allocator.pipeline import Pipeline
-
-EXACT_COUNT = "ExactCount"
-ALL = "All"
-
-
-@dataclass(slots=True, eq=False)
-class RequestData:
-    name: str  # "<request>" or "<request>/<subrequest>"
-    device_class: DeviceClass | None
-    num_devices: int  # ExactCount
-    allocation_mode: str  # ExactCount | All
-    selectors: list[DeviceSelector]  # class selectors first, then the request's
-    compiled: list[Any] = field(default_factory=list)  # engine CompiledSelector, same order
-    all_devices: list[DeviceWithID] | None = None  # All mode: eligible in-cluster devices
-    all_template_devices_by_it: dict[str, list[DeviceWithID]] | None = None
-    exact: ExactDeviceRequest | None = None  # the source request (tolerations, capacity, ...)
-    # FirstAvailable: the subrequests, tried in order; this entry is then only their parent.
-    alternatives: list[RequestData] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # feature data (admin access, ...)
-
-    def slots_for(self, instance_type: str) -> list[DeviceWithID] | None:
-        """All mode: the predetermined devices of every slot on this instance type."""
-        if self.allocation_mode != ALL:
-            return None
-        templates = (self.all_template_devices_by_it or {}).get(instance_type, [])
-        return list(self.all_devices or []) + templates
-
-    def max_devices(self) -> int:
-        if self.alternatives:
-            return max(a.max_devices() for a in self.alternatives)
-        if self.allocation_mode == ALL:
-            return len(self.all_devices or [])
-        return self.num_devices
+NO_DEVICES = "no-devices"
+EXCEEDING_MAXIMUM = "exceeding-maximum"
 
 
-@dataclass(slots=True)
-class ClaimData:
-    index: int
-    key: str
-    claim: ResourceClaim
-    requests: list[RequestData]
-    constraints: list[Constraint]
-    # Instance types this claim cannot use, with why (All mode: no match, 32-device limit).
-    pruned_instance_types: dict[str, str] = field(default_factory=dict)
+class ValidationRules(Protocol):
+    """What Request Validation reads of the run's pipeline."""
 
-
-class SelectorMatcher:
-    """Selector matching for one Allocate, memoised per (device, claim, request)."""
-
-    __slots__ = ("engine", "memo")
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.memo: dict[tuple[DeviceWithID, int, str], tuple[bool, str | None]] = {}
-
-    def match(
-        self, request: RequestData, claim_index: int, cand: DeviceWithID
-    ) -> tuple[bool, str | None]:
-        """(matched, error): error is a CEL runtime error text (the device does not match)."""
-        key = (cand, claim_index, request.name)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
-        result: tuple[bool, str | None] = (True, None)
-        for sel in request.compiled:
-            outcome = self.engine.matches(sel, cand.device, cand.id.driver)
-            if not outcome.matched:
-                result = (False, outcome.error)
-                break
-        self.memo[key] = result
-        return result
+    @property
+    def gates(self) -> FeatureGates: ...
+    @property
+    def first_available(self) -> FirstAvailableHandler | None: ...
+    @property
+    def request_validators(self) -> Sequence[RequestValidator]: ...
+    def constraint_parser(self, kind: str) -> ConstraintParser | None: ...
 
 
 @dataclass(slots=True)
@@ -111,20 +58,16 @@ class ValidationContext:
     engine: Any
     device_classes: Mapping[str, DeviceClass]
     matcher: SelectorMatcher
-    gates: FeatureGates = ALL_ON
+    rules: ValidationRules
     namespaces: Mapping[str, Namespace] = field(default_factory=dict)
-    pipeline: Pipeline | None = None  # None: the design's core (``core_pipeline()``)
 
     @property
     def claim_key(self) -> str:
         return self.claim.key
 
-    def rules(self) -> Pipeline:
-        if self.pipeline is None:
-            from allocator.pipeline import core_pipeline
-
-            self.pipeline = core_pipeline(self.gates)
-        return self.pipeline
+    @property
+    def gates(self) -> FeatureGates:
+        return self.rules.gates
 
 
 # A FirstAvailable handler returns the subrequests' RequestData, in order (built with
@@ -150,7 +93,8 @@ def validate_exact_request(
     device_class = ctx.device_classes.get(exact.device_class_name)
     if device_class is None:
         raise ValidationError(
-            f"claim {ctx.claim_key}: {where}: device class {exact.device_class_name!r} not found"
+            f"claim {ctx.claim_key}: {where}: device class {exact.device_class_name!r} not found",
+            request=name,
         )
     selectors = list(device_class.selectors) + list(exact.selectors)
     compiled = []
@@ -163,13 +107,14 @@ def validate_exact_request(
         if sel.cel is None:
             raise ValidationError(
                 f"claim {ctx.claim_key}: {where}: unsupported selector type in {origin} "
-                "(only CEL selectors are supported)"
+                "(only CEL selectors are supported)",
+                request=name,
             )
         compiled.append(_compile(ctx, origin, sel.cel))
     mode = exact.allocation_mode or EXACT_COUNT
     if mode not in (EXACT_COUNT, ALL):
         raise ValidationError(
-            f"claim {ctx.claim_key}: {where}: unsupported allocation mode {mode!r}"
+            f"claim {ctx.claim_key}: {where}: unsupported allocation mode {mode!r}", request=name
         )
     data = RequestData(
         name=name,
@@ -180,7 +125,7 @@ def validate_exact_request(
         compiled=compiled,
         exact=exact,
     )
-    for validator in ctx.rules().request_validators:
+    for validator in ctx.rules.request_validators:
         validator(ctx, data)
     if mode == ALL:
         _precompute_all(ctx, data)
@@ -194,12 +139,14 @@ def _precompute_all(ctx: ValidationContext, data: RequestData) -> None:
         if pool.invalid:
             raise ValidationError(
                 f"claim {ctx.claim_key}: request {data.name}: allocation mode All needs every "
-                f"pool: pool {pool_name} is invalid ({pool.invalid_reason})"
+                f"pool: pool {pool_name} is invalid ({pool.invalid_reason})",
+                request=data.name,
             )
         if pool.incomplete:
             raise ValidationError(
                 f"claim {ctx.claim_key}: request {data.name}: allocation mode All needs every "
-                f"pool: pool {pool_name} is incomplete"
+                f"pool: pool {pool_name} is incomplete",
+                request=data.name,
             )
         for cand in pool.devices:
             if ctx.matcher.match(data, ctx.claim_index, cand)[0]:
@@ -226,7 +173,7 @@ def validate_claim_request(ctx: ValidationContext) -> ClaimData:
     """The design's ValidateClaimRequest. Constraints get no binding fallback here."""
     claim = ctx.claim
     key = claim.key
-    rules = ctx.rules()
+    rules = ctx.rules
     parse_ctx = ConstraintParseContext(key, [r.name for r in claim.spec.requests], ctx.gates)
     constraints = [
         parse_constraint(dc, parse_ctx, rules.constraint_parser) for dc in claim.spec.constraints
@@ -239,7 +186,8 @@ def validate_claim_request(ctx: ValidationContext) -> ClaimData:
             if rules.first_available is None:
                 raise ValidationError(
                     f"claim {key}: request {req.name}: only Exactly requests are supported "
-                    "(firstAvailable needs the DRAPrioritizedList feature)"
+                    "(firstAvailable needs the DRAPrioritizedList feature)",
+                    request=req.name,
                 )
             alternatives = rules.first_available(ctx, req)
             requests.append(
@@ -248,7 +196,8 @@ def validate_claim_request(ctx: ValidationContext) -> ClaimData:
         else:
             raise ValidationError(
                 f"claim {key}: request {req.name}: only Exactly requests are supported "
-                "(the request has neither exactly nor firstAvailable)"
+                "(the request has neither exactly nor firstAvailable)",
+                request=req.name,
             )
     pruned = _enforce_max_size(key, requests, ctx)
     return ClaimData(ctx.claim_index, key, claim, requests, constraints, pruned)
@@ -256,15 +205,17 @@ def validate_claim_request(ctx: ValidationContext) -> ClaimData:
 
 def _enforce_max_size(
     key: str, requests: list[RequestData], ctx: ValidationContext
-) -> dict[str, str]:
-    pruned: dict[str, str] = {}
+) -> dict[str, PrunedInstanceType]:
+    pruned: dict[str, PrunedInstanceType] = {}
     all_requests = [r for r in requests if r.allocation_mode == ALL and not r.alternatives]
     # Step 2 of All mode: instance types with neither template nor in-cluster matches.
     for r in all_requests:
         kept = r.all_template_devices_by_it or {}
         for it in _instance_types(ctx):
             if it not in kept and it not in pruned:
-                pruned[it] = f"request {r.name}: no device matches (allocation mode All)"
+                pruned[it] = PrunedInstanceType(
+                    NO_DEVICES, f"request {r.name}: no device matches (allocation mode All)"
+                )
     # 3a: base total. A FirstAvailable request counts its smallest alternative (a floor, as
     # Karpenter's ValidateClaimRequest does); the DFS checks the alternatives it picks.
     base = sum(
@@ -297,9 +248,10 @@ def _enforce_max_size(
         if total > ALLOCATION_RESULTS_MAX_SIZE:
             for r in all_requests + [a for f in fa_requests for a in f.alternatives]:
                 (r.all_template_devices_by_it or {}).pop(it, None)
-            pruned[it] = (
+            pruned[it] = PrunedInstanceType(
+                EXCEEDING_MAXIMUM,
                 f"{total} devices with the instance type's template devices, exceeding maximum "
-                f"of {ALLOCATION_RESULTS_MAX_SIZE} devices per claim"
+                f"of {ALLOCATION_RESULTS_MAX_SIZE} devices per claim",
             )
     # 3c: every instance type went. (Only one with template devices can exceed the limit once
     # the base total passed, so "template devices were provided" holds whenever this fires.)

@@ -19,7 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from allocator.allocator import Allocator  # noqa: E402
 from allocator.bindings import AttributeBindings  # noqa: E402
 from allocator.cel import SelectorEngine  # noqa: E402
+from allocator.features.gates import ALL_ON  # noqa: E402
 from allocator.model import Device, DeviceCapacity  # noqa: E402
+from allocator.pipeline import build_pipeline  # noqa: E402
 from allocator.quantity import Quantity  # noqa: E402
 from tests.allocator.builders import (  # noqa: E402
     CLASSES,
@@ -92,7 +94,12 @@ def main() -> int:
     engine = SelectorEngine()
     t0 = time.perf_counter()
     alloc = Allocator(
-        slices, [], AttributeBindings.build({"gpu-pool": its}), CLASSES, engine=engine
+        slices,
+        [],
+        AttributeBindings.build({"gpu-pool": its}),
+        CLASSES,
+        pipeline=build_pipeline(ALL_ON),
+        engine=engine,
     )
     build_ms = (time.perf_counter() - t0) * 1e3
     devices = sum(len(s.devices) for s in slices)

@@ -1,5 +1,5 @@
 """Failing pod x node pairs: 5,000 nodes x 8 GPUs, 1,000 pending pods, 5 % asking for a model
-nobody has (issue 9 item 2, issue 11 item 1). Whole process, as the CLI runs it.
+nobody has: how fast failing pods are explained. Whole process, as the CLI runs it.
 
 Run: .venv/bin/python bench/funnel_bench.py [--nodes N] [--pods P] [--no-funnel] [--profile]
 Prints seconds (wall and the simulation's CPU time: the machine is shared), failing pod x
@@ -9,7 +9,6 @@ node pairs and pairs per CPU second.
 from __future__ import annotations
 
 import argparse
-import copy
 import cProfile
 import json
 import os
@@ -20,28 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from allocator.scheduling.tuning import Tuning  # noqa: E402
 from allocator.simulation import SimulationOptions, simulate  # noqa: E402
 from allocator.snapshot import load_files  # noqa: E402
-from dra_web.snapshots.synthetic import synthetic_cluster  # noqa: E402
-
-
-def build(nodes: int, pods: int, missing_every: int = 20) -> list[dict]:
-    """The synthetic H100 cluster; every ``missing_every``-th pending pod asks for an A100."""
-    docs = synthetic_cluster(nodes=nodes, gpus_per_node=8, running_pods=0, pending_pods=pods)
-    template = next(d for d in docs if d["kind"] == "ResourceClaimTemplate")
-    a100 = copy.deepcopy(template)
-    a100["metadata"]["name"] = "a100"
-    exactly = a100["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    exactly["selectors"][0]["cel"]["expression"] = (
-        'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"'
-    )
-    docs.append(a100)
-    for d in docs:
-        if d["kind"] == "Pod" and d["metadata"]["name"].startswith("train-"):
-            index = int(d["metadata"]["name"].removeprefix("train-"))
-            if index % missing_every == missing_every - 1:
-                d["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "a100"
-    return docs
+from bench.workloads import existing_nodes  # noqa: E402
 
 
 def main() -> None:
@@ -52,17 +33,17 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
-    docs = build(args.nodes, args.pods)
+    # The synthetic H100 cluster with its NodePool; every 20th pending pod asks for an A100.
+    docs = existing_nodes(args.nodes, args.pods, node_pool=True)
     snapshot = load_files([("bench.json", json.dumps(docs))])
     loaded = time.perf_counter()
     options = SimulationOptions()
-    if args.no_funnel and hasattr(options, "funnel_refusal"):
-        options.funnel_refusal = False
+    tuning = Tuning(funnel_refusal=not args.no_funnel)
     prof = cProfile.Profile() if args.profile else None
     if prof:
         prof.enable()
     cpu = time.process_time()
-    out = simulate(snapshot, options)
+    out = simulate(snapshot, options, tuning=tuning)
     cpu = time.process_time() - cpu
     if prof:
         prof.disable()

@@ -1,4 +1,5 @@
-"""Issue 11's workloads, whole process as the CLI runs them, beside the anchors.
+"""The scale workloads (bench/workloads.py), whole process as the CLI runs them, beside the
+anchors.
 
 (a) ``existing``: 5,000 existing nodes x 8 GPUs, 1,000 pending pods, 5 % asking for a model
     nobody has (target under 20 s, goal 5 s);
@@ -25,6 +26,7 @@ Run: .venv/bin/python bench/scale_bench.py [existing nodeclaims upload] [--scale
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -77,11 +79,17 @@ def phases(path: str) -> None:
     from allocator.trace import NULL_TRACE
 
     options = SimulationOptions()
-    try:  # this tree: the run's pipeline from its gates
+    try:  # the run's pipeline from its gates
         from allocator.pipeline import build_pipeline
 
-        run = build_run(snapshot, options, NULL_TRACE, build_pipeline(options.gates))
-    except ImportError:  # an older tree (--repo): gates set process-wide
+        pipeline = build_pipeline(options.gates)
+        if "timeout" in inspect.signature(build_run).parameters:  # this tree
+            run = build_run(
+                snapshot, pipeline, NULL_TRACE, timeout=options.timeout, disrupt=options.disrupt
+            )
+        else:  # an older tree (--repo): build_run(snapshot, options, trace, pipeline)
+            run = build_run(snapshot, options, NULL_TRACE, pipeline)
+    except ImportError:  # an older tree still (--repo): gates set process-wide
         from allocator.features.bindingconditions import activate_gates
 
         activate_gates(options.gates)

@@ -101,7 +101,7 @@ def prepare(db_path: Path, nodes: int) -> tuple[int, float]:
 
     call_command("migrate", verbosity=0)
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from dra_web.snapshots.services import create_snapshot
     from tests.pages.builders import gpu_training_result
 

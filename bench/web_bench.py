@@ -82,9 +82,9 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from rest_framework.test import APIClient
 
+        from bench.workloads import as_exported, synthetic_cluster, to_json, to_yaml
         from dra_web.runs.models import Run
-        from dra_web.runs.services import store_output
-        from dra_web.snapshots.synthetic import as_exported, synthetic_cluster, to_json, to_yaml
+        from dra_web.runs.worker import store_output
 
         user = get_user_model().objects.create_user("bench")
         client = APIClient()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote_to_bytes
 
-from django.http import JsonResponse
+from dra_web.problems import problem_json
 
 
 class RejectNulMiddleware:
@@ -17,8 +17,7 @@ class RejectNulMiddleware:
     def __call__(self, request):
         query = request.META.get("QUERY_STRING", "")
         if "\x00" in request.path or b"\x00" in unquote_to_bytes(query.replace("+", " ")):
-            return JsonResponse(
-                {"detail": "request: NUL characters are not allowed in the path or query string"},
-                status=400,
+            return problem_json(
+                400, "request: NUL characters are not allowed in the path or query string"
             )
         return self.get_response(request)

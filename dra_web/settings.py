@@ -187,9 +187,14 @@ DRA_WEB_RUN_TIME_LIMIT_SECONDS = _env_int("DRA_WEB_RUN_TIME_LIMIT_SECONDS", 3600
 # A queued run no worker has started for this long is failed (the broker lost its message);
 # sooner when a run queued after it has already started (the queue is first in, first out).
 DRA_WEB_RUN_QUEUED_STALE_SECONDS = _env_float("DRA_WEB_RUN_QUEUED_STALE_SECONDS", 6 * 3600.0)
+# How often Celery beat runs the reaper (CELERY_BEAT_SCHEDULE below).
+DRA_WEB_REAP_INTERVAL_SECONDS = _env_float("DRA_WEB_REAP_INTERVAL_SECONDS", 15.0)
 # Bounds of the API's run options (the command line has none).
 DRA_WEB_MAX_TIMEOUT_SECONDS = _env_float("DRA_WEB_MAX_TIMEOUT_SECONDS", 300.0)
 DRA_WEB_MAX_TRACE_NODES = _env_int("DRA_WEB_MAX_TRACE_NODES", 2_000_000)
+# Finished runs older than this many days are deleted with their traces (hourly, on Celery
+# beat, and by `manage.py prune_runs`), except pinned runs and runs with reviews; 0 keeps all.
+DRA_WEB_RUN_RETENTION_DAYS = _env_int("DRA_WEB_RUN_RETENTION_DAYS", 90)
 
 # --- login throttle (the form and POST /api/auth/token/) --------------------------------------
 DRA_WEB_LOGIN_MAX_FAILURES = _env_int("DRA_WEB_LOGIN_MAX_FAILURES", 10)
@@ -267,8 +272,14 @@ if DRA_WEB_BROKER_DIR and not REDIS_URL:
         "control_folder": str(_broker / "control"),
         "store_processed": False,
     }
+# Periodic tasks, by the names they are registered under (dra_web/runs/task_names.py). Beat
+# runs embedded in the worker (`celery worker -B`: docker-compose, scripts/run-dev.sh).
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "dra_web.runs.tasks.reap_stale_runs", "schedule": 60.0},
+    "reap-stale-runs": {
+        "task": "dra_web.runs.tasks.reap_stale_runs",
+        "schedule": DRA_WEB_REAP_INTERVAL_SECONDS,
+    },
+    "prune-old-runs": {"task": "dra_web.runs.tasks.prune_old_runs", "schedule": 3600.0},
 }
 
 LOGGING = {

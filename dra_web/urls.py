@@ -14,7 +14,11 @@ api_patterns = [
     path("", include("dra_web.runs.urls")),
     path("", include("dra_web.accounts.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", template_name="pages/api_docs.html"),
+        name="api-docs",
+    ),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
 ]
 

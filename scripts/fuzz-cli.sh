@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long CLI fuzzing (issue 13 item 9), as `make fuzz` runs it: mutated example snapshots through
+# Long CLI fuzzing, as `make fuzz` runs it: mutated example snapshots through
 # `validate` and `simulate`, each case exit 0 or 2 within seconds, never a traceback.
 # FUZZ_EXAMPLES cases (default 5000) with random seeds; the suite runs 300 fixed ones.
 set -euo pipefail

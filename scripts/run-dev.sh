@@ -2,7 +2,7 @@
 # `make run`: Django's runserver and a Celery worker beside it, stopped together (Ctrl-C, or
 # either one exiting). Without REDIS_URL the broker is kombu's filesystem transport in
 # DRA_WEB_BROKER_DIR (no server needed), so runs are queued and executed as in production:
-# 202 queued, live progress, cancellation.
+# 202 queued, live progress, cancellation, stale runs reaped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -29,9 +29,14 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-# SQLite takes one writer at a time: one pool process is plenty for a laptop.
+# SQLite takes one writer at a time: one pool process is plenty for a laptop. Beat runs
+# embedded (-B) for the periodic tasks of settings.CELERY_BEAT_SCHEDULE, such as the reaper of
+# runs whose worker was lost; its schedule file lives beside the broker's files.
+beat_dir=${DRA_WEB_BROKER_DIR:-$PWD/.celery-broker}
+mkdir -p "$beat_dir"
 "$PY" -m celery -A dra_web worker --loglevel="${CELERY_LOG_LEVEL:-INFO}" \
-  --concurrency="${CELERY_CONCURRENCY:-1}" --without-gossip --without-mingle &
+  --concurrency="${CELERY_CONCURRENCY:-1}" --without-gossip --without-mingle \
+  -B --schedule="$beat_dir/celerybeat-schedule" &
 worker=$!
 "$PY" manage.py runserver --noreload "$HOST:$PORT" &
 server=$!

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
+from bench.workloads import synthetic_cluster, to_json, to_yaml
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fuzzing the CLI with mutated real snapshots (issue 13 item 9).
+"""Fuzzing the CLI with mutated real snapshots.
 
 The example snapshots (``examples/``, ``tests/fixtures/snapshots/``) are mutated structurally
 (wrong types, huge numbers, deep nesting, removed and duplicated fields and objects, odd names,

@@ -49,10 +49,6 @@ _BINARY = {
 }
 
 
-def _bool_or_error(v: Any, op: str) -> Any:
-    return v if v is True or v is False or isinstance(v, CelError) else rt.no_overload(op, v)
-
-
 class Builder:
     def __init__(self, checked: Checked) -> None:
         self.checked = checked

@@ -1,4 +1,4 @@
-"""Why a pod was refused (the refusal funnel) and what would fix it (CONTRACT section 4)."""
+"""Why a pod was refused (the refusal funnel) and what would fix it (docs/RESULT.md)."""
 
 from allocator.explanation.funnel import Funnel, RejectionGroup
 

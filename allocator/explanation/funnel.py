@@ -1,13 +1,13 @@
-"""The refusal funnel (CONTRACT section 4, "Why a pod was refused, and what would fix it").
+"""The refusal funnel (docs/RESULT.md, "Why a pod was refused, and what would fix it").
 
 For one request on one target (an existing node, a NodeClaim, an instance type): the devices in
 reach, and for each the first device check (in search order) that refused it. Devices refused
 the same way form one ``RejectionGroup``; ``usable + sum(devices) == candidates`` always.
 
 A funnel depends on the request's spec, the device source and the allocation state, never on
-the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``).
-The checks produce the refusals (``dfs.DFSContext.refusal``); this module only groups, aggregates and
-words them.
+the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``). The
+checks refuse, ``messages.py`` words each refusal and ``builder.py`` collects them per request;
+this module only groups, aggregates and words them.
 """
 
 from __future__ import annotations
@@ -232,6 +232,22 @@ def cause_text(f: Funnel) -> str:
     if len(f.rejections) > MAX_CAUSES:
         parts.append(f"{len(f.rejections) - MAX_CAUSES} more causes")
     return "(" + "; ".join(parts) + ")"
+
+
+def count_message(claim_key: str, request: str, needed: int, funnel: Funnel) -> str:
+    """The count-stage refusal of one ExactCount request, ending with the decisive cause.
+    Built from the (pod-independent) funnel alone, so that the scheduler words a cached refusal
+    exactly as the search would."""
+    return (
+        f"claim {claim_key} request {request}: {funnel.usable} of {needed} devices available"
+        + cause_suffix(funnel)
+    )
+
+
+def cause_suffix(funnel: Funnel) -> str:
+    """``cause_text`` as the end of a message: after a space, or nothing."""
+    cause = cause_text(funnel)
+    return f" {cause}" if cause else ""
 
 
 def decisive_reason(f: Funnel) -> str | None:

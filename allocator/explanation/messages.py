@@ -1,26 +1,124 @@
 """What each device check says when it refuses a device, for the refusal funnel.
 
-One function per reason code, ``(ctx, claim, request, cand, rejection) -> Refusal``: the message
-names the cause (the selector expression that was false and the values it read, the claim
-holding the device and its pods, the counter set and what is left, the taint no toleration
-matches ...), ``detail`` carries it structured (CONTRACT section 4), and ``group`` says which
-devices were refused the same way. The checks' ``explain`` methods call these; ``EXPLAIN``
-maps a reason code to its function for checks that have none.
+One function per reason code, ``(words, node_claim_id, instance_type, request, cand,
+rejection) -> Refusal``: the message names the cause (the selector expression that was false
+and the values it read, the claim holding the device and its pods, the counter set and what is
+left, the taint no toleration matches ...), ``detail`` carries it structured (docs/RESULT.md), and ``group`` says which devices were refused the same way. ``EXPLAIN`` maps a reason code
+to its function; a reason without one is worded by ``generic``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from allocator.dfs import Refusal
+from allocator.checks import (
+    COMPATIBILITY_GROUP,
+    POOL_INCOMPLETE,
+    POOL_INVALID,
+    Refusal,
+    Rejection,
+)
+from allocator.claims import ClaimAllocationMetadata
 from allocator.explanation.funnel import holder_text
-from allocator.model import DeviceID
-
-HOLDERS = "holders"  # the key of the HolderIndex in the Allocator's extensions
+from allocator.features.taints import TaintIndex, describe_taint
+from allocator.model import DeviceID, ResourceClaim
+from allocator.pools import DeviceWithID
+from allocator.quantity import Quantity
+from allocator.requests import RequestData
+from allocator.tracker import AllocationTracker
 
 _MISSING = object()
+
+
+class HolderIndex:
+    """Who holds a device: the claims of the snapshot allocated to it (and the pods they are
+    reserved for), and the claims this run allocated (and the pods placed with them)."""
+
+    def __init__(
+        self,
+        resource_claims: Mapping[str, ResourceClaim],
+        claim_metadata: Mapping[str, ClaimAllocationMetadata],
+        tracker: AllocationTracker,
+        claim_users: Mapping[str, set[str]],
+    ) -> None:
+        self.resource_claims = resource_claims  # the snapshot's
+        self.claim_metadata = claim_metadata  # the Allocator's, growing as claims commit
+        self.tracker = tracker
+        self.claim_users = claim_users  # the scheduler's, kept current as pods are placed
+        self._seed: dict[DeviceID, list[dict]] | None = None
+        self._run: dict[tuple, list[str]] = {}
+        self._run_size = 0
+
+    def _seed_index(self) -> dict[DeviceID, list[dict]]:
+        if self._seed is None:
+            self._seed = {}
+            for claim in self.resource_claims.values():
+                if claim.allocation is None:
+                    continue
+                pods = sorted(
+                    f"{claim.namespace}/{ref.name}"
+                    for ref in claim.reserved_for
+                    if ref.resource == "pods"
+                )
+                holder = {"claim": claim.key, "pods": pods, "inRun": False}
+                for r in claim.allocation.devices:
+                    self._seed.setdefault(DeviceID(r.driver, r.pool, r.device), []).append(holder)
+        return self._seed
+
+    def _run_index(self) -> dict[tuple, list[str]]:
+        """(device, None) or (device, NodeClaim, instance type) for template devices -> the
+        claims this run allocated to it."""
+        meta = self.claim_metadata
+        if len(meta) != self._run_size:
+            # Claims are only added during a run: index the new ones (insertion order).
+            for key in list(meta)[max(self._run_size, 0) :]:
+                m = meta[key]
+                for it, devices in m.devices_by_instance_type.items():
+                    for d in devices:
+                        device_id = DeviceID(d.driver, d.pool, d.device)
+                        where = (
+                            (device_id, m.node_claim_id, it)
+                            if d.source == "template"
+                            else (device_id, None)
+                        )
+                        ids = self._run.setdefault(where, [])
+                        if key not in ids:
+                            ids.append(key)
+            self._run_size = len(meta)
+        return self._run
+
+    def holders(
+        self, device_id: DeviceID, node_claim: str | None = None, instance_type: str | None = None
+    ) -> list[dict]:
+        """``node_claim``/``instance_type`` given: a template device of that NodeClaim."""
+        out: list[dict] = []
+        if node_claim is not None:
+            keys = self._run_index().get((device_id, node_claim, instance_type), ())
+        else:
+            tracker = self.tracker
+            if device_id in tracker.preallocated:
+                out.extend(self._seed_index().get(device_id, ()))
+            keys = (
+                self._run_index().get((device_id, None), ()) if device_id in tracker.cluster else ()
+            )
+        for key in keys:
+            out.append({"claim": key, "pods": sorted(self.claim_users.get(key, ())), "inRun": True})
+        return out
+
+
+@dataclass(slots=True)
+class Wording:
+    """What the words of a refusal read beyond the device, the request and the target, for one
+    Allocator: the run's selector engine (which selector failed, with the values it read), the
+    features' taint index (the taints no toleration matches); and what the scheduler gives it:
+    who holds a device, and a memo of selector refusals by the values read."""
+
+    engine: Any
+    taints: TaintIndex | None = None
+    holders: HolderIndex | None = None
+    selector_words: dict[tuple, Refusal] | None = None
 
 
 # --- selector and cel-error --------------------------------------------------------------------
@@ -51,8 +149,7 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    canonical = getattr(value, "canonical", None)
-    return canonical() if callable(canonical) else str(value)
+    return value.canonical() if isinstance(value, Quantity) else str(value)
 
 
 def _shown(value: Any) -> str:
@@ -65,9 +162,11 @@ def _shown(value: Any) -> str:
     return str(_jsonable(value))
 
 
-def _failing_selector(ctx, claim, req, cand) -> tuple[int, Any, Any] | None:
+def _failing_selector(
+    words: Wording, req: RequestData, cand: DeviceWithID
+) -> tuple[int, Any, Any] | None:
     """(index, compiled selector, outcome) of the first selector the device fails."""
-    engine = ctx.matcher.engine
+    engine = words.engine
     for i, sel in enumerate(req.compiled):
         outcome = engine.matches(sel, cand.device, cand.id.driver)
         if not outcome.matched:
@@ -83,10 +182,17 @@ def _source(req, index: int) -> str:
     return f"request {req.name}"
 
 
-def selector(ctx, claim, req, cand, rejection) -> Refusal:
-    found = _failing_selector(ctx, claim, req, cand)
+def selector(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
+    found = _failing_selector(words, req, cand)
     if found is None:
-        return Refusal(rejection[0], rejection[1])
+        return Refusal(rejection.reason, rejection.message)
     index, sel, outcome = found
     source = _source(req, index)
     if outcome.error:
@@ -96,7 +202,7 @@ def selector(ctx, claim, req, cand, rejection) -> Refusal:
     # built from the expression, its source and the values alone; refusals are not changed
     # afterwards). Only plain values are compared, by type and value.
     key = None
-    memo = ctx.extensions.get(SELECTOR_WORDS) if sel.fields is not None else None
+    memo = words.selector_words if sel.fields is not None else None
     if memo is not None and all(v is _MISSING or type(v) in _PLAIN for _, v in read):
         key = (sel.expression, source, tuple((n, type(v), v) for n, v in read))
         hit = memo.get(key)
@@ -109,7 +215,6 @@ def selector(ctx, claim, req, cand, rejection) -> Refusal:
 
 
 _PLAIN = frozenset({str, int, float, bool})
-SELECTOR_WORDS = "selector-words"  # the Allocator's extensions: selector refusals by values
 
 
 def _selector_refusal(sel, source: str, read: list[tuple[str, Any]]) -> Refusal:
@@ -134,10 +239,17 @@ def cel_error_refusal(expression: str, source: str, error: str) -> Refusal:
     )
 
 
-def cel_error(ctx, claim, req, cand, rejection) -> Refusal:
-    found = _failing_selector(ctx, claim, req, cand)
+def cel_error(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
+    found = _failing_selector(words, req, cand)
     if found is None or not found[2].error:
-        return Refusal(rejection[0], rejection[1], {}, ("error", rejection[1]))
+        return Refusal(rejection.reason, rejection.message, {}, ("error", rejection.message))
     index, sel, outcome = found
     return cel_error_refusal(sel.expression, _source(req, index), outcome.error)
 
@@ -145,80 +257,19 @@ def cel_error(ctx, claim, req, cand, rejection) -> Refusal:
 # --- allocated ---------------------------------------------------------------------------------
 
 
-class HolderIndex:
-    """Who holds a device: the claims of the snapshot allocated to it (and the pods they are
-    reserved for), and the claims this run allocated (and the pods placed with them)."""
-
-    def __init__(self, allocator, claim_users: Mapping[str, set[str]]) -> None:
-        self.allocator = allocator
-        self.claim_users = claim_users  # the scheduler's, kept current as pods are placed
-        self._seed: dict[DeviceID, list[dict]] | None = None
-        self._run: dict[tuple, list[str]] = {}
-        self._run_size = 0
-
-    def _seed_index(self) -> dict[DeviceID, list[dict]]:
-        if self._seed is None:
-            self._seed = {}
-            for claim in self.allocator.resource_claims.values():
-                if claim.allocation is None:
-                    continue
-                pods = sorted(
-                    f"{claim.namespace}/{ref.name}"
-                    for ref in claim.reserved_for
-                    if ref.resource == "pods"
-                )
-                holder = {"claim": claim.key, "pods": pods, "inRun": False}
-                for r in claim.allocation.devices:
-                    self._seed.setdefault(DeviceID(r.driver, r.pool, r.device), []).append(holder)
-        return self._seed
-
-    def _run_index(self) -> dict[tuple, list[str]]:
-        """(device, None) or (device, NodeClaim, instance type) for template devices -> the
-        claims this run allocated to it."""
-        meta = self.allocator.claim_metadata
-        if len(meta) != self._run_size:
-            # Claims are only added during a run: index the new ones (insertion order).
-            for key in list(meta)[max(self._run_size, 0) :]:
-                m = meta[key]
-                for it, devices in m.devices_by_instance_type.items():
-                    for d in devices:
-                        device_id = DeviceID(d.driver, d.pool, d.device)
-                        where = (
-                            (device_id, m.node_claim_id, it)
-                            if d.source == "template"
-                            else (device_id, None)
-                        )
-                        ids = self._run.setdefault(where, [])
-                        if key not in ids:
-                            ids.append(key)
-            self._run_size = len(meta)
-        return self._run
-
-    def holders(
-        self, device_id: DeviceID, node_claim: str | None = None, instance_type: str | None = None
-    ) -> list[dict]:
-        """``node_claim``/``instance_type`` given: a template device of that NodeClaim."""
-        out: list[dict] = []
-        if node_claim is not None:
-            keys = self._run_index().get((device_id, node_claim, instance_type), ())
-        else:
-            tracker = self.allocator.tracker
-            if device_id in tracker.preallocated:
-                out.extend(self._seed_index().get(device_id, ()))
-            keys = (
-                self._run_index().get((device_id, None), ()) if device_id in tracker.cluster else ()
-            )
-        for key in keys:
-            out.append({"claim": key, "pods": sorted(self.claim_users.get(key, ())), "inRun": True})
-        return out
-
-
-def allocated(ctx, claim, req, cand, rejection) -> Refusal:
-    index = ctx.extensions.get(HOLDERS)
+def allocated(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
+    index = words.holders
     holders: list[dict] = []
     if index is not None:
         if cand.source == "template":
-            holders = index.holders(cand.id, ctx.node_claim_id, ctx.instance_type)
+            holders = index.holders(cand.id, node_claim_id, instance_type)
         else:
             holders = index.holders(cand.id)
     if not holders:
@@ -234,14 +285,19 @@ def allocated(ctx, claim, req, cand, rejection) -> Refusal:
 # --- taint, counter and the others ---------------------------------------------------------------
 
 
-def taint(ctx, claim, req, cand, rejection) -> Refusal:
-    from allocator.features.taints import describe_taint
-
-    state = ctx.extensions.get("features")
+def taint(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
     tolerations = req.exact.tolerations if req.exact is not None else []
-    blocking = state.taints.blocking(cand.id, cand.device, tolerations) if state else []
+    index = words.taints
+    blocking = index.blocking(cand.id, cand.device, tolerations) if index is not None else []
     if not blocking:
-        return Refusal("taint", _without_device(rejection[1], cand))
+        return Refusal("taint", _without_device(rejection.message, cand))
     t = blocking[0]
     shown = ", ".join(describe_taint(b) for b in blocking)
     return Refusal(
@@ -252,48 +308,57 @@ def taint(ctx, claim, req, cand, rejection) -> Refusal:
     )
 
 
-_COUNTER = re.compile(
-    r"needs (?P<needed>\S+) of counter (?P<counter>\S+) in counter set (?P<set>\S+), "
-    r"only (?P<left>\S+) of (?P<total>\S+) left"
-)
-
-
-def counter(ctx, claim, req, cand, rejection) -> Refusal:
-    m = _COUNTER.search(rejection[1])
-    if m is None:
-        return Refusal("counter", _without_device(rejection[1], cand))
+def counter(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
+    facts = rejection.facts
+    if facts is None:
+        return Refusal("counter", _without_device(rejection.message, cand))
     pool = f"{cand.id.driver}/{cand.id.pool}"
+    counter_set, name, needed, left = (
+        facts["counterSet"],
+        facts["counter"],
+        facts["needed"],
+        facts["left"],
+    )
     return Refusal(
         "counter",
-        f"counter set {m['set']} of pool {pool}: counter {m['counter']} needs {m['needed']}, "
-        f"{m['left']} of {m['total']} left",
-        {
-            "counterSet": m["set"],
-            "counter": m["counter"],
-            "needed": m["needed"],
-            "left": m["left"],
-        },
-        (m["set"], m["counter"], m["needed"], m["left"]),
+        f"counter set {counter_set} of pool {pool}: counter {name} needs {needed}, "
+        f"{left} of {facts['total']} left",
+        {"counterSet": counter_set, "counter": name, "needed": needed, "left": left},
+        (counter_set, name, needed, left),
     )
 
 
-def _without_device(message: str, cand) -> str:
+def _without_device(message: str, cand: DeviceWithID) -> str:
     """A check's per-device message without the device's name (the group lists devices)."""
     text = message.replace(f"device {cand.id}: ", "").replace(f"device {cand.id} ", "")
     return text.replace(str(cand.id), "the device")
 
 
-def generic(ctx, claim, req, cand, rejection) -> Refusal:
-    message = _without_device(rejection[1], cand)
+def generic(
+    words: Wording,
+    node_claim_id: str,
+    instance_type: str,
+    req: RequestData,
+    cand: DeviceWithID,
+    rejection: Rejection,
+) -> Refusal:
+    message = _without_device(rejection.message, cand)
     detail: dict[str, Any] = {}
-    if rejection[0] in ("pool-incomplete", "pool-invalid", "compatibility-group"):
+    if rejection.reason in (POOL_INCOMPLETE, POOL_INVALID, COMPATIBILITY_GROUP):
         detail = {"pool": f"{cand.id.driver}/{cand.id.pool}"}
-    return Refusal(rejection[0], message, detail, (message,))
+    return Refusal(rejection.reason, message, detail, (message,))
 
 
-Explain = Callable[..., Refusal]
+Explain = Callable[[Wording, str, str, RequestData, DeviceWithID, Rejection], Refusal]
 
-# Checks without an ``explain`` of their own are worded by their reason code.
+# A check's refusal is worded by its reason code; ``generic`` words the others.
 EXPLAIN: dict[str, Explain] = {
     "selector": selector,
     "cel-error": cel_error,

@@ -1,4 +1,4 @@
-"""Verified single-change suggestions for pods that could not be placed (CONTRACT section 4).
+"""Verified single-change suggestions for pods that could not be placed (docs/RESULT.md).
 
 For every failed pod, a bounded list of candidate changes is derived from the pod, its claims,
 the devices in reach, taints, NodePools and the instance type catalog (and from the pod's
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from allocator.explanation.funnel import RejectionGroup
 from allocator.features.taints import toleration_matches, toleration_to_json
 from allocator.model import (
     DeviceSelector,
@@ -53,6 +54,7 @@ from allocator.scheduling.fit import (
     untolerated_taint,
 )
 from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.poddata import PodOutcome
 
 MAX_TRIALS_PER_POD = 24
 MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders ...)
@@ -350,8 +352,6 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     sources += [t.taints for t in sched.existing]
     for source in sources:
         for taint in source:
-            if taint.effect not in ("NoSchedule", "NoExecute"):
-                continue
             if any(toleration_matches(t, taint) for t in pod.tolerations):
                 continue
             if f"taint {format_taint(taint)}" not in refused:
@@ -1354,13 +1354,13 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
         tracker = ctx.allocator.tracker
         saved = tracker.preallocated
         tracker.preallocated = saved - devices
-        # Shared-counter ledgers seed the same devices (DRAPartitionableDevices).
+        # The shared-counter ledger seeds the same devices (DRAPartitionableDevices).
         ledgers = []
-        for ext in ctx.allocator.extensions.values():
-            seed = getattr(getattr(ext, "counters", None), "seed", None)
-            if isinstance(seed, set):
-                ledgers.append((seed, seed & devices))
-                seed -= devices
+        features = ctx.allocator.features
+        if features is not None:
+            seed = features.counters.seed
+            ledgers.append((seed, seed & devices))
+            seed -= devices
         # The deleted pods' requests go back to their nodes.
         returned = []
         by_node = {t.node_name: t for t in ctx.scheduler.existing if t.node_name}
@@ -1384,19 +1384,12 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
     return scope
 
 
-# --- the funnel (issue 9), when the loop recorded it ----------------------------------------
+# --- the funnel the loop recorded ---------------------------------------------------------
 
 
-def _funnel_groups(outcome, *reasons: str):
-    """Rejection groups of the pod's funnels with these reasons ([] before the funnel lands)."""
-    funnels = getattr(outcome, "funnels", None) or ()
-    out = []
-    for entry in funnels:
-        funnel = entry[1] if isinstance(entry, tuple) else entry
-        for group in getattr(funnel, "rejections", ()) or ():
-            if group.reason in reasons:
-                out.append(group)
-    return out
+def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
+    """Rejection groups of the pod's funnels with these reasons."""
+    return [g for _, funnel in outcome.funnels for g in funnel.rejections if g.reason in reasons]
 
 
 # --- applying a change to the snapshot's documents (tests, the pages' YAML patch) -----------

@@ -9,12 +9,15 @@ them explicitly. With the gate off kube-scheduler refuses such requests.
 
 from __future__ import annotations
 
-from allocator.dfs import AllocatedCheck
+from allocator.checks import ADMIN_ACCESS, ALLOCATED, Rejection, SearchState, Step
+from allocator.eligibility import AllocatedCheck, taken_on_path
 from allocator.errors import ValidationError
 from allocator.features.capacity import GATE as CAPACITY_GATE
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import is_admin, is_template
+from allocator.features.gates import FeatureGates
 from allocator.model import DeviceID, Namespace, ResourceClaim
+from allocator.pools import DeviceWithID
+from allocator.requests import ClaimData, RequestData
+from allocator.validation import ValidationContext
 
 GATE = "DRAAdminAccess"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -32,7 +35,7 @@ def check_admin_access(
     claim_key: str,
     request_name: str,
     namespaces: dict[str, Namespace],
-    gates: FeatureGates = ALL_ON,
+    gates: FeatureGates,
 ) -> None:
     """Raise AdminAccessError when an adminAccess request cannot be served."""
     if not gates.enabled(GATE):
@@ -50,7 +53,7 @@ def check_admin_access(
 
 
 def claim_admin_access_problems(
-    claim: ResourceClaim, namespaces: dict[str, Namespace], gates: FeatureGates = ALL_ON
+    claim: ResourceClaim, namespaces: dict[str, Namespace], gates: FeatureGates
 ) -> list[str]:
     """Every adminAccess problem of a claim (subrequests cannot ask for admin access)."""
     problems = []
@@ -71,18 +74,18 @@ def admin_may_take(already_in_this_claim: bool) -> bool:
 # --- in the pipeline ---------------------------------------------------------------------------
 
 
-def validate_admin_access(ctx, data) -> None:
+def validate_admin_access(ctx: ValidationContext, data: RequestData) -> None:
     """Request validator: an adminAccess request needs the gate and a labelled namespace."""
-    if not is_admin(data):
+    if not data.is_admin:
         return
     try:
         check_admin_access(ctx.claim_key, data.name, ctx.namespaces, ctx.gates)
     except AdminAccessError as e:
-        raise ValidationError(str(e)) from e
+        raise ValidationError(str(e), request=data.name) from e
 
 
 class FeatureAllocatedCheck(AllocatedCheck):
-    """Check 1 with admin access and shared devices: an admin request may take allocated
+    """The allocated check with admin access and shared devices: an admin request may take allocated
     devices (not one its own claim already has) and reserves nothing; a device that allows
     multiple allocations (DRAConsumableCapacity) is limited by its capacity, not by who else
     holds it."""
@@ -90,41 +93,42 @@ class FeatureAllocatedCheck(AllocatedCheck):
     name = "allocated"
     prefilter_it_independent = True  # in-cluster answers hold for every instance type
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: SearchState) -> None:
         AllocatedCheck.__init__(self, ctx)
-        self.gates = ctx.gates
         self.sharing = ctx.gates.enabled(CAPACITY_GATE)  # read once per DFS, not per device
         self.preallocated = ctx.tracker.preallocated
         self.holders: dict[tuple[DeviceID, bool], list[int]] = {}
         self.kinds: list[str] = []
 
-    def prefilter(self, ctx, claim, request, cand):
-        if is_admin(request):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
+        if request.is_admin:
             return None
         if self.sharing and cand.device.allow_multiple_allocations:
-            if not is_template(cand) and cand.id in self.preallocated:
-                return ("allocated", f"device {cand.id} is already allocated")
+            if not cand.is_template and cand.id in self.preallocated:
+                return Rejection(ALLOCATED, f"device {cand.id} is already allocated")
             return None
         return AllocatedCheck.prefilter(self, ctx, claim, request, cand)
 
-    def try_add(self, ctx, step, cand):
-        key = (cand.id, is_template(cand))
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
+        key = (cand.id, cand.is_template)
         held = self.holders.get(key, ())
         shared = self.sharing and cand.device.allow_multiple_allocations
-        if is_admin(step.request):
+        if step.request.is_admin:
             if step.claim.index in held and not shared:
-                return (
-                    "admin-access",
+                return Rejection(
+                    ADMIN_ACCESS,
                     f"device {cand.id} is already allocated for claim {step.claim.key}",
                 )
             kind = "admin"
         elif shared:
-            if not is_template(cand) and cand.id in self.preallocated:
-                return ("allocated", f"device {cand.id} is already allocated")
+            if not cand.is_template and cand.id in self.preallocated:
+                return Rejection(ALLOCATED, f"device {cand.id} is already allocated")
             kind = "shared"
         else:
             if held:
-                return ("allocated", f"device {cand.id} is already allocated in this search")
+                return taken_on_path(cand)
             rejection = AllocatedCheck.try_add(self, ctx, step, cand)
             if rejection is not None:
                 return rejection
@@ -137,9 +141,9 @@ class FeatureAllocatedCheck(AllocatedCheck):
             ctx.extra["adminAccess"] = True
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         kind = self.kinds.pop()
-        key = (cand.id, is_template(cand))
+        key = (cand.id, cand.is_template)
         held = self.holders[key]
         held.pop()
         if not held:

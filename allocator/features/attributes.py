@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from allocator.constraints import MatchAttributeConstraint, request_in_scope
-from allocator.features.gates import ALL_ON
 from allocator.model import AttributeValue, Device, Version
 from allocator.pools import DeviceWithID
 
@@ -154,7 +153,6 @@ class ListMatchAttributeConstraint(MatchAttributeConstraint):
 
 def parse_match_attribute(dc, ctx) -> ListMatchAttributeConstraint:
     """The ``matchAttribute`` constraint parser of the features' pipeline."""
-    gates = ctx.gates or ALL_ON
     return ListMatchAttributeConstraint(
-        dc.match_attribute, frozenset(dc.requests), gates.enabled(LIST_GATE)
+        dc.match_attribute, frozenset(dc.requests), ctx.gates.enabled(LIST_GATE)
     )

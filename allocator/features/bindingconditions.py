@@ -16,42 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.checks import BINDING_CONDITION, Rejection, SearchState, Step
+from allocator.features.gates import FeatureGates
 from allocator.model import Device, DeviceID, ResourceClaim
+from allocator.pools import DeviceWithID
+from allocator.requests import ClaimData, RequestData
 
 GATE = "DRADeviceBindingConditions"
 DEFAULT_BINDING_TIMEOUT_SECONDS = 600
 
-T = TypeVar("T")
 
-
-def device_selectable(device: Device, gates: FeatureGates = ALL_ON) -> bool:
+def device_selectable(device: Device, gates: FeatureGates) -> bool:
     """With the gate off kube-scheduler skips devices that need binding conditions."""
     return gates.enabled(GATE) or not device.binding_conditions
 
 
 def unselectable_reason(device_id: DeviceID) -> str:
     return f"device {device_id} has binding conditions, but the {GATE} feature is disabled"
-
-
-def order_pools(
-    pools: Iterable[T],
-    key: Callable[[T], tuple[str, str]],
-    devices: Callable[[T], Iterable[Device]],
-    gates: FeatureGates = ALL_ON,
-) -> list[T]:
-    """Pools sorted by (driver, pool name), those holding binding-condition devices last
-    (CONTRACT section 3, search order). With the gate off only the name order applies."""
-    gate_on = gates.enabled(GATE)
-
-    def sort_key(pool: T) -> tuple[bool, str, str]:
-        late = gate_on and any(d.binding_conditions for d in devices(pool))
-        driver, name = key(pool)
-        return (late, driver, name)
-
-    return sorted(pools, key=sort_key)
 
 
 def _condition_true(conditions: Iterable[dict], types: Iterable[str]) -> list[str]:
@@ -66,7 +49,8 @@ def _condition_true(conditions: Iterable[dict], types: Iterable[str]) -> list[st
 def binding_failures(
     claim: ResourceClaim,
     device_lookup: Callable[[DeviceID], Device | None] | None = None,
-    gates: FeatureGates = ALL_ON,
+    *,
+    gates: FeatureGates,
 ) -> list[str]:
     """Messages for each allocated device of ``claim`` with a binding failure condition True.
 
@@ -106,9 +90,10 @@ def binding_failures(
 def binding_failed(
     claim: ResourceClaim,
     device_lookup: Callable[[DeviceID], Device | None] | None = None,
-    gates: FeatureGates = ALL_ON,
+    *,
+    gates: FeatureGates,
 ) -> bool:
-    return bool(binding_failures(claim, device_lookup, gates))
+    return bool(binding_failures(claim, device_lookup, gates=gates))
 
 
 def node_name_selector(name: str) -> dict[str, Any]:
@@ -120,7 +105,7 @@ def node_name_selector(name: str) -> dict[str, Any]:
     }
 
 
-def binds_to_node(devices: Iterable[Device], gates: FeatureGates = ALL_ON) -> bool:
+def binds_to_node(devices: Iterable[Device], gates: FeatureGates) -> bool:
     return gates.enabled(GATE) and any(d.binds_to_node for d in devices)
 
 
@@ -130,7 +115,7 @@ def allocation_node_selector(
     *,
     node_name: str | None,
     node_claim_name: str | None,
-    gates: FeatureGates = ALL_ON,
+    gates: FeatureGates,
 ) -> dict | None:
     """The claim's ``status.allocation.nodeSelector``: the chosen node when a device binds to
     the node (its name for an existing node, the NodeClaim's name for a new one, as the node
@@ -142,16 +127,8 @@ def allocation_node_selector(
     return topology_selector
 
 
-def binding_timeout_seconds(options: Any = None) -> int:
-    """The run's binding timeout: ``SimulationOptions.binding_timeout_seconds`` or 600."""
-    value = getattr(options, "binding_timeout_seconds", None) if options is not None else None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return DEFAULT_BINDING_TIMEOUT_SECONDS
-
-
 def claim_binding_timeout(
-    devices: Iterable[Device], timeout_seconds: int, gates: FeatureGates = ALL_ON
+    devices: Iterable[Device], timeout_seconds: int, gates: FeatureGates
 ) -> int | None:
     """``bindingTimeoutSeconds`` of a claim entry: set only when a device has conditions."""
     if gates.enabled(GATE) and any(d.binding_conditions for d in devices):
@@ -159,7 +136,7 @@ def claim_binding_timeout(
     return None
 
 
-def device_result_fields(device: Device, gates: FeatureGates = ALL_ON) -> dict[str, Any]:
+def device_result_fields(device: Device, gates: FeatureGates) -> dict[str, Any]:
     """Binding fields of one device entry of the result document (only where they apply)."""
     if not gates.enabled(GATE):
         return {}
@@ -183,15 +160,17 @@ class BindingConditionCheck:
     name = "binding-condition"
     prefilter_it_independent = True
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: SearchState) -> None:
         self.enabled = ctx.gates.enabled(GATE)
 
-    def prefilter(self, ctx, claim, request, cand):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
         if not self.enabled and cand.device.binding_conditions:
-            return ("binding-condition", unselectable_reason(cand.id))
+            return Rejection(BINDING_CONDITION, unselectable_reason(cand.id))
         return None
 
-    def try_add(self, ctx, step, cand):
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
         rejection = self.prefilter(ctx, step.claim, step.request, cand)
         if rejection is not None:
             return rejection
@@ -200,7 +179,7 @@ class BindingConditionCheck:
             ctx.extra.update(fields)
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         return None
 
 

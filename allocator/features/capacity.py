@@ -18,12 +18,12 @@ Deleting pods free only their own share: the claims they alone hold do not count
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from allocator.checks import CAPACITY, PathEntry, Rejection, SearchState, Step
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import FeatureState, is_admin, is_template, state_of
+from allocator.features.gates import FeatureGates
 from allocator.model import (
     CapacityRequirements,
     Device,
@@ -33,7 +33,10 @@ from allocator.model import (
     RequestPolicy,
     ResourceClaim,
 )
+from allocator.pools import DeviceWithID
 from allocator.quantity import Quantity
+from allocator.requests import ClaimData, RequestData
+from allocator.validation import ValidationContext
 
 GATE = "DRAConsumableCapacity"
 # Fixed namespace so share IDs are the same in every run over the same snapshot.
@@ -44,7 +47,7 @@ class CapacityError(ValueError):
     pass
 
 
-def allows_multiple_allocations(device: Device, gates: FeatureGates = ALL_ON) -> bool:
+def allows_multiple_allocations(device: Device, gates: FeatureGates) -> bool:
     return device.allow_multiple_allocations and gates.enabled(GATE)
 
 
@@ -246,7 +249,8 @@ class CapacityLedger:
         self,
         claims: Iterable[ResourceClaim] = (),
         freed_claims: Iterable[str] = (),
-        gates: FeatureGates = ALL_ON,
+        *,
+        gates: FeatureGates,
     ) -> None:
         self.gates = gates
         self.seed = seed_consumption(claims, freed_claims)
@@ -394,13 +398,14 @@ class CapacityCheck:
     name = "capacity"
     prefilter_it_independent = True  # the static fit of a device; shares are checked in try_add
 
-    def __init__(self, ctx, state: FeatureState) -> None:
-        self.view = state.capacity.view(ctx.node_claim_id, ctx.instance_type)
-        self.gates = ctx.gates
+    def __init__(self, ctx: SearchState, ledger: CapacityLedger) -> None:
+        self.view = ledger.view(ctx.node_claim_id, ctx.instance_type)
         self.taken: list[dict[str, Quantity] | None] = []
 
-    def prefilter(self, ctx, claim, request, cand):
-        if is_admin(request):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
+        if request.is_admin:
             return None
         requirements = request.exact.capacity if request.exact is not None else None
         if requirements is None and not cand.device.allow_multiple_allocations:
@@ -408,20 +413,20 @@ class CapacityCheck:
         try:
             amounts = consumption(cand.device, cand.id.driver, requirements)
         except CapacityError as e:
-            return ("capacity", f"device {cand.id}: {e}")
+            return Rejection(CAPACITY, f"device {cand.id}: {e}")
         if amounts is None:
-            return (
-                "capacity",
+            return Rejection(
+                CAPACITY,
                 f"device {cand.id} cannot serve the capacity {request.name} requests "
                 "(capacity missing or outside the device's request policy)",
             )
         problem = fits(cand.device, amounts)
         if problem is not None:
-            return ("capacity", f"device {cand.id}: {problem}")
+            return Rejection(CAPACITY, f"device {cand.id}: {problem}")
         return None
 
-    def try_add(self, ctx, step, cand):
-        if is_admin(step.request):
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
+        if step.request.is_admin:
             self.taken.append(None)
             return None
         requirements = step.request.exact.capacity if step.request.exact is not None else None
@@ -430,12 +435,12 @@ class CapacityCheck:
             return None
         try:
             amounts, reason = self.view.try_take(
-                cand.id, cand.device, requirements, template=is_template(cand)
+                cand.id, cand.device, requirements, template=cand.is_template
             )
         except CapacityError as e:
-            return ("capacity", f"device {cand.id}: {e}")
+            return Rejection(CAPACITY, f"device {cand.id}: {e}")
         if reason is not None:
-            return ("capacity", reason)
+            return Rejection(CAPACITY, reason)
         if cand.device.allow_multiple_allocations and amounts is not None:
             ctx.extra["consumedCapacity"] = {k: v.canonical() for k, v in sorted(amounts.items())}
             ctx.extra["shareID"] = share_id(step.claim.key, step.request.name, cand.id, step.slot)
@@ -445,45 +450,37 @@ class CapacityCheck:
             self.taken.append(None)
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         amounts = self.taken.pop()
         if amounts:
-            self.view.give_back(cand.id, amounts, template=is_template(cand))
+            self.view.give_back(cand.id, amounts, template=cand.is_template)
 
 
-def capacity_check(ctx) -> CapacityCheck | None:
-    state = state_of(ctx.extensions)
-    return CapacityCheck(ctx, state) if state is not None else None
-
-
-def serves_several_slots(ctx, cand) -> bool:
+def serves_several_slots(ctx: SearchState, cand: DeviceWithID) -> bool:
     """A device that allows multiple allocations can serve several slots of one request."""
     return cand.device.allow_multiple_allocations and ctx.gates.enabled(GATE)
 
 
-def validate_capacity(ctx, data) -> None:
+def validate_capacity(ctx: ValidationContext, data: RequestData) -> None:
     """Request validator: capacity requests need the gate."""
     if data.exact is None:
         return
     try:
         check_capacity_gate(data.exact, ctx.claim_key, data.name, ctx.gates)
     except CapacityError as e:
-        raise ValidationError(str(e)) from e
+        raise ValidationError(str(e), request=data.name) from e
 
 
-def commit_shares(allocator, node_claim_id: str, instance_type: str, path: list) -> None:
+def commit_shares(
+    ledger: CapacityLedger, node_claim_id: str, instance_type: str, path: Sequence[PathEntry]
+) -> None:
     """Commit hook: the shares the committed devices give out."""
-    state = state_of(allocator.extensions)
-    if state is None:
-        return
     shares = [
-        (e.cand.id, e.extra["_share"], is_template(e.cand)) for e in path if "_share" in e.extra
+        (e.cand.id, e.extra["_share"], e.cand.is_template) for e in path if "_share" in e.extra
     ]
     if shares:
-        state.capacity.commit(node_claim_id, instance_type, shares)
+        ledger.commit(node_claim_id, instance_type, shares)
 
 
-def release_shares(allocator, node_claim_id: str, instance_type: str) -> None:
-    state = state_of(allocator.extensions)
-    if state is not None:
-        state.capacity.release_instance_type(node_claim_id, instance_type)
+def release_shares(ledger: CapacityLedger, node_claim_id: str, instance_type: str) -> None:
+    ledger.release_instance_type(node_claim_id, instance_type)

@@ -25,8 +25,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import FeatureState, is_admin, is_template, state_of
+from allocator.checks import (
+    COMPATIBILITY_GROUP,
+    COUNTER,
+    PathEntry,
+    Rejection,
+    SearchState,
+    Step,
+)
+from allocator.features.gates import FeatureGates
 from allocator.model import (
     CounterConsumption,
     Device,
@@ -35,8 +42,9 @@ from allocator.model import (
     ResourceSlice,
     ResourceSliceTemplate,
 )
-from allocator.pools import newest_generation
+from allocator.pools import DeviceWithID, newest_generation
 from allocator.quantity import Quantity
+from allocator.requests import ClaimData, RequestData
 
 GATE = "DRAPartitionableDevices"
 GROUPS_GATE = "DRADeviceCompatibilityGroups"
@@ -73,7 +81,7 @@ def build_counter_pool(
     pool = CounterPool(key)
     problems: list[str] = []
     for s in slices:
-        name = getattr(s, "name", None)
+        name = s.name if isinstance(s, ResourceSlice) else None  # templates have none
         if separate_slices and s.shared_counters and s.devices:
             problems.append(
                 f"ResourceSlice {name}: sharedCounters and devices must be published in "
@@ -148,15 +156,13 @@ def pool_has_compatibility_groups(devices: Iterable[Device]) -> bool:
     return any(e.compatibility_groups for d in devices for e in d.consumes_counters)
 
 
-def pool_incomplete_without_groups_gate(
-    devices: Iterable[Device], gates: FeatureGates = ALL_ON
-) -> bool:
+def pool_incomplete_without_groups_gate(devices: Iterable[Device], gates: FeatureGates) -> bool:
     """Version-skew safety: with the groups gate off a pool whose devices declare groups is
     treated as incomplete (kube-scheduler skips it entirely)."""
     return not gates.enabled(GROUPS_GATE) and pool_has_compatibility_groups(devices)
 
 
-def gate_blocks_device(device: Device, gates: FeatureGates = ALL_ON) -> str | None:
+def gate_blocks_device(device: Device, gates: FeatureGates) -> str | None:
     """With partitionable devices off, a device that consumes counters cannot be allocated."""
     if device.consumes_counters and not gates.enabled(GATE):
         return f"device {device.name} consumes shared counters, but the {GATE} feature is disabled"
@@ -215,7 +221,9 @@ class CounterLedger:
         self,
         in_cluster_slices: Iterable[ResourceSlice],
         allocated_devices: Iterable[DeviceID] = (),
-        gates: FeatureGates = ALL_ON,
+        *,
+        gates: FeatureGates,
+        grouped: Iterable[PoolKey] = (),
     ) -> None:
         self.gates = gates
         self.partitionable_on = gates.enabled(GATE)  # read once: checked per device
@@ -239,8 +247,23 @@ class CounterLedger:
         # Allocates until a commit or release touches the pool (pool_version).
         self.pool_version: dict[PoolKey, int] = {}
         self.base_cache: dict[tuple, tuple[int, dict[str, Quantity], GroupState]] = {}
-        self.static_cache: dict[tuple, tuple[int, str | None]] = {}
+        self.static_cache: dict[tuple, tuple[int, Rejection | None]] = {}
         self._template_pools: dict[tuple[str, PoolKey], CounterPool] = {}
+        # In-cluster pools whose devices declare compatibility groups.
+        self.grouped_pools: frozenset[PoolKey] = frozenset(grouped)
+        # id(template list) -> (the list, whether its templates use shared counters)
+        self._template_use: dict[int, tuple[list, bool]] = {}
+
+    def templates_use_counters(self, templates: list[ResourceSliceTemplate]) -> bool:
+        """Whether an instance type's templates publish or consume counters (asked once per
+        instance type's template list, not once per DFS)."""
+        hit = self._template_use.get(id(templates))
+        if hit is None or hit[0] is not templates:
+            uses = any(
+                t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
+            )
+            hit = self._template_use[id(templates)] = (templates, uses)
+        return hit[1]
 
     # -- templates --
 
@@ -338,7 +361,7 @@ class CounterLedger:
 
 class CounterView:
     """The counter budget one Allocate sees for one NodeClaim × instance type, updated as the
-    DFS adds and removes devices. ``try_add`` returns None on success or a reason."""
+    DFS adds and removes devices. ``try_add`` returns None on success or the rejection."""
 
     __slots__ = (
         "_base_consumed",
@@ -436,24 +459,24 @@ class CounterView:
             groups.devices, groups.without_groups, Counter(groups.groups)
         )
 
-    def try_add(self, device_id: DeviceID, device: Device, template: bool = False) -> str | None:
+    def try_add(
+        self, device_id: DeviceID, device: Device, template: bool = False
+    ) -> Rejection | None:
         if not device.consumes_counters:
             return None
-        if not self.ledger.partitionable_on:
-            return gate_blocks_device(device, self.ledger.gates)
+        refused = self._unusable(device_id, device, template)
+        if refused is not None:
+            return refused
         pool = self._pool(device_id, template)
-        if pool is None:
-            return f"device {device_id}: pool defines no shared counters"
-        if pool.error:
-            return pool.error
+        assert pool is not None  # _unusable says so otherwise
         scope = TEMPLATE if template else CLUSTER
         if self._refs[device_id] or self._in_baseline(device_id, scope):
             # Already consuming (a device shared by several allocations consumes once).
             self._refs[device_id] += 1
             return None
-        keys, reason = self._fits(device_id, device, pool, scope, self._consumed, self._groups)
-        if reason is not None:
-            return reason
+        keys, refused = self._fits(device_id, device, pool, scope, self._consumed, self._groups)
+        if refused is not None:
+            return refused
         for key, entry in keys:
             consumed = self._consumed[key]
             for name, amount in entry.counters.items():
@@ -470,7 +493,7 @@ class CounterView:
         scope: str,
         consumed_by_key: dict[CounterKey, dict[str, Quantity]],
         groups_by_key: dict[CounterKey, GroupState],
-    ) -> tuple[list, str | None]:
+    ) -> tuple[list, Rejection | None]:
         groups_on = self.ledger.groups_on
         keys = []
         for entry in pool.consumption.get(device.name, device.consumes_counters):
@@ -483,35 +506,32 @@ class CounterView:
                 after = used + amount if used is not None else amount
                 if after > totals[name]:
                     left = totals[name] - used if used is not None else totals[name]
-                    return keys, (
-                        f"device {device_id} needs {amount} of counter {name} in counter set "
-                        f"{entry.counter_set}, only {left} of {totals[name]} left"
+                    return keys, _shortfall(
+                        device_id, entry.counter_set, name, amount, left, totals[name]
                     )
             if groups_on and not groups_by_key[key].admits(entry.compatibility_groups):
                 have = groups_by_key[key].intersection()
                 have_text = ", ".join(sorted(have)) if have else "no groups"
                 want = ", ".join(entry.compatibility_groups) or "no groups"
-                return keys, (
-                    f"compatibility-group: device {device_id} ({want}) cannot be allocated "
-                    f"together with the devices on counter set {entry.counter_set} "
-                    f"({have_text})"
+                return keys, Rejection(
+                    COMPATIBILITY_GROUP,
+                    f"device {device_id} ({want}) cannot be allocated together with the "
+                    f"devices on counter set {entry.counter_set} ({have_text})",
                 )
         return keys, None
 
     def static_check(
         self, device_id: DeviceID, device: Device, template: bool = False
-    ) -> str | None:
+    ) -> Rejection | None:
         """The part of ``try_add`` that only depends on the baseline (devices allocated before
         this Allocate): a device rejected here is rejected on every DFS path."""
         if not device.consumes_counters:
             return None
-        if not self.ledger.partitionable_on:
-            return gate_blocks_device(device, self.ledger.gates)
+        refused = self._unusable(device_id, device, template)
+        if refused is not None:
+            return refused
         pool = self._pool(device_id, template)
-        if pool is None:
-            return f"device {device_id}: pool defines no shared counters"
-        if pool.error:
-            return pool.error
+        assert pool is not None  # _unusable says so otherwise
         scope = TEMPLATE if template else CLUSTER
         if scope == CLUSTER:
             # Same answer for every Allocate until the pool's commitments change.
@@ -521,14 +541,27 @@ class CounterView:
             if hit is not None and hit[0] == version:
                 return hit[1]
         if self._in_baseline(device_id, scope):
-            reason = None
+            refused = None
         else:
-            _, reason = self._fits(
+            _, refused = self._fits(
                 device_id, device, pool, scope, self._base_consumed, self._base_groups
             )
         if scope == CLUSTER:
-            self.ledger.static_cache[cache_key] = (version, reason)
-        return reason
+            self.ledger.static_cache[cache_key] = (version, refused)
+        return refused
+
+    def _unusable(self, device_id: DeviceID, device: Device, template: bool) -> Rejection | None:
+        """A device that consumes counters but can take none: the gate is off, or its pool
+        defines no counters or is invalid."""
+        if not self.ledger.partitionable_on:
+            blocked = gate_blocks_device(device, self.ledger.gates)
+            return Rejection(COUNTER, blocked) if blocked is not None else None
+        pool = self._pool(device_id, template)
+        if pool is None:
+            return Rejection(COUNTER, f"device {device_id}: pool defines no shared counters")
+        if pool.error:
+            return Rejection(COUNTER, pool.error)
+        return None
 
     def remove(self, device_id: DeviceID, device: Device, template: bool = False) -> None:
         if not device.consumes_counters:
@@ -559,8 +592,27 @@ class CounterView:
         return dict(self._consumed[key])
 
 
-def is_compatibility_group_failure(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith("compatibility-group:")
+def _shortfall(
+    device_id: DeviceID,
+    counter_set: str,
+    counter: str,
+    needed: Quantity,
+    left: Quantity,
+    total: Quantity,
+) -> Rejection:
+    """Too little left of one counter: the facts go with the words (the refusal funnel's)."""
+    return Rejection(
+        COUNTER,
+        f"device {device_id} needs {needed} of counter {counter} in counter set {counter_set}, "
+        f"only {left} of {total} left",
+        facts={
+            "counterSet": counter_set,
+            "counter": counter,
+            "needed": str(needed),
+            "left": str(left),
+            "total": str(total),
+        },
+    )
 
 
 # --- in the pipeline ---------------------------------------------------------------------------
@@ -571,25 +623,28 @@ class CounterCheck:
     (trace reason ``counter``), and compatible groups with what the counter set already
     serves (``compatibility-group``)."""
 
-    # Not IT-independent: the counters a NodeClaim's own instance type committed count.
     name = "counter"
+    # Not IT-independent: the counters a NodeClaim's own instance type committed count.
+    prefilter_it_independent = False
 
-    def __init__(self, ctx, state: FeatureState) -> None:
-        slices_by_it = getattr(ctx, "template_slices_by_it", None) or {}
-        templates = slices_by_it.get(ctx.instance_type, [])
-        self.view = state.counters.view(ctx.node_claim_id, ctx.instance_type, templates)
+    def __init__(
+        self, ctx: SearchState, ledger: CounterLedger, templates: Sequence[ResourceSliceTemplate]
+    ) -> None:
+        self.view = ledger.view(ctx.node_claim_id, ctx.instance_type, templates)
         self.gates = ctx.gates
         self.groups_on = ctx.gates.enabled(GROUPS_GATE)
-        self.grouped = set(state.grouped_pools)
+        self.grouped = set(ledger.grouped_pools)
         for t in templates:
             if pool_has_compatibility_groups(t.devices):
                 self.grouped.add(PoolKey(t.driver, t.pool))
         self.applied: list[bool] = []
 
-    def prefilter(self, ctx, claim, request, cand):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
         if not self.groups_on and cand.pool_key in self.grouped:
-            return (
-                "compatibility-group",
+            return Rejection(
+                COMPATIBILITY_GROUP,
                 f"pool {cand.id.driver}/{cand.id.pool} declares compatibility groups, but the "
                 f"{GROUPS_GATE} feature is disabled: the pool is treated as incomplete",
             )
@@ -598,88 +653,61 @@ class CounterCheck:
             return None
         blocked = gate_blocks_device(device, self.gates)
         if blocked:
-            return ("counter", blocked)
-        pool = self.view.template_pools if is_template(cand) else self.view.ledger.pools
+            return Rejection(COUNTER, blocked)
+        pool = self.view.template_pools if cand.is_template else self.view.ledger.pools
         counter_pool = pool.get(cand.pool_key)
         if counter_pool is None:
-            return ("counter", f"device {cand.id}: its pool defines no shared counters")
+            return Rejection(COUNTER, f"device {cand.id}: its pool defines no shared counters")
         if counter_pool.error:
-            return ("counter", counter_pool.error)
-        if is_admin(request):
+            return Rejection(COUNTER, counter_pool.error)
+        if request.is_admin:
             return None
         # Counters used up by devices allocated before this Allocate: no path can fit it.
-        reason = self.view.static_check(cand.id, device, template=is_template(cand))
-        if reason is not None:
-            if is_compatibility_group_failure(reason):
-                return ("compatibility-group", reason.removeprefix("compatibility-group: "))
-            return ("counter", reason)
-        return None
+        return self.view.static_check(cand.id, device, template=cand.is_template)
 
-    def try_add(self, ctx, step, cand):
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
         rejection = self.prefilter(ctx, step.claim, step.request, cand)
         if rejection is not None:
             return rejection
-        if is_admin(step.request) or not cand.device.consumes_counters:
+        if step.request.is_admin or not cand.device.consumes_counters:
             self.applied.append(False)
             return None
-        reason = self.view.try_add(cand.id, cand.device, template=is_template(cand))
-        if reason is not None:
-            if is_compatibility_group_failure(reason):
-                return ("compatibility-group", reason.removeprefix("compatibility-group: "))
-            return ("counter", reason)
+        rejection = self.view.try_add(cand.id, cand.device, template=cand.is_template)
+        if rejection is not None:
+            return rejection
         self.applied.append(True)
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         if self.applied.pop():
-            self.view.remove(cand.id, cand.device, template=is_template(cand))
+            self.view.remove(cand.id, cand.device, template=cand.is_template)
 
 
-def counter_check(ctx) -> CounterCheck | None:
-    state = state_of(ctx.extensions)
-    if state is None:
-        return None
-    templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(ctx.instance_type, [])
-    if not state.counters.pools and not _templates_use_counters(state, templates):
+def counter_check(ctx: SearchState, ledger: CounterLedger) -> CounterCheck | None:
+    templates = ctx.template_slices_by_it.get(ctx.instance_type, [])
+    if not ledger.pools and not ledger.templates_use_counters(templates):
         return None  # no shared counters anywhere: nothing to check
-    return CounterCheck(ctx, state)
+    return CounterCheck(ctx, ledger, templates)
 
 
-def _templates_use_counters(state: FeatureState, templates) -> bool:
-    """Whether an instance type's templates publish or consume counters (asked once per
-    instance type's template list, not once per DFS)."""
-    hit = state.template_counters.get(id(templates))
-    if hit is None or hit[0] is not templates:
-        uses = any(
-            t.shared_counters or any(d.consumes_counters for d in t.devices) for t in templates
-        )
-        hit = state.template_counters[id(templates)] = (templates, uses)
-    return hit[1]
-
-
-def commit_counters(allocator, node_claim_id: str, instance_type: str, path: list) -> None:
+def commit_counters(
+    ledger: CounterLedger, node_claim_id: str, instance_type: str, path: Sequence[PathEntry]
+) -> None:
     """Commit hook: the counters the committed devices consume (admin access consumes none)."""
-    state = state_of(allocator.extensions)
-    if state is None:
-        return
     cluster = [
         e.cand.id
         for e in path
-        if not is_template(e.cand)
+        if not e.cand.is_template
         and e.cand.device.consumes_counters
         and not e.extra.get("adminAccess")
     ]
     template = [
         e.cand.id
         for e in path
-        if is_template(e.cand)
-        and e.cand.device.consumes_counters
-        and not e.extra.get("adminAccess")
+        if e.cand.is_template and e.cand.device.consumes_counters and not e.extra.get("adminAccess")
     ]
-    state.counters.commit(node_claim_id, instance_type, cluster, template)
+    ledger.commit(node_claim_id, instance_type, cluster, template)
 
 
-def release_counters(allocator, node_claim_id: str, instance_type: str) -> None:
-    state = state_of(allocator.extensions)
-    if state is not None:
-        state.counters.release_instance_type(node_claim_id, instance_type)
+def release_counters(ledger: CounterLedger, node_claim_id: str, instance_type: str) -> None:
+    ledger.release_instance_type(node_claim_id, instance_type)

@@ -21,7 +21,7 @@ from allocator.constraints import request_in_scope
 from allocator.errors import ValidationError
 from allocator.features.attributes import as_value_set, is_list_value, lookup_attribute
 from allocator.features.capacity import GATE as CAPACITY_GATE
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.gates import FeatureGates
 from allocator.features.prioritized import constraint_applies
 from allocator.model import AttributeValue, Device, DeviceConstraint, DeviceID
 
@@ -41,7 +41,7 @@ class DistinctAttributeConstraint:
 
     @classmethod
     def from_api(
-        cls, constraint: DeviceConstraint, gates: FeatureGates = ALL_ON
+        cls, constraint: DeviceConstraint, gates: FeatureGates
     ) -> DistinctAttributeConstraint:
         if not constraint.distinct_attribute:
             raise ValueError("constraint has no distinctAttribute")
@@ -211,6 +211,7 @@ class DistinctConstraint:
     """``distinctAttribute`` in the core's Constraint protocol (trace reason ``distinct``)."""
 
     reason_code = "distinct"
+    checks_feasibility = True
 
     def __init__(self, attribute: str, request_names: frozenset[str], lists: bool) -> None:
         self.attribute = attribute
@@ -237,9 +238,8 @@ class DistinctConstraint:
     def set_binding_fallback(self, fallback) -> None:
         return None
 
-    def feasibility(self, ctx, claim, step) -> str | None:
-        """Enough distinct values left for the devices still to choose? (issue 11 item 6)"""
-        need, candidates = ctx.remaining_demand(claim, step, self.applies)
+    def feasibility(self, need: int, candidates: Iterable[Any]) -> str | None:
+        """Enough distinct values left for the devices still to choose?"""
         inner = self.inner
         return distinct_shortfall(
             self.attribute, inner._values, inner.list_semantics, need, candidates
@@ -251,7 +251,7 @@ class DistinctConstraint:
 
 def parse_distinct(dc, ctx) -> DistinctConstraint:
     """The ``distinctAttribute`` constraint parser (refused while its gate is off)."""
-    gates = ctx.gates or ALL_ON
+    gates = ctx.gates
     if not gates.enabled(CAPACITY_GATE):
         raise ValidationError(
             f"claim {ctx.claim_key}: unsupported constraint type 'distinctAttribute' (it needs "

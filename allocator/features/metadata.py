@@ -96,7 +96,7 @@ def device_metadata(
 
 
 def results_from_entries(devices: Iterable[dict]) -> list[DeviceRequestAllocationResult]:
-    """Result-document device entries (CONTRACT section 4) as allocation results: in-cluster
+    """Result-document device entries (docs/RESULT.md) as allocation results: in-cluster
     devices, plus the template devices of the first instance type listed (one node launches)."""
     entries = list(devices)
     first_it = next((d.get("instanceType") for d in entries if d.get("instanceType")), None)

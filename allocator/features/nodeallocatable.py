@@ -24,17 +24,18 @@ times the multiplier. Overhead is per pod, plus per container that references th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from allocator.claims import REALLOCATED, UNALLOCATED
+from allocator.checks import PathEntry
+from allocator.claims import REALLOCATED, UNALLOCATED, ClaimOutcome
+from allocator.claims import AllocatedDevice as ClaimDevice
 from allocator.errors import AllocationError
 from allocator.features.capacity import resolve_capacity_name
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import state_of
+from allocator.features.gates import FeatureGates
 from allocator.features.taints import pod_claim_entries
-from allocator.model import Device, DeviceID, Pod, ResourceClaim
+from allocator.model import Device, DeviceID, Pod, ResourceClaim, ResourceSliceTemplate
 from allocator.pools import TEMPLATE
 from allocator.quantity import BINARY_SI, Quantity, QuantityError
 
@@ -157,7 +158,7 @@ def _add(into: dict[str, Quantity], resource: str, amount: Quantity) -> None:
 
 
 def dra_node_resources(
-    pod: Pod | None, devices: Iterable[AllocatedDevice], gates: FeatureGates = ALL_ON
+    pod: Pod | None, devices: Iterable[AllocatedDevice], gates: FeatureGates
 ) -> dict[str, Quantity]:
     """What the pod's devices add to the pod's node resource needs (``draNodeResources``)."""
     if not gates.enabled(GATE):
@@ -255,12 +256,18 @@ def _declares_node_resources(device: Device) -> bool:
 
 
 def node_resources(
-    allocator, node_claim, claims: list[ResourceClaim], result, per_it: dict, pod, slices_by_it
+    in_cluster: Mapping[DeviceID, Device],
+    gates: FeatureGates,
+    claims: Sequence[ResourceClaim],
+    outcomes: Sequence[ClaimOutcome],
+    per_it: Mapping[str, Sequence[PathEntry]],
+    pod: Pod | None,
+    slices_by_it: Mapping[str, Sequence[ResourceSliceTemplate]],
 ) -> dict[str, Quantity]:
     """What the devices of the pod's claims add to its node resource needs; the largest amount
-    over the instance types that succeeded (only one of them launches)."""
-    state = state_of(allocator.extensions)
-    if state is None or not state.gates.enabled(GATE):
+    over the instance types that succeeded (only one of them launches). ``in_cluster``: the
+    Allocator's in-cluster devices by ID; ``outcomes``: the Allocate result's, one per claim."""
+    if not gates.enabled(GATE):
         return {}
     names = _pod_claim_names(pod)
     its = list(per_it) or [""]
@@ -269,7 +276,7 @@ def node_resources(
         templates = None
         devices: list[AllocatedDevice] = []
         for index, claim in enumerate(claims):
-            outcome = result.claims[index]
+            outcome = outcomes[index]
             pod_claim_name = names.get(claim.key, "")
             if outcome.state in (UNALLOCATED, REALLOCATED):
                 for e in per_it.get(it, []):
@@ -294,9 +301,7 @@ def node_resources(
                         for x in t.devices
                     }
                 device = (
-                    templates.get(device_id)
-                    if d.source == TEMPLATE
-                    else state.devices.get(device_id)
+                    templates.get(device_id) if d.source == TEMPLATE else in_cluster.get(device_id)
                 )
                 if device is None or not _declares_node_resources(device):
                     continue
@@ -310,7 +315,7 @@ def node_resources(
                     )
                 )
         try:
-            amounts = dra_node_resources(pod, devices, state.gates)
+            amounts = dra_node_resources(pod, devices, gates)
         except NodeAllocatableError as e:
             raise AllocationError(str(e), code="node-resources") from e
         for name, amount in amounts.items():
@@ -319,13 +324,18 @@ def node_resources(
     return best
 
 
-def claim_maps_node_resources(allocator, devices, templates_by_it=None) -> bool:
+def claim_maps_node_resources(
+    in_cluster: Mapping[DeviceID, Device],
+    gates: FeatureGates,
+    devices: Iterable[ClaimDevice],
+    templates_by_it: Mapping[str, Sequence[ResourceSliceTemplate]] | None = None,
+) -> bool:
     """Whether an allocated claim's devices map node allocatable resources directly (the
     docs: such claims cannot be shared by several pods; overhead-only devices can).
-    ``devices``: the claim's ``AllocatedDevice``s; ``templates_by_it``: the NodeClaim's
-    ResourceSliceTemplates for its template devices."""
-    state = state_of(allocator.extensions)
-    if state is None or not state.gates.enabled(GATE):
+    ``in_cluster``: the Allocator's in-cluster devices by ID; ``devices``: the claim's
+    allocated devices; ``templates_by_it``: the NodeClaim's ResourceSliceTemplates for its
+    template devices."""
+    if not gates.enabled(GATE):
         return False
     for d in devices:
         device_id = DeviceID(d.driver, d.pool, d.device)
@@ -341,7 +351,7 @@ def claim_maps_node_resources(allocator, devices, templates_by_it=None) -> bool:
                 None,
             )
         else:
-            device = state.devices.get(device_id)
+            device = in_cluster.get(device_id)
         if device is None:
             continue
         try:
@@ -350,10 +360,3 @@ def claim_maps_node_resources(allocator, devices, templates_by_it=None) -> bool:
         except NodeAllocatableError:
             continue  # reported where the resources are computed
     return False
-
-
-def add_node_resources(allocator, node_claim, claims, result, per_it, pod, slices_by_it) -> None:
-    """Result hook: ``AllocationResult.node_resources``."""
-    result.node_resources = node_resources(
-        allocator, node_claim, claims, result, per_it, pod, slices_by_it
-    )

@@ -9,11 +9,13 @@ whose claims skip operations only on nodes declaring the DRAOptionalNodeOperatio
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import FeatureState, is_template, state_of
+from allocator.checks import NODE_OPERATIONS, Rejection, SearchState, Step
+from allocator.features.gates import FeatureGates
 from allocator.model import Node
+from allocator.pools import DeviceWithID
+from allocator.requests import ClaimData, RequestData
 
 GATE = "DRAOptionalNodeOperations"
 VALID_OPERATIONS = ("NodePrepareResources", "NodeUnprepareResources", "*")
@@ -34,7 +36,7 @@ def validate_skip_node_operations(values: Iterable[str]) -> str | None:
     return None
 
 
-def skip_node_operations(slice_raw: dict | None, gates: FeatureGates = ALL_ON) -> tuple[str, ...]:
+def skip_node_operations(slice_raw: dict | None, gates: FeatureGates) -> tuple[str, ...]:
     """The slice's ``spec.skipNodeOperations`` (accepts a whole object or just its spec);
     empty with the gate off or when the list is invalid."""
     if not gates.enabled(GATE) or not slice_raw:
@@ -72,9 +74,8 @@ class NodeOperationsCheck:
     name = "node-operations"
     prefilter_it_independent = True  # depends on the node, not the instance type
 
-    def __init__(self, ctx, state: FeatureState | None) -> None:
+    def __init__(self, ctx: SearchState, nodes: Mapping[str, Node] | None) -> None:
         node = None
-        nodes = state.nodes if state is not None else None
         if nodes is not None and ctx.node_claim_id.startswith("node/"):
             node = nodes.get(ctx.node_claim_id.removeprefix("node/"))
         self.node = node
@@ -82,40 +83,41 @@ class NodeOperationsCheck:
         self.cache: dict[int, tuple[str, ...]] = {}  # per slice object
         self.template_ops: dict[str, dict[int, tuple[str, ...]]] = {}  # IT -> device object
 
-    def _template_operations(self, ctx, cand) -> tuple[str, ...]:
+    def _template_operations(self, ctx: SearchState, cand: DeviceWithID) -> tuple[str, ...]:
         """A template's own skipNodeOperations (the slice the new node's driver publishes)."""
         it = cand.instance_type or ctx.instance_type
         by_device = self.template_ops.get(it)
         if by_device is None:
             by_device = self.template_ops[it] = {}
-            templates = (getattr(ctx, "template_slices_by_it", None) or {}).get(it, ())
-            for t in templates:
+            for t in ctx.template_slices_by_it.get(it, ()):
                 ops = skip_node_operations(t.raw, ctx.gates)
                 if ops:
                     for d in t.devices:
                         by_device[id(d)] = ops
         return by_device.get(id(cand.device), ())
 
-    def _operations(self, ctx, cand) -> tuple[str, ...]:
+    def _operations(self, ctx: SearchState, cand: DeviceWithID) -> tuple[str, ...]:
         if cand.slice is None:
-            return self._template_operations(ctx, cand) if is_template(cand) else ()
+            return self._template_operations(ctx, cand) if cand.is_template else ()
         key = id(cand.slice)
         ops = self.cache.get(key)
         if ops is None:
             ops = self.cache[key] = skip_node_operations(cand.slice.raw, ctx.gates)
         return ops
 
-    def prefilter(self, ctx, claim, request, cand):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
         if not self.check_node:
             return None  # a new NodeClaim declares every feature
         ops = self._operations(ctx, cand)
         if ops:
             problem = node_problem(self.node, ops)
             if problem is not None:
-                return ("node-operations", f"device {cand.id}: {problem}")
+                return Rejection(NODE_OPERATIONS, f"device {cand.id}: {problem}")
         return None
 
-    def try_add(self, ctx, step, cand):
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
         rejection = self.prefilter(ctx, step.claim, step.request, cand)
         if rejection is not None:
             return rejection
@@ -124,9 +126,5 @@ class NodeOperationsCheck:
             ctx.extra["skipNodeOperations"] = list(ops)
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         return None
-
-
-def node_operations_check(ctx) -> NodeOperationsCheck:
-    return NodeOperationsCheck(ctx, state_of(ctx.extensions))

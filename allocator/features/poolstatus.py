@@ -1,7 +1,7 @@
 """Resource pool status (DRAResourcePoolStatus, KEP-5677's ResourcePoolStatusRequest).
 
 One entry per in-cluster pool, counted over the pool's newest generation after the run's
-allocations are committed (CONTRACT section 4 ``pools``):
+allocations are committed (docs/RESULT.md ``pools``):
 
 - ``totalDevices``; ``allocatedDevices`` (held by a claim, exclusively or as a share);
   ``unavailableDevices`` ("not available due to taints or other conditions"): as Kubernetes
@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from allocator.features.attributes import lookup_attribute
+from allocator.features.capacity import CapacityLedger
 from allocator.features.counters import build_counter_pool
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import state_of
+from allocator.features.gates import FeatureGates
 from allocator.features.taints import TaintIndex
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice
 from allocator.pools import newest_generation
@@ -71,7 +71,7 @@ def pool_status(
     allocated: Iterable[DeviceID] = (),
     consumed_capacity: dict[DeviceID, dict[str, Quantity]] | None = None,
     taints: TaintIndex | None = None,
-    gates: FeatureGates = ALL_ON,
+    gates: FeatureGates,
     default_partition_type_attribute: str | None = None,
     pool_errors: dict[PoolKey, str] | None = None,
 ) -> list[dict[str, Any]]:
@@ -230,16 +230,21 @@ def pool_status(
 
 
 def run_pool_status(
-    slices, allocator, gates: FeatureGates, default_partition_type_attribute: str | None = None
+    slices: Iterable[ResourceSlice],
+    allocated: Iterable[DeviceID],
+    capacity: CapacityLedger | None,
+    taints: TaintIndex | None,
+    gates: FeatureGates,
+    default_partition_type_attribute: str | None = None,
 ) -> list[dict]:
-    """CONTRACT section 4 ``pools`` after the run: exclusive holds from the tracker, shares
-    from the capacity ledger (cluster shares minus the freed ones, plus the run's)."""
-    state = state_of(allocator.extensions)
+    """docs/RESULT.md ``pools`` after the run: exclusive holds from the tracker
+    (``allocated``), shares from the capacity ledger (cluster shares minus the freed ones, plus
+    the run's); None for both without the features (core_pipeline)."""
     return pool_status(
         slices,
-        allocated=allocator.allocated_cluster_devices(),
-        consumed_capacity=state.capacity.consumed_after_run() if state is not None else None,
-        taints=state.taints if state is not None else None,
+        allocated=allocated,
+        consumed_capacity=capacity.consumed_after_run() if capacity is not None else None,
+        taints=taints,
         gates=gates,
         default_partition_type_attribute=default_partition_type_attribute,
     )

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.features.gates import FeatureGates
 from allocator.model import DeviceRequest, ExactDeviceRequest
-from allocator.validation import validate_exact_request
+from allocator.requests import RequestData
+from allocator.validation import ValidationContext, validate_exact_request
 
 GATE = "DRAPrioritizedList"
 
@@ -44,7 +45,7 @@ class RequestAlternative:
 
 
 def request_alternatives(
-    request: DeviceRequest, gates: FeatureGates = ALL_ON, claim_key: str = ""
+    request: DeviceRequest, gates: FeatureGates, claim_key: str = ""
 ) -> list[RequestAlternative]:
     """The alternatives to try for ``request``, in order. Raises PrioritizedListError when the
     request uses firstAvailable while the gate is off (kube-scheduler refuses it then)."""
@@ -100,11 +101,11 @@ def top_level_request(result_name: str) -> str:
 # --- in the pipeline ---------------------------------------------------------------------------
 
 
-def first_available(ctx, request) -> list:
+def first_available(ctx: ValidationContext, request: DeviceRequest) -> list[RequestData]:
     """Request Validation of a ``firstAvailable`` request: its subrequests' RequestData, in
     order (refused while the gate is off)."""
     try:
         alternatives = request_alternatives(request, ctx.gates, ctx.claim_key)
     except PrioritizedListError as e:
-        raise ValidationError(str(e)) from e
+        raise ValidationError(str(e), request=request.name) from e
     return [validate_exact_request(ctx, alt.result_name, alt.spec) for alt in alternatives]

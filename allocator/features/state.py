@@ -1,52 +1,109 @@
-"""What the DRA features keep for one Allocator (one scheduling loop), and the small helpers
-their device checks share.
+"""What the DRA features keep for one Allocator (one scheduling loop): the taint index, the
+counter and capacity ledgers, the in-cluster devices by ID and the nodes.
 
-The state is built by ``allocator.pipeline.setup_features`` (the pipeline's setup hook) and
-kept in ``Allocator.extensions["features"]``; a run built with ``core_pipeline()`` has none.
+``setup_features`` builds it when the Allocator is built (the pipeline's ``setup``); a run built
+with ``core_pipeline()`` has none. The features' checks and hooks each get the part they read
+from the pipeline (``allocator/pipeline.py``), so that the ledgers' modules never import this
+one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from allocator.pools import TEMPLATE, DeviceWithID
-
-if TYPE_CHECKING:
-    from allocator.features.capacity import CapacityLedger
-    from allocator.features.counters import CounterLedger
-    from allocator.features.gates import FeatureGates
-    from allocator.features.taints import TaintIndex
-    from allocator.model import Device, DeviceID, Node, PoolKey
-    from allocator.validation import RequestData
-
-EXTENSION = "features"
+from allocator.checks import PathEntry
+from allocator.claims import reallocated
+from allocator.features.capacity import CapacityLedger, commit_shares, release_shares
+from allocator.features.counters import (
+    CounterLedger,
+    commit_counters,
+    pool_has_compatibility_groups,
+    release_counters,
+)
+from allocator.features.gates import FeatureGates
+from allocator.features.taints import TaintIndex
+from allocator.model import (
+    Device,
+    DeviceClass,
+    DeviceID,
+    DeviceTaintRule,
+    Node,
+    PoolKey,
+    ResourceClaim,
+    ResourceSlice,
+)
+from allocator.pools import PoolInfo
 
 
 @dataclass(slots=True)
 class FeatureState:
     """What the features keep for one Allocator (one scheduling loop)."""
 
-    gates: FeatureGates
     taints: TaintIndex
     counters: CounterLedger
     capacity: CapacityLedger
-    devices: dict[DeviceID, Device] = field(default_factory=dict)
-    grouped_pools: set[PoolKey] = field(default_factory=set)
-    nodes: dict[str, Node] | None = None
-    # id(template list) -> (the list, whether its templates use shared counters)
-    template_counters: dict[int, tuple[list, bool]] = field(default_factory=dict)
+    devices: dict[DeviceID, Device] = field(default_factory=dict)  # in-cluster, by ID
+    nodes: Mapping[str, Node] | None = None
+
+    def commit(self, node_claim_id: str, instance_type: str, path: Sequence[PathEntry]) -> None:
+        """The counters the committed devices consume and the shares they give out."""
+        commit_counters(self.counters, node_claim_id, instance_type, path)
+        commit_shares(self.capacity, node_claim_id, instance_type, path)
+
+    def release(self, node_claim_id: str, instance_type: str) -> None:
+        """What an instance type a NodeClaim lost consumed and shared."""
+        release_counters(self.counters, node_claim_id, instance_type)
+        release_shares(self.capacity, node_claim_id, instance_type)
 
 
-def state_of(extensions: dict[str, Any]) -> FeatureState | None:
-    return extensions.get(EXTENSION)
+@dataclass(frozen=True, slots=True)
+class FeatureInputs:
+    """What ``setup_features`` reads of the Allocator being built."""
+
+    gates: FeatureGates  # the run's, from its pipeline
+    in_cluster_slices: Sequence[ResourceSlice]
+    pools: Iterable[PoolInfo]  # the slice universe's pools
+    preallocated: frozenset[DeviceID]  # the tracker's seed
+    resource_claims: Mapping[str, ResourceClaim]
+    deleting_pods: frozenset[str]
+    reallocation_predicates: Sequence[Callable[[ResourceClaim], bool]]
+    device_taint_rules: Sequence[DeviceTaintRule]
+    device_classes: Mapping[str, DeviceClass]
+    engine: Any  # the run's SelectorEngine
+    nodes: Mapping[str, Node] | None
 
 
-def is_admin(request: RequestData) -> bool:
-    """An adminAccess request (DRAAdminAccess); the API has no adminAccess on subrequests."""
-    exact = request.exact
-    return exact is not None and exact.admin_access and "/" not in request.name
-
-
-def is_template(cand: DeviceWithID) -> bool:
-    return cand.source == TEMPLATE
+def setup_features(inputs: FeatureInputs) -> FeatureState:
+    """The taint index, the counter and capacity ledgers, the device index."""
+    gates = inputs.gates
+    claims = list(inputs.resource_claims.values())
+    # Claims the run re-allocates free the shares they hold.
+    freed = [
+        c.key
+        for c in claims
+        if reallocated(c, inputs.deleting_pods, inputs.reallocation_predicates)
+    ]
+    cap = CapacityLedger(claims, freed, gates=gates)
+    devices: dict[DeviceID, Device] = {}
+    grouped: set[PoolKey] = set()
+    for info in inputs.pools:
+        for s in info.slices:
+            for d in s.devices:
+                devices[DeviceID(s.driver, s.pool, d.name)] = d
+        if pool_has_compatibility_groups(d for s in info.slices for d in s.devices):
+            grouped.add(info.key)
+    consuming = set(inputs.preallocated) | set(cap.seed)
+    return FeatureState(
+        taints=TaintIndex(
+            inputs.device_taint_rules,
+            dict(inputs.device_classes),
+            engine=inputs.engine,
+            gates=gates,
+        ),
+        counters=CounterLedger(inputs.in_cluster_slices, consuming, gates=gates, grouped=grouped),
+        capacity=cap,
+        devices=devices,
+        nodes=inputs.nodes,
+    )

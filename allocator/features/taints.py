@@ -4,7 +4,7 @@ A device's taints are those its driver publishes in the ResourceSlice plus one p
 DeviceTaintRule whose selector picks the device. ``NoSchedule`` and ``NoExecute`` keep a device
 from being allocated unless the request tolerates the taint; ``None`` is informational and
 ignored by the scheduler. ``taint_rule_previews`` computes what the device taint eviction
-controller would report for each rule (CONTRACT section 4, ``deviceTaintRules``).
+controller would report for each rule (docs/RESULT.md, ``deviceTaintRules``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from allocator.features.gates import ALL_ON, FeatureGates
-from allocator.features.state import FeatureState, state_of
+from allocator.checks import TAINT, Rejection, SearchState, Step
+from allocator.features.gates import FeatureGates
 from allocator.model import (
     Device,
     DeviceClass,
@@ -28,6 +28,8 @@ from allocator.model import (
     Taint,
     Toleration,
 )
+from allocator.pools import DeviceWithID
+from allocator.requests import ClaimData, RequestData
 
 GATE = "DRADeviceTaints"
 
@@ -78,7 +80,7 @@ def tolerations_used(
     taints: Iterable[DeviceTaint], tolerations: Iterable[DeviceToleration]
 ) -> list[DeviceToleration]:
     """The request's tolerations that tolerate at least one taint of the device (reported on
-    the device's result entry, CONTRACT section 4)."""
+    the device's result entry, docs/RESULT.md)."""
     taints = list(taints)
     return [tol for tol in tolerations if any(toleration_matches(tol, t) for t in taints)]
 
@@ -172,7 +174,8 @@ class TaintIndex:
         rules: Iterable[DeviceTaintRule] = (),
         device_classes: dict[str, DeviceClass] | None = None,
         engine: Any = None,
-        gates: FeatureGates = ALL_ON,
+        *,
+        gates: FeatureGates,
         class_matcher: ClassMatcher | None = None,
     ) -> None:
         self.gates = gates
@@ -326,10 +329,11 @@ def taint_rule_message(
 def taint_rule_previews(
     snapshot: Snapshot,
     engine: Any = None,
-    gates: FeatureGates = ALL_ON,
+    *,
+    gates: FeatureGates,
     class_matcher: ClassMatcher | None = None,
 ) -> list[dict[str, Any]]:
-    """Per DeviceTaintRule of the snapshot as uploaded (CONTRACT section 4 ``deviceTaintRules``).
+    """Per DeviceTaintRule of the snapshot as uploaded (docs/RESULT.md ``deviceTaintRules``).
 
     ``publishedDevices``: devices of ResourceSlices (newest generation of each pool) that the
     rule selects; ``allocatedDevices``: those of them allocated to a claim; ``podsToEvict``: for
@@ -409,17 +413,19 @@ class TaintCheck:
     name = "taint"
     prefilter_it_independent = True
 
-    def __init__(self, state: FeatureState) -> None:
-        self.index = state.taints
+    def __init__(self, ctx: SearchState, index: TaintIndex) -> None:
+        self.index = index
 
-    def prefilter(self, ctx, claim, request, cand):
+    def prefilter(
+        self, ctx: SearchState, claim: ClaimData, request: RequestData, cand: DeviceWithID
+    ) -> Rejection | None:
         tolerations = request.exact.tolerations if request.exact is not None else []
         blocking = self.index.blocking(cand.id, cand.device, tolerations)
         if blocking:
-            return ("taint", taint_reason(cand.id, blocking))
+            return Rejection(TAINT, taint_reason(cand.id, blocking))
         return None
 
-    def try_add(self, ctx, step, cand):
+    def try_add(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> Rejection | None:
         rejection = self.prefilter(ctx, step.claim, step.request, cand)
         if rejection is not None:
             return rejection
@@ -429,10 +435,5 @@ class TaintCheck:
                 ctx.extra["tolerations"] = [toleration_to_json(t) for t in used]
         return None
 
-    def remove(self, ctx, step, cand):
+    def remove(self, ctx: SearchState, step: Step, cand: DeviceWithID) -> None:
         return None
-
-
-def taint_check(ctx) -> TaintCheck | None:
-    state = state_of(ctx.extensions)
-    return TaintCheck(state) if state is not None else None

@@ -5,7 +5,7 @@ Per DaemonSet of the snapshot: its newest pod in the snapshot when it has one (t
 differ from the template: admission webhooks and LimitRanges change pods), else the pod its
 template describes; the template's required node affinity replaces the pod's, as the DaemonSet
 controller pins each pod to its node by rewriting it (and those pins are not read). DaemonSet pods whose DaemonSet is not in
-the snapshot stand for it, one per DaemonSet (CONTRACT section 1).
+the snapshot stand for it, one per DaemonSet (docs/SNAPSHOT.md).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements, node_requirements
 from allocator.scheduling import explain
@@ -31,7 +32,6 @@ from allocator.scheduling.fit import (
     untolerated_taint,
 )
 from allocator.scheduling.hooks import HostPortUsage, VolumeUsage
-from allocator.scheduling.nodetaints import counted_while_initializing
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import (
     RunState,
@@ -61,9 +61,7 @@ class ExistingNode:
     requirements: Requirements
     instance_types: list[str]
     templates: dict[str, list[ResourceSliceTemplate]]
-    # The taints that refuse pods: a managed node that is not initialized yet leaves out the
-    # ones Karpenter disregards until then (scheduling/nodetaints.py).
-    taints: list[Taint]
+    taints: list[Taint]  # those Karpenter holds (not the ephemeral ones while initializing)
     available: Resources  # allocatable minus what bound pods and placed pods request
     unschedulable: bool = False
     # What the node offers at all (DRAExtendedResource: a resource it has none of is served
@@ -82,9 +80,7 @@ class ExistingNode:
     def __post_init__(self) -> None:
         self.reason_target = f"node/{self.name}"
         self.trace_label = self.reason_target
-        self.open_to_all = not self.unschedulable and not any(
-            t.effect in ("NoSchedule", "NoExecute") for t in self.taints
-        )
+        self.open_to_all = not self.unschedulable and not self.taints
 
     @property
     def initialized(self) -> bool:
@@ -92,6 +88,9 @@ class ExistingNode:
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
         return self.templates
+
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        return None  # a node (or an unregistered NodeClaim): its requirements say it all
 
     def target_json(self) -> dict:
         if self.kind == UNREGISTERED:
@@ -228,10 +227,10 @@ class ExistingNode:
                     trace_parent=node if node >= 0 else None,
                     pod=pod.pod,
                 )
-            except state.allocation_errors as err:
+            except AllocationError as err:
                 state.cache.note_validation(pod.outcome, err)
                 state.cache.remember(self, claims, err)
-                funnels = [(self.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                funnels = [(self.reason_target, f, None) for f in err.funnels]
                 if trace.enabled:
                     state.trace_funnels(node, err)
                 trace.set(node, "failed", target_code(err), str(err))
@@ -294,7 +293,7 @@ def exceeds(requests: Resources, available: Resources) -> str:
     )
 
 
-# --- building the existing nodes (CONTRACT section 3, targets 1) -----------------------------
+# --- building the existing nodes (docs/SIMULATION.md, targets 1) -----------------------------
 
 
 def existing_nodes(
@@ -314,6 +313,7 @@ def existing_nodes(
         INITIALIZED,
         INSTANCE_TYPE,
         NODEPOOL,
+        is_ephemeral,
         pod_requests,
         to_milli,
     )
@@ -325,9 +325,11 @@ def existing_nodes(
             bucket[name] = bucket.get(name, 0) + value
     claim_of_node = {nc.node_name: nc for nc in snapshot.node_claims.values() if nc.node_name}
 
-    def initializing(taints: list[Taint], pool_name: str | None) -> list[Taint]:
+    def held(taints: list[Taint], pool_name: str | None) -> list[Taint]:
+        """Karpenter's StateNode.Taints of a managed node not initialized yet."""
         pool = snapshot.node_pools.get(pool_name) if pool_name else None
-        return counted_while_initializing(taints, pool.startup_taints if pool else ())
+        startup = pool.startup_taints if pool else ()
+        return [t for t in taints if not is_ephemeral(t, startup)]
 
     def templates_of(it_name: str | None) -> dict[str, list[ResourceSliceTemplate]]:
         if not it_name:
@@ -360,7 +362,7 @@ def existing_nodes(
             requirements=node_requirements(node.labels, name),
             instance_types=[it_name] if it_name else [],
             templates={} if is_init else templates_of(it_name),
-            taints=list(node.taints) if is_init else initializing(node.taints, pool),
+            taints=list(node.taints) if is_init else held(node.taints, pool),
             available=allocatable,
             unschedulable=node.unschedulable,
             allocatable=offered,
@@ -392,7 +394,7 @@ def existing_nodes(
                 requirements=reqs,
                 instance_types=[nc.instance_type] if nc.instance_type else [],
                 templates=templates_of(nc.instance_type),
-                taints=initializing(nc.taints, nc.node_pool),
+                taints=held(nc.taints, nc.node_pool),
                 available=capacity,
                 strict_labels=False,
                 allocatable=dict(capacity),

@@ -1,4 +1,4 @@
-"""Why a pod was not placed, in Karpenter's words (CONTRACT section 4, ``error``/``reasons``).
+"""Why a pod was not placed, in Karpenter's words (docs/RESULT.md, ``error``/``reasons``).
 
 Every target tried leaves one reason. The summary follows Karpenter's log line: existing
 targets first, grouped where many nodes failed the same way (a 500-node cluster must not yield a

@@ -1,7 +1,7 @@
 """Finalization and Annotation Population (design section of that name).
 
 Each new NodeClaim carries ``karpenter.sh/requested-dra-drivers``: the drivers of every device
-of every claim of its pods, whatever the claim's state (CONTRACT section 3), sorted and
+of every claim of its pods, whatever the claim's state (docs/SIMULATION.md), sorted and
 comma-joined, so that the initialization controller can gate on their pools.
 """
 
@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from allocator.requirements import LABEL_INSTANCE_TYPE, Requirement, Requirements
 
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
-# Karpenter writes at most this many instance types into a NodeClaim, cheapest first.
-MAX_INSTANCE_TYPES = 100
+# Karpenter launches a NodeClaim with at most this many instance types, cheapest first
+# (MaxInstanceTypes; Results.TruncateInstanceTypes after the scheduling loop).
+MAX_INSTANCE_TYPES = 600
 
 
 def requested_dra_drivers(drivers: Iterable[str]) -> str | None:

@@ -1,4 +1,4 @@
-"""Everything besides devices that decides whether a pod fits a target (CONTRACT section 3).
+"""Everything besides devices that decides whether a pod fits a target (docs/SIMULATION.md).
 
 Resources are kept as integer milli-units (``Quantity.milli_value``) so that the hot loop
 compares ints, not Fractions. Requirement checks use Karpenter's ``Requirements`` algebra;
@@ -33,6 +33,19 @@ Resources = dict[str, int]  # resource name -> milli-units
 DEFAULT_MAX_PODS = 110_000
 
 _BINARY = ("memory", "ephemeral-storage", "hugepages-")
+# Taints a node carries while it initializes (Karpenter's KnownEphemeralTaints, matched by key
+# and effect, and every key with a KnownEphemeralTaintKeyPrefixes prefix): on a managed node
+# not yet initialized Karpenter ignores them, as it ignores the NodePool's startup taints.
+EPHEMERAL_TAINTS = frozenset(
+    {
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+        ("karpenter.sh/unregistered", "NoExecute"),
+    }
+)
+EPHEMERAL_TAINT_KEY_PREFIXES = ("readiness.k8s.io/",)  # the Node Readiness Controller's
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -94,14 +107,28 @@ def format_taint(taint: Taint) -> str:
     return f"{taint.key}{value}:{taint.effect}"
 
 
-def untolerated_taint(tolerations: list[Toleration], taints: Iterable[Taint]) -> Taint | None:
-    """The first NoSchedule/NoExecute taint no toleration covers (PreferNoSchedule is soft)."""
+def untolerated_taint(
+    tolerations: list[Toleration], taints: Iterable[Taint], prefer_no_schedule: bool = True
+) -> Taint | None:
+    """The first taint no toleration covers. Karpenter's scheduler holds a PreferNoSchedule
+    taint like any other (only relaxation tolerates it); ``prefer_no_schedule`` False leaves
+    them out (a DaemonSet pod, as Karpenter counts daemon overhead)."""
     for taint in taints:
-        if taint.effect not in ("NoSchedule", "NoExecute"):
+        if not prefer_no_schedule and taint.effect == "PreferNoSchedule":
             continue
         if not any(toleration_matches(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def is_ephemeral(taint: Taint, startup: Iterable[Taint] = ()) -> bool:
+    """A taint Karpenter ignores on a managed node that is not initialized yet: a known
+    ephemeral one, or one of the NodeClaim's startup taints (matched by key and effect)."""
+    if (taint.key, taint.effect) in EPHEMERAL_TAINTS:
+        return True
+    if taint.key.startswith(EPHEMERAL_TAINT_KEY_PREFIXES):
+        return True
+    return any(s.key == taint.key and s.effect == taint.effect for s in startup)
 
 
 # --- requirements ----------------------------------------------------------------------------
@@ -143,18 +170,13 @@ def format_requirements(reqs: Requirements) -> str:
 
 
 def node_pool_requirements(pool: NodePool) -> Requirements:
-    """NodePool template requirements plus template labels plus the nodepool label."""
-    reqs = Requirements.from_node_selector_requirements(
-        [_strip_min_values(r) for r in pool.requirements]
-    )
+    """NodePool template requirements (their ``minValues`` kept) plus template labels plus the
+    nodepool label."""
+    reqs = Requirements.from_node_selector_requirements(pool.requirements)
     labels = dict(pool.labels)
     labels[NODEPOOL] = pool.name
     reqs.add(Requirements.from_labels(labels))
     return reqs
-
-
-def _strip_min_values(req: dict) -> dict:
-    return {k: v for k, v in req.items() if k in ("key", "operator", "values")}
 
 
 # --- instance types --------------------------------------------------------------------------
@@ -234,11 +256,16 @@ class FilterOutcome:
     requirements_failed: int = 0
     resources_failed: int = 0
     offerings_failed: int = 0
+    # Requirement keys whose minValues the instance types that passed fall short of: key ->
+    # (distinct values they offer, minValues). Karpenter's Strict policy then keeps none.
+    min_values_short: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def failure_reason(self) -> str:
         """Why nothing remained, in Karpenter's words."""
         if self.remaining:
             return ""
+        if self.min_values_short:
+            return min_values_message(self.min_values_short)
         parts = []
         if self.requirements_failed:
             parts.append("no instance type met the scheduling requirements")
@@ -297,14 +324,48 @@ def filter_instance_types(
         priced.append((price, info.name, info))
     priced.sort(key=lambda entry: (entry[0], entry[1]))
     outcome.remaining = [info for _, _, info in priced]
+    if outcome.remaining:
+        short = min_values_shortfall(outcome.remaining, reqs)
+        if short:
+            outcome.remaining = []
+            outcome.min_values_short = short
     return outcome
+
+
+def min_values_shortfall(
+    infos: Iterable[InstanceTypeInfo], reqs: Requirements
+) -> dict[str, tuple[int, int]]:
+    """Karpenter's SatisfiesMinValues: for each requirement with ``minValues``, the distinct
+    values of that label the instance types offer; the keys that offer fewer, with (how many,
+    minValues). Empty when every minValues is met (or none is set)."""
+    wanted = [(r.key, r.min_values) for r in reqs if r.min_values is not None]
+    if not wanted:
+        return {}
+    seen: dict[str, set[str]] = {key: set() for key, _ in wanted}
+    for info in infos:
+        for key, _ in wanted:
+            if info.requirements.has(key):
+                seen[key].update(info.requirements.get(key).values())
+    return {key: (len(seen[key]), need) for key, need in wanted if len(seen[key]) < need}
+
+
+def min_values_message(short: dict[str, tuple[int, int]]) -> str:
+    """Karpenter's words, with the keys that fell short and by how much."""
+    detail = ", ".join(
+        f"{key} ({have} of minValues {need})" for key, (have, need) in sorted(short.items())
+    )
+    return f"minValues requirement is not met for label(s) {detail}"
 
 
 # --- NodePool limits -------------------------------------------------------------------------
 
 
+NODES = "nodes"  # the NodePool limit on how many nodes it may have (Karpenter's resources.Node)
+
+
 def within_limits(capacity: Resources, remaining: Resources | None) -> bool:
-    """Karpenter's filterByRemainingResources: launching this type must not cross a limit."""
+    """Karpenter's filterByRemainingResources: launching this type must not cross a limit
+    (an instance type offers no ``nodes``: it passes while that limit is not overrun)."""
     if remaining is None:
         return True
     return all(capacity.get(name, 0) <= left for name, left in remaining.items())

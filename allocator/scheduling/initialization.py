@@ -1,4 +1,4 @@
-"""Scheduler Initialization (design section of that name, CONTRACT section 3).
+"""Scheduler Initialization (design section of that name, docs/SIMULATION.md).
 
 Builds, once per run, what the allocator is constructed from: the in-cluster slice universe,
 the allocated-device seed, the instance types each NodePool may launch (for attribute
@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from allocator.claims import reserved_only_by_deleting_pods
+from allocator.claims import reallocated
 from allocator.model import (
     DeviceID,
     InstanceType,
@@ -57,22 +57,7 @@ def slice_universe(
     ]
 
 
-def claim_held_only_by_deleting(claim: ResourceClaim, deleting_pods: set[str]) -> bool:
-    """Reserved, and every consumer is a deleting pod (an empty reservedFor keeps devices)."""
-    return reserved_only_by_deleting_pods(claim, deleting_pods)
-
-
 Predicates = Sequence[Callable[[ResourceClaim], bool]]
-
-
-def reallocated(claim: ResourceClaim, deleting_pods: set[str], reallocation: Predicates) -> bool:
-    """An in-cluster allocation the DFS re-runs: held only by deleting pods, or one of the
-    pipeline's ``reallocation_predicates`` (a device that failed to bind)."""
-    if claim.allocation is None:
-        return False
-    if reserved_only_by_deleting_pods(claim, deleting_pods):
-        return True
-    return any(predicate(claim) for predicate in reallocation)
 
 
 def allocated_device_seed(
@@ -145,7 +130,7 @@ class PodClaims:
 def resolve_pod_claims(
     pod: Pod, snapshot: Snapshot, generated: dict[str, ResourceClaim]
 ) -> PodClaims:
-    """Find or generate each claim the pod references (CONTRACT section 1, Claims of pods).
+    """Find or generate each claim the pod references (docs/SNAPSHOT.md, Claims of pods).
 
     ``generated`` collects claims made from templates so that every pod naming the same one
     (a re-run, a retry pass) sees the same object.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
@@ -46,7 +47,6 @@ class NodeClaim:
     requirements: Requirements
     candidates: list[InstanceTypeInfo]  # in try order
     taints: list[Taint]
-    order: int = 0  # creation order, for ties between NodeClaims with as many pods
     requests: Resources = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
     # Host ports its pods and its DaemonSet pods hold (None: not counted).
@@ -60,7 +60,7 @@ class NodeClaim:
 
     @property
     def reason_target(self) -> str:
-        # CONTRACT section 4 knows two target forms; a NodeClaim of this run is a node to be.
+        # docs/RESULT.md knows two target forms; a NodeClaim of this run is a node to be.
         return f"node/{self.name}"
 
     @property
@@ -247,10 +247,9 @@ class NodeClaim:
                     trace_parent=trace_node if trace_node >= 0 else None,
                     pod=pod.pod,
                 )
-            except state.allocation_errors as err:
+            except AllocationError as err:
                 state.cache.note_validation(pod.outcome, err)
-                code = getattr(err, "code", "allocation")
-                return Refusal(explain.dra_reason(str(err)), code, reach=None)
+                return Refusal(explain.dra_reason(str(err)), err.code, reach=None)
         state.cache.mark_validated(pod.outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -391,11 +390,11 @@ class NodeClaim:
         nodes = allocator.dfs_nodes
         try:
             return allocator.allocate(probe, claims, pod=pod.pod, explain=False)
-        except state.allocation_errors as err:
+        except AllocationError as err:
             cache.note_validation(pod.outcome, err)
-            code = getattr(err, "code", "allocation")
+            code = err.code
             # Only a finished search's refusal is reused (not a validation error or a timeout).
-            reach = getattr(err, "reach", None)
+            reach = err.reach
             if key is not None and reach is not None:
                 cache.remember_allocate_refusal(
                     key, nc_version, reach, code, allocator.dfs_nodes - nodes
@@ -474,6 +473,11 @@ def _with_topology(
 
 
 def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:
+    if filtered.min_values_short:
+        return (
+            f"{filtered.failure_reason()}, requirements={format_requirements(reqs)}, "
+            f"resources={format_resources(requests)}"
+        )
     return (
         f"no instance type satisfied resources {format_resources(requests)} and requirements "
         f"{format_requirements(reqs)} ({filtered.failure_reason()})"

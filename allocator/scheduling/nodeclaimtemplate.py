@@ -5,6 +5,7 @@ NodeClaim made from it for a pod no existing node and no NodeClaim of the run ca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from allocator.model import NodePool, Pod, Snapshot, Taint
@@ -15,6 +16,7 @@ from allocator.scheduling.decision import NodeClaimDecision, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
     NODEPOOL,
+    NODES,
     InstanceTypeInfo,
     Resources,
     add_into,
@@ -46,27 +48,32 @@ class NodeClaimTemplate:
     instance_types: list[InstanceTypeInfo]
     taints: list[Taint]
     limits: Resources | None  # milli-units; None when the NodePool sets no limits
-    usage: Resources = field(default_factory=dict)  # capacity launched before this run
+    # Capacity of its nodes and NodeClaims before this run (each also counts one of ``nodes``).
+    usage: Resources = field(default_factory=dict)
     # Requests of the DaemonSet pods a node of this pool would run (Karpenter's overhead).
     daemon_overhead: Resources = field(default_factory=dict)
     # Host ports those DaemonSet pods hold (None: not counted); each new NodeClaim a copy.
     daemon_host_ports: HostPortUsage | None = None
-    # The NodeClaims of this run made from this template (charged against its limits).
-    launched: list[NodeClaim] = field(default_factory=list)
+    # What this run's NodeClaims of the pool are charged against its limits: each at the
+    # largest of its instance types when it was created (Karpenter's subtractMax; it is not
+    # refunded when the NodeClaim later narrows, and no instance type offers ``nodes``).
+    charged: Resources = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.pool.name
 
     def remaining(self) -> Resources | None:
-        """What the NodePool's limits leave: Karpenter charges each NodeClaim at its largest
-        candidate instance type."""
+        """What the NodePool's limits leave (None: it sets none)."""
         if self.limits is None:
             return None
         used = dict(self.usage)
-        for nc in self.launched:
-            add_into(used, max_capacity(nc.candidates))
+        add_into(used, self.charged)
         return {name: limit - used.get(name, 0) for name, limit in self.limits.items()}
+
+    def launched(self, nc: NodeClaim) -> None:
+        """A NodeClaim of this template was created: charge it against the limits."""
+        add_into(self.charged, max_capacity(nc.candidates))
 
     def can_add(
         self, pod: PodData, state: RunState, names: NodeClaimNames, quick: bool = False
@@ -78,12 +85,6 @@ class NodeClaimTemplate:
         pool = self.pool
         label = f"nodepool/{pool.name}"
         overhead = format_resources(self.daemon_overhead)
-        taint = untolerated_taint(pod.pod.tolerations, self.taints)
-        if taint is not None:
-            reason = explain.nodepool_reason(
-                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
-            )
-            return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
         if not self.instance_types:
             reason = explain.nodepool_reason(
                 pool.name, "no instance types are compatible with its requirements", overhead
@@ -91,11 +92,22 @@ class NodeClaimTemplate:
             return Refusal(
                 state.refused(pod.trace_node, label, "requirements", reason), "requirements"
             )
+        # Limits first, as Karpenter's addToNewNodeClaim: a node count used up, then the
+        # instance types whose capacity would cross a limit.
         remaining = self.remaining()
+        if remaining is not None and remaining.get(NODES, 1) == 0:
+            reason = f'node limits have been exhausted for nodepool: "{pool.name}"'
+            return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
         candidates = [i for i in self.instance_types if within_limits(i.capacity, remaining)]
         if not candidates:
             reason = f'all available instance types exceed limits for nodepool: "{pool.name}"'
             return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
+        taint = untolerated_taint(pod.pod.tolerations, self.taints)
+        if taint is not None:
+            reason = explain.nodepool_reason(
+                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
+            )
+            return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
         name = names.peek(pool.name)
         node = state.target_trace(pod.trace_node, new_nodeclaim_label(pool.name, name))
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
@@ -142,7 +154,7 @@ class NodeClaimTemplate:
 
 class NodeClaimNames:
     """New NodeClaims are named ``<nodepool>-<n>``, n counting from 1 per NodePool in creation
-    order, never shadowing a NodeClaim or node of the snapshot (CONTRACT section 3)."""
+    order, never shadowing a NodeClaim or node of the snapshot (docs/SIMULATION.md)."""
 
     __slots__ = ("_next", "_reserved")
 
@@ -171,10 +183,19 @@ class NodeClaimNames:
 # --- building the templates of a run (Karpenter's NewNodeClaimTemplate) ----------------------
 
 
+def order_by_weight(pools: Iterable[NodePool]) -> list[NodePool]:
+    """Karpenter's OrderByWeight: weight descending, then name descending (of two NodePools
+    of equal weight, the one whose name sorts later is tried first)."""
+    return sorted(pools, key=lambda p: (p.weight, p.name), reverse=True)
+
+
 def node_claim_templates(
-    snapshot: Snapshot, per_pool, disrupted: list[str], infos
+    snapshot: Snapshot, per_pool, going_away: set[str], infos
 ) -> list[NodeClaimTemplate]:
-    """NodePools by weight descending then name, with limits and pre-run usage."""
+    """NodePools in Karpenter's order (``order_by_weight``), with limits and pre-run usage.
+
+    ``going_away``: deleting and disrupted nodes, which no longer count against limits (as
+    Karpenter counts only its active nodes)."""
     usage: dict[str, dict[str, int]] = {}
 
     def charge(pool: str | None, capacity: dict[str, int]) -> None:
@@ -183,10 +204,11 @@ def node_claim_templates(
         bucket = usage.setdefault(pool, {})
         for name, value in capacity.items():
             bucket[name] = bucket.get(name, 0) + value
+        bucket[NODES] = bucket.get(NODES, 0) + 1000  # one node, in milli-units
 
     claim_nodes = {nc.node_name for nc in snapshot.node_claims.values() if nc.node_name}
     for name, node in snapshot.nodes.items():
-        if name in disrupted:
+        if name in going_away:
             continue
         pool = node.labels.get(NODEPOOL)
         if pool is None:
@@ -198,13 +220,14 @@ def node_claim_templates(
     for nc in snapshot.node_claims.values():
         if nc.node_name in claim_nodes and nc.node_name in snapshot.nodes:
             continue  # counted through its node
+        if nc.deleting:
+            continue
         if nc.instance_type in infos:
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 
     templates = []
     daemons = daemon_pods(snapshot.daemon_sets, snapshot.pods)
-    pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
-    for pool in pools:
+    for pool in order_by_weight(snapshot.node_pools.values()):
         requirements = node_pool_requirements(pool)
         runs = pool_daemons(daemons, requirements, pool.taints)
         templates.append(
@@ -229,7 +252,7 @@ def pool_daemons(daemons: list[Pod], requirements, taints) -> list[Pod]:
     terms is compatible with its requirements."""
     out = []
     for pod in daemons:
-        if untolerated_taint(pod.tolerations, taints) is not None:
+        if untolerated_taint(pod.tolerations, taints, prefer_no_schedule=False) is not None:
             continue
         term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
         if term is not None:

@@ -47,6 +47,8 @@ class PodOutcome:
     error: str | None = None
     dra_node_resources: Resources = field(default_factory=dict)
     attempts: int = 0
+    # The preferences dropped to place it (preferences.Relaxation), in the order dropped.
+    relaxed: list = field(default_factory=list)
     validated: bool = False  # an Allocate call got past Request Validation
     # The refusal funnels of the last attempt, in the order tried; read them through
     # ``funnels``. A None entry stands for the funnel of a node refused by counting devices,
@@ -78,7 +80,9 @@ class PodData:
     extended: object | None  # DRAExtendedResource: PodClaims.extended
     requests: Resources  # what the pod needs from the node (milli-units, one ``pods`` slot)
     wanted: list[tuple[str, int]]  # the requests that are not zero
-    terms: list[Requirements]  # node selector + each required node affinity term
+    # Karpenter's pod requirements (node selector, heaviest preferred and first required node
+    # affinity term: preferences.pod_requirements), as the one term a target must allow.
+    terms: list[Requirements]
     check_terms: bool  # whether ``terms`` can refuse anything (a selector or affinity)
     needed: int  # devices the pod's claims need at least (the device-count pre-check)
     specs: list | None  # RefusalCache.specs: what a cached count-stage refusal is keyed by

@@ -1,5 +1,5 @@
-"""Which pending pods Karpenter provisions for, and why it ignores the others (CONTRACT
-sections 3 and 4, ``ignoredPods``).
+"""Which pending pods Karpenter provisions for, and why it ignores the others (docs/
+SIMULATION.md; the result's ``ignoredPods``).
 
 Karpenter's provisioner lists unbound pods, keeps those ``IsProvisionable``
 (``pkg/utils/pod/scheduling.go``: kube-scheduler marked it unschedulable, it is not being

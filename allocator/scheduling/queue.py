@@ -1,4 +1,4 @@
-"""Which pods one provisioning loop schedules, and in what order (CONTRACT section 3).
+"""Which pods one provisioning loop schedules, and in what order (docs/SIMULATION.md).
 
 Karpenter's queue sorts by CPU request descending, then memory descending, then creation time,
 then UID; namespace/name breaks the remaining ties so that a run is reproducible.
@@ -24,7 +24,8 @@ class PodSets:
     displaced: list[Pod] = field(default_factory=list)  # pods of --disrupt nodes rescheduled
     deleting: set[str] = field(default_factory=set)  # "ns/name" of deleting pods
     bound: list[Pod] = field(default_factory=list)  # pods that keep consuming node resources
-    # Pending pods Karpenter does not provision for, in queue order (scheduling/provisionable).
+    # Pending pods Karpenter does not provision for, in queue order (scheduling/provisionable,
+    # docs/SIMULATION.md).
     ignored: list[IgnoredPod] = field(default_factory=list)
     # Pod key -> the volume requirement alternatives of a pending pod whose volumes pin it.
     volume_topology: dict[str, VolumeTopology] = field(default_factory=dict)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from allocator.dfs import count_message
-from allocator.explanation.funnel import Funnel
-from allocator.model import PoolKey, ResourceClaim
+from allocator.errors import AllocationError
+from allocator.explanation.funnel import Funnel, count_message
+from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
 from allocator.scheduling.fit import InstanceTypeInfo
@@ -178,11 +178,11 @@ class RefusalCache:
                 self.validated_specs.add(key)
                 self.state_version += 1  # the device-count pre-check applies to more pods
 
-    def note_validation(self, outcome: PodOutcome, err: BaseException) -> None:
+    def note_validation(self, outcome: PodOutcome, err: AllocationError) -> None:
         """The device-count pre-check is used only for pods whose claims passed Request
         Validation once, so that a claim the allocator rejects (``exceeding maximum``, a
         missing DeviceClass ...) is reported with the allocator's own words on every node."""
-        if getattr(err, "code", None) != "validation":
+        if err.code != "validation":
             self.mark_validated(outcome)
 
     def is_validated(self, outcome: PodOutcome) -> bool:
@@ -280,9 +280,9 @@ class RefusalCache:
                     return [(target.reason_target, hit.funnel, claim_key)]
         return None
 
-    def remember(self, target, claims: list[ResourceClaim], err: BaseException) -> None:
+    def remember(self, target, claims: list[ResourceClaim], err: AllocationError) -> None:
         """Cache the count stage of a failed Allocate on a single-instance-type target."""
-        counted = getattr(err, "counted", None)
+        counted = err.counted
         if not self.enabled or counted is None or len(target.instance_types) > 1:
             return
         reach = err.reach
@@ -401,10 +401,13 @@ class RefusalCache:
             and outcome.seen_validated == outcome.validated
         )
 
-    def shape(self, outcome: PodOutcome, claim_state: ClaimState, traced: bool) -> tuple | None:
-        """Everything an attempt reads from the pod, but its name: pods of one Deployment or
-        Job share it (their claims differ by name only). None when a claim is not simply
-        unallocated or the run is traced (the trace shows every attempt)."""
+    def shape(
+        self, pod: Pod, outcome: PodOutcome, claim_state: ClaimState, traced: bool
+    ) -> tuple | None:
+        """Everything an attempt reads from the pod (``pod``: the outcome's, or as relaxed so
+        far), but its name: pods of one Deployment or Job share it (their claims differ by
+        name only). None when a claim is not simply unallocated or the run is traced (the
+        trace shows every attempt)."""
         if not self.enabled or traced or outcome.pod_claims.error:
             return None
         keys = []
@@ -414,7 +417,6 @@ class RefusalCache:
             if state != "unallocated" or key is None:
                 return None
             keys.append(key)
-        pod = outcome.pod
         return (
             pod.namespace,
             repr(sorted(pod.requests.items())),

@@ -1,4 +1,4 @@
-"""The NodeClaim report: what the result says about each NodeClaim beyond CONTRACT section 4's
+"""The NodeClaim report: what the result says about each NodeClaim beyond docs/RESULT.md's
 core fields (the run page's NodeClaims section).
 
 Two parts, so the scheduling loop stays fast:
@@ -113,7 +113,7 @@ class PruneLog:
             elif stage[0] == DRA_STAGE:
                 _, candidates, result, kept_infos = stage
                 kept = {info.name for info in kept_infos}
-                failed = getattr(result, "failed_instance_types", None) or {}
+                failed = result.failed_instance_types
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
                         message = failed.get(info.name) or (
@@ -254,10 +254,8 @@ class _Devices:
     instance types and the allocator's in-cluster universe."""
 
     def __init__(self, snapshot, allocator) -> None:
-        from allocator.features.state import state_of
-
         self.snapshot = snapshot
-        self.state = state_of(allocator.extensions)
+        self.state = allocator.features
         self._templates: dict[str, dict[DeviceID, Any]] = {}
 
     def get(self, instance_type: str | None, device_id: DeviceID):
@@ -427,7 +425,7 @@ def extend_pod_claims(pod_entries: list[dict], outcomes, run, snapshot) -> None:
     the reachable devices a taint kept from them. The placements on new NodeClaims say the
     same per NodeClaim; this covers existing nodes as well."""
     devices = _Devices(snapshot, run.allocator)
-    if devices.state is None or not devices.state.gates.enabled("DRADeviceTaints"):
+    if devices.state is None or not run.pipeline.gates.enabled("DRADeviceTaints"):
         return
     for entry, outcome in zip(pod_entries, outcomes, strict=True):
         if not entry["scheduled"] or not entry["claims"]:

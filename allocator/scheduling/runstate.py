@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from allocator.errors import AllocationError
 from allocator.model import DeviceID, ResourceClaim
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.hooks import NO_TOPOLOGY, Topology
@@ -23,7 +24,6 @@ class RunState:
     allocator: object  # allocator.Allocator
     cache: RefusalCache
     deleting_pods: set[str]
-    allocation_errors: tuple[type[BaseException], ...] = ()
     counter: DeviceCounter | None = None  # the device-count pre-check of existing nodes
     trace: Trace = NULL_TRACE
     topology: Topology = NO_TOPOLOGY
@@ -119,7 +119,10 @@ class RunState:
     def _maps(self, devices, templates_by_it) -> bool:
         from allocator.features.nodeallocatable import claim_maps_node_resources
 
-        return claim_maps_node_resources(self.allocator, devices, templates_by_it)
+        features = self.allocator.features
+        return features is not None and claim_maps_node_resources(
+            features.devices, self.allocator.pipeline.gates, devices, templates_by_it
+        )
 
     # --- the trace -------------------------------------------------------------------------
 
@@ -134,20 +137,20 @@ class RunState:
             self.trace.add(pod_node, "target", label, "failed", code, reason)
         return reason
 
-    def trace_funnels(self, node: int, err: BaseException) -> None:
+    def trace_funnels(self, node: int, err: AllocationError) -> None:
         from allocator.explanation.funnel import funnel_json
 
-        funnels = getattr(err, "funnels", None)
+        funnels = err.funnels
         if node >= 0 and funnels:
             self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
 
 
-def target_code(err: BaseException) -> str:
+def target_code(err: AllocationError) -> str:
     """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
     from allocator.explanation.funnel import decisive_reason
 
-    code = getattr(err, "code", "allocation")
-    funnels = getattr(err, "funnels", None)
+    code = err.code
+    funnels = err.funnels
     if code == "no-instance-type" and funnels and all(f.whole is None for f in funnels):
         return decisive_reason(funnels[0]) or code
     return code

@@ -1,4 +1,4 @@
-"""Karpenter's provisioning scheduler (``scheduler.go``; CONTRACT section 3; design:
+"""Karpenter's provisioning scheduler (``scheduler.go``; docs/SIMULATION.md; design:
 Integration with Karpenter's Scheduler).
 
 ``solve`` takes the pending pods in queue order and retries the failed ones, pass after pass,
@@ -14,18 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel
 from allocator.model import Pod, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
-from allocator.scheduling.fit import pod_requests, pod_requirement_terms
+from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
+from allocator.scheduling.fit import min_values_message, min_values_shortfall, pod_requests
+from allocator.scheduling.gosort import slice_sort
 from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
 from allocator.scheduling.poddata import PodData, PodOutcome
+from allocator.scheduling.preferences import Preferences, Relaxation, pod_requirements
 from allocator.scheduling.runstate import RunState
 from allocator.trace import NULL_TRACE
 
@@ -38,12 +42,16 @@ class Scheduler:
         existing: list[ExistingNode],
         templates: list[NodeClaimTemplate],
         names: NodeClaimNames,
+        preferences: Preferences,
     ) -> None:
         self.state = state
+        self.preferences = preferences
         self.existing = existing  # initialized first, then the others, each by name
         self.templates = templates  # by weight descending, then name
         self.names = names
         self.node_claims: list[NodeClaim] = []  # created in this run, in creation order
+        # The same, in the order Karpenter's in-place sorts by pod count leave them.
+        self._by_pods: list[NodeClaim] = []
 
     def claim_state(self, claim: ResourceClaim) -> str:
         return self.state.claim_state(claim)
@@ -80,7 +88,37 @@ class Scheduler:
             if not placed_any or not failed:
                 break
             queue = failed  # Karpenter retries while the previous pass made progress
+        self._truncate_instance_types(outcomes)
         return outcomes
+
+    def _truncate_instance_types(self, outcomes: list[PodOutcome]) -> None:
+        """Karpenter's Results.TruncateInstanceTypes: a NodeClaim launches with its cheapest
+        MAX_INSTANCE_TYPES instance types; when those no longer meet its requirements'
+        minValues, the NodeClaim is not launched and its pods are not scheduled."""
+        dropped: dict[str, str] = {}  # NodeClaim name -> why
+        for nc in self.node_claims:
+            if len(nc.candidates) <= MAX_INSTANCE_TYPES:
+                continue
+            # The candidates are in the order of their cheapest allowed offering already.
+            kept = nc.candidates[:MAX_INSTANCE_TYPES]
+            short = min_values_shortfall(kept, nc.requirements)
+            if short:
+                dropped[nc.name] = (
+                    "pod didn't schedule because NodePool couldn't meet minValues requirements, "
+                    f"validating minValues, {min_values_message(short)}"
+                )
+            else:
+                nc.candidates = kept
+        if not dropped:
+            return
+        for outcome in outcomes:
+            target = outcome.target
+            if isinstance(target, NodeClaim) and target.name in dropped:
+                outcome.scheduled = False
+                outcome.target = None
+                outcome.error = dropped[target.name]
+                outcome.reasons = [(f"nodepool/{target.node_pool}", outcome.error)]
+        self.node_claims = [nc for nc in self.node_claims if nc.name not in dropped]
 
     def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
         """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
@@ -90,7 +128,8 @@ class Scheduler:
         start_nodes = state.allocator.dfs_nodes
         start_version = cache.state_version  # the attempt itself may change it (validation)
         start_validated = outcome.validated
-        shape = cache.shape(outcome, state.claim_state, state.trace.enabled) if replay else None
+        traced = state.trace.enabled
+        shape = cache.shape(outcome.pod, outcome, state.claim_state, traced) if replay else None
         if shape is not None:
             seen = cache.seen_shape(shape)
             if seen is not None:
@@ -131,32 +170,56 @@ class Scheduler:
             outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
             trace.set(pod_node, "failed", "node-resources", shared)
             return False
-        data = self._pod_data(outcome, pod_node)
-        decision = self._decide(data, explain=True)
+        decision, data, relaxed = self._try_schedule(outcome, pod_node, explain=True)
         if decision is not None:
+            outcome.relaxed = relaxed
             self._commit(data, decision)
             return True
+        if relaxed:
+            state.topology.update(pod)  # the pod's groups as written again, for its retries
         outcome.error = explain.summarize(outcome.reasons)
         outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
         trace.set(pod_node, "failed", "unschedulable", outcome.error)
         return False
 
-    def pod_data(self, pod: Pod, pod_claims: PodClaims) -> PodData:
-        """What every target reads of ``pod`` in an (untraced) attempt starting now."""
-        return self._pod_data(PodOutcome(pod, pod_claims), -1)
-
-    def _pod_data(self, outcome: PodOutcome, pod_node: int) -> PodData:
-        """What every target reads of the pod in this attempt (Karpenter's updateCachedPodData)."""
-        state = self.state
+    def _try_schedule(
+        self, outcome: PodOutcome, pod_node: int, explain: bool, trial: bool = False
+    ) -> tuple[Decision | None, PodData, list[Relaxation]]:
+        """Karpenter's trySchedule: every preference held as required first, then dropped one
+        at a time (Preferences.relax) until a target takes the pod or nothing is left to drop.
+        The reasons and funnels of the last try are the pod's; only they are explained."""
         pod = outcome.pod
+        relaxed: list[Relaxation] = []
+        following = self.preferences.relax(pod)
+        while True:
+            outcome.reasons = []
+            outcome.funnel_log = []
+            data = self._pod_data(outcome, pod_node, pod)
+            decision = self._decide(data, explain=explain and following is None, trial=trial)
+            if decision is not None or following is None:
+                return decision, data, relaxed
+            pod, relaxation = following
+            relaxed.append(relaxation)
+            self.state.topology.update(pod)
+            following = self.preferences.relax(pod)
+
+    def pod_data(self, pod: Pod, pod_claims: PodClaims) -> PodData:
+        """What every target reads of ``pod`` in an (untraced) attempt starting now, every
+        preference held as required."""
+        return self._pod_data(PodOutcome(pod, pod_claims), -1, pod)
+
+    def _pod_data(self, outcome: PodOutcome, pod_node: int, pod: Pod) -> PodData:
+        """What every target reads of the pod (``pod``: as relaxed so far) in this try
+        (Karpenter's updateCachedPodData)."""
+        state = self.state
         requests = pod_requests(pod)
         extended = outcome.pod_claims.extended
         if extended is not None:
             # DRAExtendedResource: where DRA serves them, not counted against allocatable.
             requests = extended.without(requests)
-        terms = pod_requirement_terms(pod)
+        terms = [pod_requirements(pod)]
         claims = outcome.pod_claims.claims
-        check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
+        check_terms = bool(terms[0].keys())
         ports = host_ports(pod)
         volumes = state.volumes.volumes(pod)
         alternatives = state.volumes.alternatives(pod)
@@ -181,10 +244,10 @@ class Scheduler:
 
     # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------
 
-    def _decide(self, pod: PodData, explain: bool) -> Decision | None:
+    def _decide(self, pod: PodData, explain: bool, trial: bool = False) -> Decision | None:
         """The first target that can take the pod, or None with the pod's outcome holding a
         reason per target tried (and, with ``explain``, the words and funnels of every
-        refusal that was found without them)."""
+        refusal that was found without them). A ``trial`` leaves the NodeClaims' order alone."""
         state = self.state
         cache = state.cache
         outcome = pod.outcome
@@ -215,11 +278,15 @@ class Scheduler:
         quick = cache.nodeclaim_caches and not state.trace.enabled
         deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
         shape = (
-            cache.shape(outcome, state.claim_state, state.trace.enabled)
+            cache.shape(pod.pod, outcome, state.claim_state, state.trace.enabled)
             if quick and self.node_claims
             else None
         )
-        for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
+        # Karpenter re-sorts its NodeClaims in place by pod count before each pod, with Go's
+        # sort.Slice: ties stay where that (unstable) sort leaves them, pod after pod.
+        node_claims = list(self._by_pods) if trial else self._by_pods
+        slice_sort(node_claims, _fewer_pods)
+        for nc in node_claims:
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
@@ -259,7 +326,6 @@ class Scheduler:
             if decision.new:
                 template = next(t for t in self.templates if t.name == target.node_pool)
                 self.names.take(template.name)
-                target.order = len(self.node_claims)
                 state.prunes.started(
                     target.id,
                     template.name,
@@ -270,7 +336,8 @@ class Scheduler:
                 )
                 target.add(pod, decision, state)
                 self.node_claims.append(target)
-                template.launched.append(target)
+                self._by_pods.append(target)
+                template.launched(target)
             else:
                 target.add(pod, decision, state)
         else:
@@ -328,9 +395,9 @@ class Scheduler:
                 try:
                     allocator.allocate(target, claims, pod=pod.pod)
                     found = []  # cannot happen (the pre-check is sound); explain nothing
-                except state.allocation_errors as err:
+                except AllocationError as err:
                     state.cache.remember(target, claims, err)
-                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                    found = [(target.reason_target, f, None) for f in err.funnels]
                 finally:
                     allocator.dfs_nodes = nodes
             if node >= 0 and found:
@@ -364,10 +431,13 @@ class Scheduler:
         if not counting:
             state.counter = None
         try:
-            data = self.pod_data(pod, pod_claims)
-            if pod_claims.error is not None or state.shared_mapping_problem(data.outcome):
+            outcome = PodOutcome(pod, pod_claims)
+            if pod_claims.error is not None or state.shared_mapping_problem(outcome):
                 return None
-            return self._decide(data, explain=False)
+            decision, _, relaxed = self._try_schedule(outcome, -1, explain=False, trial=True)
+            if relaxed:
+                state.topology.update(pod)
+            return decision
         finally:
             state.trace, state.counter, state.cache.validated_specs = saved
             state.allocator.dfs_nodes = dfs_nodes
@@ -376,6 +446,10 @@ class Scheduler:
         """Forget every cached refusal and replayable attempt: call it after changing the
         allocation state other than through a placement (a trial that frees devices ...)."""
         self.state.invalidate_caches()
+
+
+def _fewer_pods(a: NodeClaim, b: NodeClaim) -> bool:
+    return len(a.pods) < len(b.pods)
 
 
 def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:

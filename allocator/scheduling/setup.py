@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from allocator.allocator import Allocator
+from allocator.bindings import AttributeBindings
+from allocator.explanation.messages import HolderIndex
+from allocator.features.gates import FeatureGates
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
+from allocator.pipeline import Pipeline
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes
@@ -23,10 +29,12 @@ from allocator.scheduling.initialization import (
     slice_universe,
 )
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, node_claim_templates
+from allocator.scheduling.preferences import Preferences
 from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
 from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.scheduler import Scheduler
+from allocator.scheduling.tuning import DEFAULT_TUNING, Tuning
 from allocator.scheduling.volumes import RunVolumes, Storage
 from allocator.scheduling.volumes import usage_of as volume_usage_of
 from allocator.trace import Trace
@@ -35,7 +43,8 @@ from allocator.trace import Trace
 @dataclass(slots=True)
 class Run:
     scheduler: Scheduler
-    allocator: object
+    allocator: Allocator
+    pipeline: Pipeline  # the run's features (``pipeline.gates``) and checks
     pods: PodSets
     pod_claims: dict[str, PodClaims]
     generated_claims: dict[str, ResourceClaim]
@@ -44,17 +53,20 @@ class Run:
     seed: set = field(default_factory=set)
 
 
-def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
-    """``pipeline``: the run's device checks and the rest of the DRA features' wiring
-    (``allocator/pipeline.py``); by default ``build_pipeline(options.gates)``."""
-    from allocator.allocator import AllocationError, Allocator
-    from allocator.bindings import AttributeBindings
-    from allocator.pipeline import build_pipeline
-
-    if pipeline is None:
-        pipeline = build_pipeline(options.gates)
-
-    disrupted = check_candidates(snapshot, options.disrupt)
+def build_run(
+    snapshot: Snapshot,
+    pipeline: Pipeline,
+    trace: Trace,
+    *,
+    timeout: float,
+    disrupt: Sequence[str] = (),
+    tuning: Tuning = DEFAULT_TUNING,
+) -> Run:
+    """``pipeline``: the run's features (its gates), device checks and the rest of the DRA
+    features' wiring (``allocator/pipeline.py``); ``timeout``: of each Allocate's search;
+    ``disrupt``: the nodes whose disruption is simulated; ``tuning``: the scheduler's fast
+    paths."""
+    disrupted = check_candidates(snapshot, list(disrupt))
     going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
     storage = Storage.of(snapshot)
     pods = collect_pods(snapshot.pods, going_away, set(disrupted), storage)
@@ -74,12 +86,17 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         bindings,
         snapshot.device_classes,
         pipeline=pipeline,
-        **_allocator_kwargs(snapshot, options, pods.deleting),
+        deleting_pods=pods.deleting,
+        namespaces=snapshot.namespaces,
+        timeout=timeout,
+        device_taint_rules=snapshot.device_taint_rules,
+        resource_claims=snapshot.resource_claims,
+        nodes=snapshot.nodes,
     )
 
     generated = generate_template_claims(pods.pending, snapshot)
     pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
-    _attach_extended_claims(snapshot, options, pods.pending, pod_claims)
+    _attach_extended_claims(snapshot, pipeline.gates, pods.pending, pod_claims)
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
     existing = existing_nodes(
@@ -95,43 +112,43 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         seed,
         {t.name: snapshot.nodes[t.name].labels for t in existing if t.kind == EXISTING},
     )
-    templates = node_claim_templates(snapshot, per_pool, disrupted, infos)
-    # Refusing by the funnel: an existing node whose cached count stage shows a pod's
-    # requests cannot be met is refused without running Allocate there; a retry in an
-    # unchanged state is skipped. NodeClaim caches: a NodeClaim's refusal is first found
-    # without its words (Allocate's ``explain`` off) and explained only when the pod fails
-    # everywhere. Both off only to prove that decisions do not depend on them.
-    funnel_refusal = getattr(options, "funnel_refusal", True)
-    nodeclaim_caches = getattr(options, "nodeclaim_caches", True)
-    allocator.fresh_funnels = {} if nodeclaim_caches else None
+    templates = node_claim_templates(snapshot, per_pool, going_away, infos)
+    # The fast paths (see Tuning); off only to prove that decisions do not depend on them.
+    allocator.fresh_funnels = {} if tuning.nodeclaim_caches else None
     state = RunState(
         allocator=allocator,
         cache=RefusalCache(
-            enabled=funnel_refusal,
-            nodeclaim_caches=nodeclaim_caches,
+            enabled=tuning.funnel_refusal,
+            nodeclaim_caches=tuning.nodeclaim_caches,
             nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
         ),
         deleting_pods=pods.deleting,
-        allocation_errors=(AllocationError,),
         counter=counter,
         trace=trace,
         topology=NO_TOPOLOGY,
         volumes=RunVolumes(storage, pods.volume_topology),
-        filter_memo={} if nodeclaim_caches else None,
+        filter_memo={} if tuning.nodeclaim_caches else None,
     )
     # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
-    from allocator.explanation.messages import HOLDERS, SELECTOR_WORDS, HolderIndex
-
-    allocator.extensions[HOLDERS] = HolderIndex(allocator, state.claim_users)
-    if funnel_refusal:  # selector refusals worded once per values read
-        allocator.extensions[SELECTOR_WORDS] = {}
+    allocator.wording.holders = HolderIndex(
+        allocator.resource_claims, allocator.claim_metadata, allocator.tracker, state.claim_users
+    )
+    if tuning.funnel_refusal:  # selector refusals worded once per values read
+        allocator.wording.selector_words = {}
+    # Relaxing tolerates PreferNoSchedule taints only where a NodePool has one (Karpenter's).
+    prefer_no_schedule = any(
+        t.effect == "PreferNoSchedule" for pool in snapshot.node_pools.values() for t in pool.taints
+    )
     scheduler = Scheduler(
         state=state,
         existing=existing,
         templates=templates,
         names=NodeClaimNames(set(snapshot.node_claims) | set(snapshot.nodes)),
+        preferences=Preferences(tolerate_prefer_no_schedule=prefer_no_schedule),
     )
-    return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
+    return Run(
+        scheduler, allocator, pipeline, pods, pod_claims, generated, universe, disrupted, seed
+    )
 
 
 def _count_usage(
@@ -149,12 +166,17 @@ def _count_usage(
         node.volume_usage = volume_usage_of(csi_node, pods, storage)
 
 
-def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) -> None:
+def _attach_extended_claims(
+    snapshot: Snapshot,
+    gates: FeatureGates,
+    pending: list[Pod],
+    pod_claims: dict[str, PodClaims],
+) -> None:
     """DRAExtendedResource: each pending pod's claim for the extended resources a DeviceClass
     serves comes last among its claims, as kube-scheduler puts it."""
     from allocator.features import extendedresources as ext
 
-    if not options.gates.enabled(ext.GATE):
+    if not gates.enabled(ext.GATE):
         return
     mapping = ext.class_mapping(snapshot.device_classes)
     if not mapping:
@@ -171,16 +193,3 @@ def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) ->
             claims.extended = found
             if found.claim is not None:
                 claims.claims.append(found.claim)
-
-
-def _allocator_kwargs(snapshot: Snapshot, options, deleting: set[str]) -> dict:
-    return {
-        "deleting_pods": deleting,
-        "namespaces": snapshot.namespaces,
-        "gates": options.gates,
-        "timeout": options.timeout,
-        "device_taint_rules": snapshot.device_taint_rules,
-        "resource_claims": snapshot.resource_claims,
-        "binding_timeout_seconds": options.binding_timeout_seconds,
-        "nodes": snapshot.nodes,
-    }

@@ -1,4 +1,4 @@
-"""The cluster snapshot loader (CONTRACT section 1).
+"""The cluster snapshot loader (docs/SNAPSHOT.md).
 
 ``load_files`` / ``load_paths`` read every accepted encoding and kind into
 ``allocator.model.Snapshot``; ``SnapshotError.problems`` lists every problem of a load, each as

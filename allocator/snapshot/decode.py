@@ -3,7 +3,7 @@
 Accepted encodings: multi-document YAML, a JSON object, a JSON array, and ``kind: List`` /
 ``kind: *List`` wrappers with ``items`` in either. Objects are numbered per file from 1 in the
 order they appear after flattening Lists, skipping empty YAML documents: "doc 7" is the
-seventh object of the file (CONTRACT section 1).
+seventh object of the file (docs/SNAPSHOT.md).
 
 Speed without changing what a file means:
 

@@ -1,7 +1,7 @@
 """Typed field access that records problems with field paths instead of raising.
 
 Every reader returns a usable default after recording a problem, so one pass over a snapshot
-collects all of its problems (CONTRACT section 1: the user sees every problem at once).
+collects all of its problems (docs/SNAPSHOT.md: the user sees every problem at once).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Karpenter kinds (NodePool, NodeClaim) and the cloud provider's InstanceType catalog.
 
-InstanceType comes either as ``dra-web.io/v1alpha1 InstanceType`` (CONTRACT section 1) or as an
+InstanceType comes either as ``dra-web.io/v1alpha1 InstanceType`` (docs/SNAPSHOT.md) or as an
 element of Karpenter KWOK's ``instance_types.json`` array, converted here to the former.
 """
 

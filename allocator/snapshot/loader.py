@@ -1,4 +1,4 @@
-"""Load a cluster snapshot (CONTRACT section 1) into ``allocator.model.Snapshot``.
+"""Load a cluster snapshot (docs/SNAPSHOT.md) into ``allocator.model.Snapshot``.
 
 All problems of a load are collected, then raised together as one ``SnapshotError``; each
 reads ``FILE doc N Kind namespace/name: field.path: message`` with N the 1-based position of
@@ -20,6 +20,7 @@ from allocator.snapshot.decode import RawObject, decode_file
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context, check_metadata
 from allocator.snapshot.names import DNS_LABEL, DNS_SUBDOMAIN, NAME_RULES, name_problem
+from allocator.snapshot.unsimulated import SkippedKinds, field_warnings, kind_row
 
 SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -142,6 +143,7 @@ def _load_object(
     snapshot: Snapshot,
     problems: list[str],
     seen: dict[tuple[str, str], str],
+    skipped: SkippedKinds,
 ) -> None:
     obj = raw.obj
     where = f"{raw.file} doc {raw.index}"
@@ -177,6 +179,10 @@ def _load_object(
     namespace = md.get("namespace") if md_ok and isinstance(md.get("namespace"), str) else None
     spec = KINDS.get(kind)
     if spec is None or (api_version is not None and _group(api_version) != spec.group):
+        row = kind_row(kind, _group(api_version) if api_version is not None else None)
+        if row is not None:  # changes scheduling: one warning per kind, saying why
+            skipped.add(row, obj)
+            return
         label = f"{namespace}/{name}" if namespace else (name or "<unnamed>")
         snapshot.warnings.append(
             f"{where} {kind} {label}: unknown kind {kind} ({api_version or 'no apiVersion'}), "
@@ -224,6 +230,7 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
     problems: list[str] = []
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
+    skipped = SkippedKinds()
     # Decoding and building make millions of objects and no reference cycles (self-referring
     # YAML aliases are refused): the cycle collector's passes over them are pure cost, about
     # a fifth of a 10 MB load.
@@ -232,14 +239,20 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
     try:
         for name, content in files:
             for raw in decode_file(name, content, problems):
-                _load_object(raw, snapshot, problems, seen)
+                _load_object(raw, snapshot, problems, seen, skipped)
     finally:
         if collecting:
             gc.enable()
+    return _finish(snapshot, problems, skipped)
+
+
+def _finish(snapshot: Snapshot, problems: list[str], skipped: SkippedKinds) -> Snapshot:
     if problems:
         raise SnapshotError(problems)
     if not snapshot.documents:
         raise SnapshotError(["snapshot holds no recognised objects"])
+    snapshot.warnings.extend(skipped.warnings())
+    snapshot.unsimulated = field_warnings(snapshot.documents)
     return snapshot
 
 
@@ -253,16 +266,13 @@ def load_documents(documents: list[tuple[str, dict]], file: str = "stored") -> S
     problems: list[str] = []
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
+    skipped = SkippedKinds()
     for index, (kind, raw) in enumerate(documents, start=1):
         if isinstance(raw, dict) and raw.get("kind") != kind:
             problems.append(f"{file} doc {index}: stored as {kind} but holds {raw.get('kind')}")
             continue
-        _load_object(RawObject(file, index, raw), snapshot, problems, seen)
-    if problems:
-        raise SnapshotError(problems)
-    if not snapshot.documents:
-        raise SnapshotError(["snapshot holds no recognised objects"])
-    return snapshot
+        _load_object(RawObject(file, index, raw), snapshot, problems, seen, skipped)
+    return _finish(snapshot, problems, skipped)
 
 
 def _expand(path: str) -> list[str]:

@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from allocator.features.gates import GATE_NAMES
+from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS
 from dra_web.reviews.models import Review
 
 
@@ -33,6 +33,16 @@ class UploadForm(forms.Form):
     name = forms.CharField(max_length=200, required=False, label="Name")
 
 
+# The run form's Kubernetes version: "auto" leaves it to the snapshot (a live import's server
+# version, else every gate on), "all" asks for every gate on, or a release's preset.
+VERSION_AUTO, VERSION_ALL = "auto", "all"
+GATE_DEFAULT, GATE_ON, GATE_OFF = "", "on", "off"
+
+
+def gate_field(name: str) -> str:
+    return f"gate-{name}"
+
+
 class RunForm(forms.Form):
     snapshot = forms.IntegerField(widget=forms.HiddenInput, required=False)
     timeout = forms.FloatField(
@@ -41,12 +51,12 @@ class RunForm(forms.Form):
         initial=5.0,
         label="DFS timeout (seconds per Allocate)",
     )
-    gates = forms.MultipleChoiceField(
-        choices=[(g, g) for g in GATE_NAMES],
+    kubernetes_version = forms.ChoiceField(
+        choices=[(VERSION_AUTO, VERSION_AUTO), (VERSION_ALL, VERSION_ALL)]
+        + [(v, v) for v in KUBERNETES_VERSIONS],
         required=False,
-        initial=list(GATE_NAMES),
-        widget=forms.CheckboxSelectMultiple,
-        label="Feature gates",
+        initial=VERSION_AUTO,
+        label="Kubernetes version",
     )
     disrupt = forms.CharField(
         required=False,
@@ -59,20 +69,33 @@ class RunForm(forms.Form):
     def __init__(self, *args, nodes: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["disrupt_nodes"].choices = [(n, n) for n in nodes or []]
+        for name in GATE_NAMES:  # each gate: the version's default, or set on or off
+            self.fields[gate_field(name)] = forms.ChoiceField(
+                choices=[(GATE_DEFAULT, "default"), (GATE_ON, "on"), (GATE_OFF, "off")],
+                required=False,
+                label=name,
+            )
 
     def options(self) -> dict:
         data = self.cleaned_data
-        enabled = set(data.get("gates") or [])
         disrupt = [n for n in re.split(r"[,\s]+", data.get("disrupt") or "") if n]
         for node in data.get("disrupt_nodes") or []:
             if node not in disrupt:
                 disrupt.append(node)
-        return {
+        options = {
             "timeout": data["timeout"],
-            "featureGates": {g: g in enabled for g in GATE_NAMES},
+            "featureGates": {
+                name: data[gate_field(name)] == GATE_ON
+                for name in GATE_NAMES
+                if data.get(gate_field(name)) in (GATE_ON, GATE_OFF)
+            },
             "disrupt": disrupt,
             "trace": bool(data.get("trace")),
         }
+        version = data.get("kubernetes_version") or VERSION_AUTO
+        if version != VERSION_AUTO:  # auto: the snapshot decides (runs.services.start_run)
+            options["kubernetesVersion"] = None if version == VERSION_ALL else version
+        return options
 
 
 class CommentForm(forms.Form):

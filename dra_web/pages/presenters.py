@@ -1,4 +1,5 @@
-"""Turn a run's result document (CONTRACT section 4) into what the pages show.
+"""Turn a run's result document (docs/RESULT.md) and a snapshot's objects into what the
+pages show.
 
 Pure functions over plain dicts: the result may come from any version of the scheduler, so
 every field is read with a default and unknown fields are passed through, never required.
@@ -11,6 +12,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
+
+from django.core.paginator import Page, Paginator
 
 from allocator.trace import parse_new_nodeclaim_label
 
@@ -41,6 +44,12 @@ REASON_PHRASES: tuple[tuple[str, str], ...] = (
     ("allocat", "no free device"),
     ("invalid", "invalid pool"),
 )
+
+
+def page_of(items, per_page: int, number: str | None) -> Page:
+    """The page ``number`` (a query parameter, unparsed: anything out of range is the nearest
+    page) of ``items``."""
+    return Paginator(items, per_page).get_page(number)
 
 
 _NODEPOOL_PREFIX = re.compile(r'^incompatible with nodepool "[^"]*",\s*', re.IGNORECASE)
@@ -131,11 +140,6 @@ def failure_overview(pods: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """Across every failed pod: how many failed for each phrase of its ``error``."""
     counts = Counter(reason_phrase(p.get("error")) for p in pods if not p.get("scheduled"))
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
-def split_pod_key(key: str) -> tuple[str, str]:
-    namespace, _, name = (key or "").partition("/")
-    return (namespace, name) if name else ("default", namespace)
 
 
 def target_text(target: dict[str, Any] | None) -> str:
@@ -291,8 +295,8 @@ def reason_groups(
     """Targets that refused a pod the same way, as one row each: ``{group, reason, phrase,
     count, examples}``; nodes first, then NodeClaims, then NodePools, larger groups first.
 
-    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, CONTRACT
-    section 4) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
+    Entries already aggregated by the scheduler (``targets``/``exampleTargets``, as
+    docs/RESULT.md allows) count for their ``targets``; so a pod refused by 1,000 nodes for one reason is
     one row whatever the result's form."""
     order = {"nodes": 0, "NodeClaims": 1, "NodePools": 2}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -332,7 +336,7 @@ def target_count(reasons: list[dict[str, Any]]) -> int:
     return total
 
 
-# --- the refusal funnel (CONTRACT section 4, pods[].explanation) ----------------------------
+# --- the refusal funnel (docs/RESULT.md, pods[].explanation) ----------------------------
 
 
 def pool_anchor(driver: str, pool: str) -> str:
@@ -423,7 +427,7 @@ def pool_links(
     return out
 
 
-# --- suggestions (CONTRACT section 4, pods[].suggestions) ------------------------------------
+# --- suggestions (docs/RESULT.md, pods[].suggestions) ------------------------------------
 
 _FIELD_PART = re.compile(r"^(?P<name>[^\[\]]+)(?:\[(?P<index>\d+)\])?$")
 
@@ -783,3 +787,99 @@ def funnel_diff(
             if len(rows) >= limit:
                 return rows
     return rows
+
+
+def device_class_rows(device_classes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot page's DeviceClass table: each class's selectors as CEL text, its extended
+    resource name and config (``device_classes``: objects_by_kind entries)."""
+    rows = []
+    for obj in device_classes:
+        spec = obj["raw"].get("spec") or {}
+        rows.append(
+            {
+                "name": obj["name"],
+                "selectors": selector_texts(spec.get("selectors")),
+                "extendedResourceName": spec.get("extendedResourceName"),
+                "config": spec.get("config") or [],
+            }
+        )
+    return rows
+
+
+def selector_texts(selectors: list[dict[str, Any]] | None) -> list[str]:
+    """Device selectors as their CEL expressions (any other kind of selector as it is)."""
+    return [(s.get("cel") or {}).get("expression") or str(s) for s in selectors or []]
+
+
+# --- feature gates and Kubernetes version presets --------------------------------------------
+
+
+def gates_view(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Which gates a run had (from its options or its result: both carry ``featureGates`` and
+    ``kubernetesVersion``): the preset's label, and each gate with its preset default and
+    whether the run set it apart from that default."""
+    from allocator.features.gates import KUBERNETES_VERSIONS, preset
+
+    options = options or {}
+    gates = options.get("featureGates") or {}
+    version = options.get("kubernetesVersion")
+    known = version in KUBERNETES_VERSIONS
+    defaults = preset(version) if known else dict.fromkeys(gates, True)
+    if known:
+        label = f"Kubernetes {version} defaults"
+    else:
+        label = (
+            "every DRA feature on (no Kubernetes version: a debugger's default, not a cluster's)"
+        )
+    rows = [
+        {
+            "name": name,
+            "on": on,
+            "default": defaults.get(name, True),
+            "set": defaults.get(name, True) != on,
+        }
+        for name, on in gates.items()
+    ]
+    return {
+        "version": version if known else None,
+        "label": label,
+        "gates": rows,
+        "set": [row for row in rows if row["set"]],
+        "on": sum(1 for row in rows if row["on"]),
+    }
+
+
+def gate_presets() -> dict[str, Any]:
+    """Every gate's default in each release that has a preset: the run form's reference."""
+    from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS, preset
+
+    by_version = {v: preset(v) for v in KUBERNETES_VERSIONS}
+    return {
+        "versions": KUBERNETES_VERSIONS,
+        "rows": [
+            {"name": name, "defaults": [by_version[v][name] for v in KUBERNETES_VERSIONS]}
+            for name in GATE_NAMES
+        ],
+    }
+
+
+def version_choices(
+    fixed: bool, cluster_version: str | None = None, server_version: str = ""
+) -> list[dict[str, str]]:
+    """The run form's Kubernetes version options; the first ("auto") leaves it to the snapshot.
+    ``fixed``: the form runs one known snapshot, whose runs default to ``cluster_version`` (its
+    live-imported server's release, ``server_version`` as the server said it) or to every
+    gate on when that is None."""
+    from allocator.features.gates import KUBERNETES_VERSIONS
+
+    if not fixed:
+        auto = "the snapshot's: a live import's cluster version, else every DRA feature on"
+    elif cluster_version:
+        auto = f"Kubernetes {cluster_version} defaults (this cluster's version, {server_version})"
+    else:
+        auto = "every DRA feature on (the snapshot names no Kubernetes version)"
+    return [
+        {"value": "auto", "label": auto},
+        {"value": "all", "label": "every DRA feature on (a debugger's default)"},
+        *({"value": v, "label": f"Kubernetes {v} defaults"} for v in KUBERNETES_VERSIONS),
+    ]

@@ -10,15 +10,17 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from allocator.trace import parse_new_nodeclaim_label
+from dra_web.pages import presenters
+from dra_web.runs import selectors as run_selectors
+from dra_web.snapshots.services import load_snapshot
 
 _CACHE_SIZE = 6
 _lock = threading.Lock()
 _models: OrderedDict[tuple[int, str], Any] = OrderedDict()
-_reason_counts: OrderedDict[tuple[int, str], list] = OrderedDict()
 
 
-def _remember(cache: OrderedDict, key, build):
+def _remember(cache: OrderedDict, key, build, kept: int = _CACHE_SIZE):
+    """``cache[key]``, built the first time; the ``kept`` most recently used entries stay."""
     with _lock:
         if key in cache:
             cache.move_to_end(key)
@@ -26,14 +28,13 @@ def _remember(cache: OrderedDict, key, build):
     value = build()
     with _lock:
         cache[key] = value
-        while len(cache) > _CACHE_SIZE:
+        while len(cache) > kept:
             cache.popitem(last=False)
     return value
 
 
 def snapshot_model(snapshot):
     """The snapshot as ``allocator.model.Snapshot``; None when it no longer loads."""
-    from dra_web.snapshots.services import load_snapshot
 
     def build():
         try:
@@ -43,6 +44,12 @@ def snapshot_model(snapshot):
 
     # Keyed by content too: a database reset (tests) may reuse ids for other snapshots.
     return _remember(_models, (snapshot.pk, snapshot.content_hash), build)
+
+
+def node_names(snapshot) -> list[str]:
+    """The snapshot's nodes, sorted (what a run may disrupt); none when it no longer loads."""
+    model = snapshot_model(snapshot)
+    return sorted(model.nodes) if model is not None else []
 
 
 # --- claims: the intent beside the decision ------------------------------------------------
@@ -133,9 +140,7 @@ def _request_body(body: dict) -> dict[str, Any]:
     mode = body.get("allocationMode") or "ExactCount"
     return {
         "deviceClassName": body.get("deviceClassName"),
-        "selectors": [
-            (s.get("cel") or {}).get("expression") or str(s) for s in body.get("selectors") or []
-        ],
+        "selectors": presenters.selector_texts(body.get("selectors")),
         "allocationMode": mode,
         "count": body.get("count", 1) if mode == "ExactCount" else "all",
         "adminAccess": bool(body.get("adminAccess")),
@@ -258,130 +263,13 @@ def device_info(model, driver: str, pool: str, device: str) -> dict[str, Any] | 
     return None
 
 
-# --- the search tree -------------------------------------------------------------------------
-
-
-def trace_overview(run, *, max_depth: int = 12, min_fraction: float = 1 / 2000) -> dict:
-    """Icicle rectangles from the indexed trace rows, without reading the whole trace.
-
-    A DFS records a node before its subtree, so a subtree's ids are contiguous and a node's
-    horizontal offset in the icicle is simply its id."""
-    from dra_web.runs.models import TraceNode
-
-    total = run.trace_node_count or TraceNode.objects.filter(run=run).count()
-    if not total:
-        return {"total": 0, "depth": 0, "rects": []}
-    threshold = max(0, int(total * min_fraction) - 1)
-    rows = (
-        TraceNode.objects.filter(run=run, descendants__gte=threshold, depth__lte=max_depth)
-        .order_by("node_id")
-        .values_list("node_id", "depth", "descendants", "status")
-    )
-    rects = [[nid, depth, nid, desc + 1, status] for nid, depth, desc, status in rows]
-    deepest = max((r[1] for r in rects), default=0)
-    return {"total": total, "depth": deepest + 1, "rects": rects}
-
-
-def trace_reveal(run, node_id: int, page: int = 200) -> list[dict[str, Any]]:
-    """For each node from the root to ``node_id``: its id, its index among its siblings, and
-    the page of siblings around it, so that the tree opens the path in one round trip."""
-    from dra_web.runs.models import TraceNode
-    from dra_web.runs.selectors import trace_children
-
-    chain = []
-    current = TraceNode.objects.filter(run=run, node_id=node_id).values("node_id", "parent").first()
-    while current is not None:
-        chain.append(current)
-        if current["parent"] is None:
-            break
-        current = (
-            TraceNode.objects.filter(run=run, node_id=current["parent"])
-            .values("node_id", "parent")
-            .first()
-        )
-    chain.reverse()
-    out = []
-    for step in chain:
-        siblings = TraceNode.objects.filter(run=run, parent=step["parent"])
-        index = siblings.filter(node_id__lt=step["node_id"]).count()
-        offset = max(0, index - page // 2)
-        out.append(
-            {
-                "id": step["node_id"],
-                "index": index,
-                "page": {
-                    "parent": step["parent"],
-                    "offset": offset,
-                    "total": siblings.count(),
-                    "nodes": trace_children(run, step["parent"], offset=offset, limit=page),
-                },
-            }
-        )
-    return out
-
-
-def trace_children_window(
-    run, parent: int | None, *, offset: int = 0, limit: int = 200, expand: int = 0
-) -> dict[str, Any]:
-    """One page of a node's children (the roots for None) with their total, optionally with
-    the successful paths below opened (``expand_ok_paths``)."""
-    from dra_web.runs.models import TraceNode
-    from dra_web.runs.selectors import trace_children
-
-    total = TraceNode.objects.filter(run=run, parent=parent).count()
-    nodes = trace_children(run, parent, offset=offset, limit=limit)
-    if expand:
-        expand_ok_paths(run, nodes, expand)
-    if parent is None:
-        passes = root_passes(run)
-        for n in nodes:
-            if n.get("kind") == "pod" and n["id"] in passes:
-                n["pass"] = passes[n["id"]]
-    return {"parent": parent, "offset": offset, "total": total, "nodes": nodes}
-
-
-_passes: OrderedDict[tuple[int, str], dict[int, int]] = OrderedDict()
-
-
-def root_passes(run) -> dict[int, int]:
-    """The retry pass of each pod attempt at the root of the trace (the n-th attempt of a pod
-    is in pass n: a pass tries every pod left once), for runs with more than one pass; {}
-    otherwise."""
-    from dra_web.runs.models import TraceNode
-
-    def build():
-        seen: dict[str, int] = {}
-        out: dict[int, int] = {}
-        rows = (
-            TraceNode.objects.filter(run=run, parent=None, kind="pod")
-            .order_by("node_id")
-            .values_list("node_id", "label")
-        )
-        for node_id, label in rows.iterator():
-            seen[label] = seen.get(label, 0) + 1
-            out[node_id] = seen[label]
-        return out if any(n > 1 for n in seen.values()) else {}
-
-    return _remember(_passes, (run.pk, str(run.finished_at)), build)
-
-
-def trace_search_page(run, q=None, *, reason=None, status=None, kind=None, limit=100) -> dict:
-    """The first ``limit`` matches of a tree search, with their ancestors' labels and the
-    total count."""
-    from dra_web.runs.selectors import trace_search_queryset
-
-    qs = trace_search_queryset(run, q, reason=reason, status=status, kind=kind)
-    matches = [node.as_json() for node in qs[:limit]]
-    total = len(matches) if len(matches) < limit else qs.count()
-    return {"total": total, "results": with_ancestor_labels(run, matches)}
+# --- a search tree node with what the snapshot says about it ---------------------------------
 
 
 def trace_node_detail(run, node_id: int) -> dict[str, Any] | None:
     """A trace node with its path, the device it tried (from the snapshot) and what its claim
     asked for (the claim is the node itself or an ancestor)."""
-    from dra_web.runs.selectors import trace_node
-
-    node = trace_node(run, node_id)
+    node = run_selectors.trace_node(run, node_id)
     if node is None:
         return None
     if node.get("driver") and node.get("pool") and node.get("device"):
@@ -397,147 +285,7 @@ def trace_node_detail(run, node_id: int) -> dict[str, Any] | None:
     return node
 
 
-def with_ancestor_labels(run, nodes: list[dict]) -> list[dict]:
-    """Add ``pathLabels`` (root first) to search results, one query per tree level."""
-    from dra_web.runs.models import TraceNode
-
-    known: dict[int, tuple[int | None, str, str]] = {
-        n["id"]: (n.get("parent"), n.get("label") or "", n.get("status") or "") for n in nodes
-    }
-    wanted = {n.get("parent") for n in nodes} - {None} - set(known)
-    while wanted:
-        rows = TraceNode.objects.filter(run=run, node_id__in=wanted).values_list(
-            "node_id", "parent", "label", "status"
-        )
-        for node_id, parent, label, status in rows:
-            known[node_id] = (parent, label, status)
-        wanted = {k[0] for k in known.values() if k[0] is not None and k[0] not in known}
-        if not rows:
-            break
-    for n in nodes:
-        labels, statuses = [], []
-        parent = n.get("parent")
-        while parent is not None and parent in known:
-            parent, label, status = known[parent]
-            labels.append(label)
-            statuses.append(status)
-        n["pathLabels"] = labels[::-1]
-        # A new NodeClaim's attempt is named by the run's NodeClaim only where it succeeded.
-        n["pathStatuses"] = statuses[::-1]
-    return nodes
-
-
-AUTO_EXPAND_DEPTH = 8
-
-
-def expand_ok_paths(run, nodes: list[dict], budget: int, page: int = 200) -> None:
-    """Open the successful paths below ``nodes`` in place (``node["expanded"]``: its first
-    children), depth first so that the first placed pods show down to their devices, within
-    ``budget`` nodes. Failed and pruned subtrees stay collapsed: the page shows them closed
-    with their size."""
-
-    def openable(n: dict) -> bool:
-        return (
-            n.get("status") == "ok"
-            and bool(n.get("childCount"))
-            and n.get("depth", 0) < AUTO_EXPAND_DEPTH
-            and min(n["childCount"], page) <= budget
-        )
-
-    stack = [n for n in reversed(nodes) if openable(n)]
-    while stack and budget > 0:
-        n = stack.pop()
-        if not openable(n):
-            continue
-        kids = trace_children_page(run, n["id"], page)
-        n["expanded"] = kids
-        budget -= len(kids)
-        stack.extend(k for k in reversed(kids) if openable(k))
-
-
-def trace_children_page(run, parent: int, limit: int) -> list[dict]:
-    from dra_web.runs.selectors import trace_children
-
-    return trace_children(run, parent, offset=0, limit=limit)
-
-
-def trace_reason_counts(run) -> list[tuple[str, int]]:
-    """How many non-ok trace nodes carry each reason (for the tree's filter), cached per run."""
-    from django.db.models import Count
-
-    from dra_web.runs.models import TraceNode
-
-    def build():
-        return list(
-            TraceNode.objects.filter(run=run)
-            .exclude(status="ok")
-            .exclude(reason=None)
-            .values_list("reason")
-            .annotate(n=Count("id"))
-            .order_by("-n", "reason")
-        )
-
-    return _remember(_reason_counts, (run.pk, str(run.finished_at)), build)
-
-
-def _node_claim_of(label: str) -> str:
-    parsed = parse_new_nodeclaim_label(label or "")
-    if parsed:
-        return parsed[1]
-    return (label or "").removeprefix("nodeclaim/")
-
-
-def instance_types_pruned(run, names: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """Per NodeClaim of this run: the instance types the DFS dropped while placing its pods,
-    read from the trace (targets that placed a pod, instanceType children not ok), first
-    reason kept."""
-    from dra_web.runs.models import TraceNode
-
-    # Results that carry ``instanceTypesPruned`` (allocator/scheduling/report.py) say it
-    # exactly; the trace is read only for older results without it.
-    reported = {
-        nc.get("name")
-        for nc in (run.result or {}).get("nodeClaims") or []
-        if isinstance(nc, dict) and "instanceTypesPruned" in nc
-    }
-    names = set(names) - reported
-    if not names or not run.trace_node_count:
-        return {}
-    targets = {}
-    for node_id, label, parent in TraceNode.objects.filter(
-        run=run, kind="target", status="ok"
-    ).values_list("node_id", "label", "parent"):
-        name = _node_claim_of(label)
-        if name in names:
-            targets[node_id] = (name, parent)
-    if not targets:
-        return {}
-    pods = dict(
-        TraceNode.objects.filter(
-            run=run, node_id__in={p for _, p in targets.values() if p is not None}
-        ).values_list("node_id", "label")
-    )
-    out: dict[str, list[dict[str, Any]]] = {}
-    seen: set[tuple[str, str]] = set()
-    rows = (
-        TraceNode.objects.filter(run=run, kind="instanceType", parent__in=list(targets))
-        .exclude(status="ok")
-        .order_by("node_id")
-        .values_list("parent", "label", "reason", "message")
-    )
-    for parent, label, reason, message in rows:
-        name, pod_id = targets[parent]
-        if (name, label) in seen:
-            continue
-        seen.add((name, label))
-        out.setdefault(name, []).append(
-            {
-                "name": label,
-                "reason": message or reason or "",
-                "pod": pods.get(pod_id),
-            }
-        )
-    return out
+# --- NodeClaims, downloads and indexes ---------------------------------------------------------
 
 
 def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
@@ -557,9 +305,6 @@ def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
         ),
         key=lambda r: r["key"] or "",
     )
-
-
-# --- downloads and indexes ----------------------------------------------------------------------
 
 
 def node_pool_documents(snapshot) -> dict[str, dict]:
@@ -629,18 +374,6 @@ def pool_slices(model, driver: str, pool: str) -> list:
     return index.get((driver, pool), [])
 
 
-def result_json_bytes(run) -> bytes:
-    import json
-
-    return json.dumps(run.result, indent=2, ensure_ascii=False).encode("utf-8")
-
-
-def trace_json_bytes(run) -> bytes:
-    import zlib
-
-    return b"null" if run.trace_blob is None else zlib.decompress(bytes(run.trace_blob))
-
-
 _reason_group_cache: OrderedDict[tuple, tuple] = OrderedDict()
 _REASON_GROUPS_KEPT = 2000
 
@@ -649,17 +382,10 @@ def pod_reason_groups(run, pod: dict, node_claims) -> tuple[list[dict], int]:
     """A failed pod's ``reasons`` grouped (presenters.reason_groups) and the targets they
     stand for, kept per process: a finished run never changes, and grouping a pod refused by
     thousands of nodes is the costliest part of its run page."""
-    from dra_web.pages import presenters
+    reasons = pod.get("reasons") or []
+
+    def build() -> tuple[list[dict], int]:
+        return presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons)
 
     key = (run.pk, str(run.finished_at), pod.get("pod"))
-    with _lock:
-        if key in _reason_group_cache:
-            _reason_group_cache.move_to_end(key)
-            return _reason_group_cache[key]
-    reasons = pod.get("reasons") or []
-    value = (presenters.reason_groups(reasons, node_claims), presenters.target_count(reasons))
-    with _lock:
-        _reason_group_cache[key] = value
-        while len(_reason_group_cache) > _REASON_GROUPS_KEPT:
-            _reason_group_cache.popitem(last=False)
-    return value
+    return _remember(_reason_group_cache, key, build, kept=_REASON_GROUPS_KEPT)

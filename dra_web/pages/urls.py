@@ -1,4 +1,4 @@
-"""Page paths (CONTRACT section 7) and the search tree's JSON helpers; included at the root."""
+"""Page paths (docs/WEB.md) and the search tree's JSON helpers; included at the root."""
 
 from django.urls import path, re_path
 
@@ -40,6 +40,7 @@ urlpatterns = [
         name="pod-reasons",
     ),
     path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel-run"),
+    path("runs/<int:run_id>/pin/", views.pin_run, name="pin-run"),
     path("runs/<int:run_id>/pools/devices/", views.pool_devices, name="pool-devices"),
     path("runs/<int:run_id>/tree/children/", views.tree_children, name="tree-children"),
     path("runs/<int:run_id>/tree/nodes/<int:node_id>/", views.tree_node, name="tree-node"),

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from dra_web.problems import problem
 from dra_web.reviews import selectors, services
 from dra_web.reviews.models import Comment, Review
-
-
-def _run(run_id):
-    from dra_web.runs.models import Run
-
-    return get_object_or_404(Run, pk=run_id)
+from dra_web.runs.selectors import get_run
 
 
 class CommentSerializer(serializers.ModelSerializer):
@@ -74,7 +69,7 @@ class RunReviewsApi(APIView):
     serializer_class = ReviewSerializer
 
     def get(self, request, run_id):
-        run = _run(run_id)
+        run = get_run(run_id)
         reviews = run.reviews.prefetch_related("comments__author")
         return Response(ReviewSerializer(reviews, many=True).data)
 
@@ -86,13 +81,13 @@ class PodReviewApi(APIView):
     serializer_class = ReviewSerializer
 
     def get(self, request, run_id, namespace, name):
-        review = selectors.review_for(_run(run_id), f"{namespace}/{name}")
+        review = selectors.review_for(get_run(run_id), f"{namespace}/{name}")
         if review is None:
-            return Response({"detail": "no review yet"}, status=status.HTTP_404_NOT_FOUND)
+            return problem(status.HTTP_404_NOT_FOUND, "no review yet")
         return Response(ReviewSerializer(review).data)
 
     def patch(self, request, run_id, namespace, name):
-        run = _run(run_id)
+        run = get_run(run_id)
         pod = f"{namespace}/{name}"
         data = ReviewInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -110,7 +105,7 @@ class PodReviewApi(APIView):
             if "state" in data.validated_data:
                 services.set_state(run, pod, request.user, data.validated_data["state"])
         except services.ReviewError as e:
-            return Response({"detail": str(e)}, status=status.HTTP_400_BAD_REQUEST)
+            return problem(status.HTTP_400_BAD_REQUEST, str(e))
         return Response(ReviewSerializer(selectors.review_for(run, pod)).data)
 
 
@@ -121,7 +116,7 @@ class PodReviewCommentsApi(APIView):
     serializer_class = CommentSerializer
 
     def post(self, request, run_id, namespace, name):
-        run = _run(run_id)
+        run = get_run(run_id)
         data = CommentInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -129,5 +124,5 @@ class PodReviewCommentsApi(APIView):
                 run, f"{namespace}/{name}", request.user, data.validated_data["body"]
             )
         except services.ReviewError as e:
-            return Response({"detail": str(e)}, status=status.HTTP_400_BAD_REQUEST)
+            return problem(status.HTTP_400_BAD_REQUEST, str(e))
         return Response(CommentSerializer(comment).data, status=status.HTTP_201_CREATED)

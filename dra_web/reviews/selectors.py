@@ -32,9 +32,8 @@ def run_ids_with_open_review() -> set[int]:
     return set(Review.objects.filter(state=Review.OPEN).values_list("run_id", flat=True).distinct())
 
 
-def open_review_run_ids() -> set[int]:
-    """Same as ``run_ids_with_open_review`` (the name runs.selectors.run_list calls)."""
-    return run_ids_with_open_review()
+def has_open_review(run) -> bool:
+    return Review.objects.filter(run=run, state=Review.OPEN).exists()
 
 
 def thread(review: Review) -> list[dict]:

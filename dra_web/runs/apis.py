@@ -10,21 +10,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dra_web.pagination import Pagination
-from dra_web.runs import selectors, services
+from dra_web.problems import ProblemSerializer, field_problem, problem
+from dra_web.runs import retention, selectors, services
 from dra_web.runs.models import Run
 from dra_web.runs.serializers import (
     RunCreateSerializer,
     RunDetailSerializer,
     RunSerializer,
+    RunUpdateSerializer,
     TraceNodeSerializer,
 )
 from dra_web.snapshots.models import Snapshot
 
 STATUS_VALUES = [s for s, _ in Run.STATUSES]
-
-
-def _bad(field: str, message: str) -> Response:
-    return Response({"detail": f"{field}: {message}", field: [message]}, status=400)
 
 
 def _bool_param(value: str | None) -> bool | None:
@@ -55,15 +53,15 @@ class RunListCreateApi(APIView):
         params = request.query_params
         status_value = params.get("status") or None
         if status_value and status_value not in STATUS_VALUES:
-            return _bad("status", f"must be one of {', '.join(STATUS_VALUES)}")
+            return field_problem("status", f"must be one of {', '.join(STATUS_VALUES)}")
         snapshot = params.get("snapshot") or None
         # isdigit() also admits superscripts ("¹") that int() refuses; ids are ASCII digits.
         if snapshot is not None and not (snapshot.isascii() and snapshot.isdigit()):
-            return _bad("snapshot", "must be a snapshot id")
+            return field_problem("snapshot", "must be a snapshot id")
         try:
             open_review = _bool_param(params.get("has_open_review"))
         except ValueError:
-            return _bad("has_open_review", "must be true or false")
+            return field_problem("has_open_review", "must be true or false")
         qs = selectors.run_list(
             owner=params.get("owner") or None,
             status=status_value,
@@ -82,11 +80,13 @@ class RunListCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         snapshot = Snapshot.objects.filter(pk=serializer.validated_data["snapshot"]).first()
         if snapshot is None:
-            return _bad("snapshot", f"snapshot {serializer.validated_data['snapshot']} not found")
+            return field_problem(
+                "snapshot", f"snapshot {serializer.validated_data['snapshot']} not found"
+            )
         try:
             run = services.start_run(request.user, snapshot, serializer.validated_data["options"])
         except services.RunOptionsError as exc:
-            return Response({"detail": str(exc), "options": [str(exc)]}, status=400)
+            return problem(400, str(exc))  # the message names the option
         run.refresh_from_db()
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -95,6 +95,21 @@ class RunDetailApi(APIView):
     @extend_schema(operation_id="runs_retrieve", responses=RunDetailSerializer)
     def get(self, request, run_id: int):
         return Response(RunDetailSerializer(selectors.get_run(run_id)).data)
+
+    @extend_schema(
+        operation_id="runs_partial_update",
+        request=RunUpdateSerializer,
+        responses={200: RunSerializer},
+        description="Pin or unpin a run: a pinned run is kept past DRA_WEB_RUN_RETENTION_DAYS.",
+    )
+    def patch(self, request, run_id: int):
+        run = selectors.get_run(run_id)
+        serializer = RunUpdateSerializer(data=request.data)
+        if not serializer.is_valid():
+            field, messages = next(iter(serializer.errors.items()))
+            return field_problem(field, " ".join(str(m) for m in messages))
+        run = retention.set_pinned(run, serializer.validated_data["pinned"])
+        return Response(RunSerializer(run).data)
 
     @extend_schema(operation_id="runs_destroy", responses={204: None})
     def delete(self, request, run_id: int):
@@ -106,7 +121,7 @@ class RunCancelApi(APIView):
     @extend_schema(
         operation_id="runs_cancel",
         request=None,
-        responses={200: RunSerializer, 409: OpenApiTypes.OBJECT},
+        responses={200: RunSerializer, 409: ProblemSerializer},
         description="Fail a queued or running run as cancelled and stop its worker task.",
     )
     def post(self, request, run_id: int):
@@ -114,9 +129,7 @@ class RunCancelApi(APIView):
         try:
             run = services.cancel_run(run, request.user)
         except services.RunNotCancellable as exc:
-            return Response(
-                {"detail": str(exc), "status": run.status}, status=status.HTTP_409_CONFLICT
-            )
+            return problem(status.HTTP_409_CONFLICT, str(exc))
         return Response(RunSerializer(run).data)
 
 
@@ -143,19 +156,24 @@ class RunTraceApi(APIView):
             OpenApiParameter("kind", str, description="pod, target, instanceType, ..."),
             OpenApiParameter("download", bool, description="the whole trace document"),
         ],
-        responses={200: TraceNodeSerializer(many=True), 404: OpenApiTypes.OBJECT},
+        responses={
+            200: TraceNodeSerializer(many=True),
+            400: ProblemSerializer,
+            404: ProblemSerializer,
+            409: ProblemSerializer,
+        },
     )
     def get(self, request, run_id: int):
         run = selectors.get_run(run_id)
         params = request.query_params
         if run.status != Run.SUCCEEDED:
-            return Response(
-                {"detail": f"run {run.pk} is {run.status}: it has no trace", "status": run.status},
-                status=status.HTTP_409_CONFLICT,
+            return problem(
+                status.HTTP_409_CONFLICT, f"run {run.pk} is {run.status}: it has no trace"
             )
         if params.get("download"):
-            body = b"null" if run.trace_blob is None else _trace_bytes(run)
-            response = HttpResponse(body, content_type="application/json")
+            response = HttpResponse(
+                selectors.trace_json_bytes(run), content_type="application/json"
+            )
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
             return response
         try:
@@ -168,7 +186,7 @@ class RunTraceApi(APIView):
             parent_given = "parent" in params
             parent = _int_param(params.get("parent"), "parent") if parent_given else None
         except ValueError as exc:
-            return Response({"detail": str(exc)}, status=400)
+            return problem(400, str(exc))  # the message names the parameter
         meta = {
             "run": run.pk,
             "traceNodes": run.trace_node_count,
@@ -178,14 +196,8 @@ class RunTraceApi(APIView):
         if parent_given:
             qs = selectors.trace_children_queryset(run, parent)
             meta["parent"] = parent
-        elif any(params.get(k) for k in ("q", "reason", "status", "kind")):
-            qs = selectors.trace_search_queryset(
-                run,
-                params.get("q") or None,
-                reason=params.get("reason") or None,
-                status=params.get("status") or None,
-                kind=params.get("kind") or None,
-            )
+        elif wanted := selectors.TraceFilter.from_params(params):
+            qs = selectors.trace_search_queryset(run, wanted)
         else:
             qs = selectors.trace_page_queryset(run)
         paginator = self.pagination_class()
@@ -195,20 +207,15 @@ class RunTraceApi(APIView):
         return response
 
 
-def _trace_bytes(run: Run) -> bytes:
-    import zlib
-
-    return zlib.decompress(bytes(run.trace_blob))
-
-
 class RunDiffApi(APIView):
-    @extend_schema(operation_id="runs_diff", responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="runs_diff", responses={200: OpenApiTypes.OBJECT, 409: ProblemSerializer}
+    )
     def get(self, request, run_id: int, other_id: int):
         a, b = selectors.get_run(run_id), selectors.get_run(other_id)
         for run in (a, b):
             if not run.finished:
-                return Response(
-                    {"detail": f"run {run.pk} is {run.status}: compare finished runs"},
-                    status=status.HTTP_409_CONFLICT,
+                return problem(
+                    status.HTTP_409_CONFLICT, f"run {run.pk} is {run.status}: compare finished runs"
                 )
         return Response(selectors.diff_runs(a, b))

@@ -1,4 +1,4 @@
-"""Compare two runs: their results (CONTRACT section 4) and where their DFS traces diverge.
+"""Compare two runs: their results (docs/RESULT.md) and where their DFS traces diverge.
 
 Pure functions over plain dicts, so the diff is tested without a database.
 

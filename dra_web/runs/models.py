@@ -35,8 +35,8 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)  # written by the worker
     progress_done = models.IntegerField(default=0)
     progress_total = models.IntegerField(default=0)
-    result = models.JSONField(null=True, blank=True)  # CONTRACT section 4
-    # zlib(JSON) of CONTRACT section 5 {"nodes": [...], "omitted": n, "maxNodes": n}.
+    result = models.JSONField(null=True, blank=True)  # docs/RESULT.md
+    # zlib(JSON) of docs/TRACE.md {"nodes": [...], "omitted": n, "maxNodes": n}.
     trace_blob = models.BinaryField(null=True, blank=True)
     trace_node_count = models.IntegerField(default=0)
     trace_omitted = models.IntegerField(default=0)
@@ -48,6 +48,8 @@ class Run(models.Model):
     pods_total = models.IntegerField(null=True, blank=True)
     pods_scheduled = models.IntegerField(null=True, blank=True)
     pods_failed = models.IntegerField(null=True, blank=True)
+    # Kept past DRA_WEB_RUN_RETENTION_DAYS (runs/retention.py), like a run with reviews.
+    pinned = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         ordering = ["-queued_at", "-id"]

@@ -1,10 +1,12 @@
-"""Run representations of the REST API (CONTRACT section 6); names are camelCase."""
+"""Run representations of the REST API (docs/API.md); names are camelCase."""
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from dra_web.runs.models import Run
+from dra_web.runs.storage import run_storage
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -46,6 +48,7 @@ class RunSerializer(serializers.ModelSerializer):
             "attempts",
             "traceNodes",
             "traceOmitted",
+            "pinned",
         ]
         read_only_fields = fields
 
@@ -61,12 +64,41 @@ class RunSerializer(serializers.ModelSerializer):
         return obj.error or None
 
 
+class RunStorageSerializer(serializers.Serializer):
+    result = serializers.IntegerField(help_text="bytes of the stored result document")
+    trace = serializers.IntegerField(help_text="bytes of the stored (compressed) trace")
+    traceIndex = serializers.IntegerField(help_text="bytes of the trace's index rows")
+    total = serializers.IntegerField()
+
+
 class RunDetailSerializer(RunSerializer):
-    result = serializers.JSONField(read_only=True, help_text="CONTRACT section 4, when done")
+    result = serializers.JSONField(read_only=True, help_text="the result document, when done")
+    storage = serializers.SerializerMethodField(
+        help_text="what the run takes in the database, in bytes (pruned with the run)"
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "result"]
+        fields = [*RunSerializer.Meta.fields, "storage", "result"]
         read_only_fields = fields
+
+    @extend_schema_field(RunStorageSerializer)
+    def get_storage(self, obj) -> dict:
+        return run_storage(obj)
+
+
+class RunUpdateSerializer(serializers.Serializer):
+    """What a user may change on a run: ``pinned`` (kept past the retention age)."""
+
+    pinned = serializers.BooleanField()
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - {"pinned"})
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: ["cannot be changed"]})
+            if "pinned" in data and not isinstance(data["pinned"], bool):
+                raise serializers.ValidationError({"pinned": ["must be true or false"]})
+        return super().to_internal_value(data)
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -78,13 +110,13 @@ class RunCreateSerializer(serializers.Serializer):
             value = {}
         if not isinstance(value, dict):
             raise serializers.ValidationError("must be an object")
-        # CONTRACT section 6: every API run has a trace (GET .../trace/) unless the script
+        # docs/API.md: every API run has a trace (GET .../trace/) unless the script
         # opts out with "trace": false.
         return {"trace": True, **value}
 
 
 class TraceNodeSerializer(serializers.Serializer):
-    """A trace node (CONTRACT section 5) plus its subtree counts."""
+    """A trace node (docs/TRACE.md) plus its subtree counts."""
 
     id = serializers.IntegerField()
     parent = serializers.IntegerField(allow_null=True)

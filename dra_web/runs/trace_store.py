@@ -1,4 +1,4 @@
-"""Index a trace (CONTRACT section 5) into TraceNode rows with subtree counts."""
+"""Index a trace (docs/TRACE.md) into TraceNode rows with subtree counts."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dra_web.pagination import Pagination
+from dra_web.problems import ProblemSerializer, problem
 from dra_web.snapshots import selectors, services
 from dra_web.snapshots.serializers import (
     ClusterImportSerializer,
-    ProblemsSerializer,
     SnapshotDetailSerializer,
     SnapshotObjectSerializer,
     SnapshotSerializer,
@@ -44,16 +44,15 @@ def problems_response(exc: services.SnapshotUploadError) -> Response:
     )
     if len(exc.problems) == 1:
         detail = f"{detail}: {exc.problems[0]}"
-    return Response({"detail": detail, "errors": exc.problems}, status=exc.status)
+    return problem(exc.status, detail, exc.problems)
 
 
 def _too_large(length: int | None = None) -> Response:
     limit = settings.DRA_WEB_MAX_UPLOAD_BYTES
     size = f"{length} bytes" if length is not None else "the upload"
     message = f"{size} is larger than the limit of {limit} bytes (DRA_WEB_MAX_UPLOAD_BYTES)"
-    return Response(
-        {"detail": f"snapshot too large: {message}", "errors": [message]},
-        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    return problem(
+        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"snapshot too large: {message}", [message]
     )
 
 
@@ -113,8 +112,8 @@ class SnapshotListCreateApi(APIView):
         parameters=[OpenApiParameter("name", str, description="snapshot name (raw body)")],
         responses={
             201: SnapshotUploadResultSerializer,
-            400: ProblemsSerializer,
-            413: ProblemsSerializer,
+            400: ProblemSerializer,
+            413: ProblemSerializer,
         },
     )
     def post(self, request):
@@ -129,7 +128,7 @@ class SnapshotListCreateApi(APIView):
             return problems_response(exc)
         except RequestDataTooBig:
             return _too_large()
-        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        # docs/API.md: always 201; a recognised upload says so with `existing: true`.
         return Response(
             SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
         )
@@ -193,16 +192,13 @@ class ClusterImportApi(APIView):
             OpenApiParameter("context", str, description="kubeconfig context"),
             OpenApiParameter("name", str, description="snapshot name"),
         ],
-        responses={201: SnapshotUploadResultSerializer, 400: ProblemsSerializer},
+        responses={201: SnapshotUploadResultSerializer, 400: ProblemSerializer},
     )
     def post(self, request):
         try:
             data = request.data
         except ParseError as exc:
-            return Response(
-                {"detail": f"body: {exc.detail}", "errors": [str(exc.detail)]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            return problem(status.HTTP_400_BAD_REQUEST, f"body: {exc.detail}")
         params = request.query_params
         kubeconfig = data.get("kubeconfig")
         if kubeconfig is None and isinstance(data, dict) and "clusters" in data:
@@ -210,10 +206,7 @@ class ClusterImportApi(APIView):
         if "kubeconfig" in request.FILES:
             kubeconfig = request.FILES["kubeconfig"].read().decode("utf-8", "replace")
         if not kubeconfig:
-            return Response(
-                {"detail": "kubeconfig: required", "errors": ["kubeconfig: required"]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            return problem(status.HTTP_400_BAD_REQUEST, "kubeconfig: required")
         instance_types: list[tuple[str, bytes | str]] = []
         for i, f in enumerate(request.FILES.getlist("instanceTypes"), 1):
             instance_types.append((f.name or f"instance-types-{i}.yaml", f.read()))
@@ -233,7 +226,7 @@ class ClusterImportApi(APIView):
             )
         except services.SnapshotUploadError as exc:
             return problems_response(exc)
-        # CONTRACT section 6: always 201; a recognised upload says so with `existing: true`.
+        # docs/API.md: always 201; a recognised upload says so with `existing: true`.
         return Response(
             SnapshotUploadResultSerializer(snapshot).data, status=status.HTTP_201_CREATED
         )

@@ -1,4 +1,4 @@
-"""Live import: list every snapshot kind (CONTRACT section 1) from a cluster, raw JSON kept.
+"""Live import: list every snapshot kind (docs/SNAPSHOT.md) from a cluster, raw JSON kept.
 
 Responses are read with ``_preload_content=False`` and json-decoded here: the client's typed
 models would drop the fields they do not know, and clusters run newer APIs than any client.
@@ -33,7 +33,7 @@ class KindSource:
     plural: str
 
 
-# Every kind of CONTRACT section 1 that a cluster can list (InstanceType cannot).
+# Every kind of docs/SNAPSHOT.md that a cluster can list (InstanceType cannot).
 KIND_SOURCES: tuple[KindSource, ...] = (
     KindSource("Namespace", "", ("v1",), "namespaces"),
     KindSource("Node", "", ("v1",), "nodes"),
@@ -73,6 +73,8 @@ class ClusterListing:
     items: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The server's /version gitVersion ("v1.34.2-eks-113cf36"); "" when it did not answer.
+    server_version: str = ""
 
     @property
     def file_name(self) -> str:
@@ -180,6 +182,28 @@ def _describe(exc: ApiException) -> str:
     return message or (exc.reason or "").strip() or f"HTTP {exc.status}"
 
 
+def _server_version(api: client.ApiClient, warnings: list[str]) -> str:
+    """The API server's version (``GET /version``), so that runs of the snapshot use that
+    release's feature gate defaults; a server that does not say is a warning."""
+    try:
+        resp = client.VersionApi(api).get_code(
+            _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+        body = json.loads(resp.data)
+    except Exception as exc:  # 403, 404, not JSON, a dropped connection: the import goes on
+        detail = _describe(exc) if isinstance(exc, ApiException) else type(exc).__name__
+        warnings.append(
+            f"server version: GET /version failed ({detail}); runs use every feature gate "
+            "unless a Kubernetes version is chosen"
+        )
+        return ""
+    git_version = body.get("gitVersion") if isinstance(body, dict) else None
+    if isinstance(git_version, str) and git_version:
+        return git_version
+    major, minor = (body.get(k) if isinstance(body, dict) else None for k in ("major", "minor"))
+    return f"v{major}.{minor}" if isinstance(major, str) and isinstance(minor, str) else ""
+
+
 def list_cluster(
     kubeconfig: str | bytes | dict, *, context: str | None = None, allow_local_files: bool = False
 ) -> ClusterListing:
@@ -231,6 +255,7 @@ def list_cluster(
                 unreachable and not listing.counts and source is KIND_SOURCES[0]
             ):
                 raise KubeImportError(f"cannot reach the cluster at {server}: {unreachable[-1]}")
+        listing.server_version = _server_version(api, listing.warnings)
     finally:
         api.close()
     listing.warnings.extend(f"{u}; imported without them" for u in unreachable)

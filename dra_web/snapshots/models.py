@@ -34,6 +34,11 @@ class Snapshot(models.Model):
     # kind -> [[namespace, name], ...] in load order: the detail view without decompressing.
     object_index = models.JSONField(default=dict)
     warnings = models.JSONField(default=list)  # list[str]
+    # What the documents use that changes scheduling but is not simulated, as of the upload
+    # (allocator/snapshot/unsimulated.py; runs work it out again from the documents).
+    unsimulated = models.JSONField(default=list)  # list[str]
+    # The API server's version of a live import ("v1.34.2-eks-113cf36"); "" for uploads.
+    kubernetes_version = models.CharField(max_length=64, blank=True, default="")
     size_bytes = models.BigIntegerField(default=0)  # uploaded bytes
     file_names = models.JSONField(default=list)
 
@@ -50,6 +55,10 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
+
+    @property
+    def all_warnings(self) -> list[str]:
+        return [*(self.warnings or []), *(self.unsimulated or [])]
 
     @property
     def object_total(self) -> int:

@@ -58,3 +58,24 @@ def objects_by_kind(snapshot: Snapshot) -> dict[str, list[dict]]:
             {"namespace": obj["namespace"], "name": obj["name"], "raw": obj["raw"]}
         )
     return grouped
+
+
+def run_kubernetes_version(snapshot: Snapshot) -> str | None:
+    """The feature gate preset a run of this snapshot starts from when its options do not
+    name one: the live-imported server's release, where there is a preset for it."""
+    from allocator.features.gates import KUBERNETES_VERSIONS, release_of
+
+    release = release_of(snapshot.kubernetes_version) if snapshot.kubernetes_version else None
+    return release if release in KUBERNETES_VERSIONS else None
+
+
+def with_run_defaults(snapshot: Snapshot, options: object) -> object:
+    """Run options with what the snapshot decides when they leave it out: ``kubernetesVersion``
+    (an explicit null keeps every gate on). Anything but an object is left for the options'
+    own validation to refuse."""
+    version = run_kubernetes_version(snapshot)
+    if version is None or not (options is None or isinstance(options, dict)):
+        return options
+    if options and "kubernetesVersion" in options:
+        return options
+    return {**(options or {}), "kubernetesVersion": version}

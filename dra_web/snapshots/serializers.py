@@ -1,4 +1,4 @@
-"""Snapshot representations of the REST API (CONTRACT section 6); names are camelCase."""
+"""Snapshot representations of the REST API (docs/API.md); names are camelCase."""
 
 from __future__ import annotations
 
@@ -14,7 +14,19 @@ class SnapshotSerializer(serializers.ModelSerializer):
     objectTotal = serializers.IntegerField(source="object_total", read_only=True)
     sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True)
     fileNames = serializers.JSONField(source="file_names", read_only=True)
-    warnings = serializers.JSONField(read_only=True)
+    warnings = serializers.JSONField(
+        source="all_warnings",
+        read_only=True,
+        help_text="what the load skipped or read differently, then what the documents use that "
+        "changes scheduling but is not simulated ('not simulated: ...')",
+    )
+    kubernetesVersion = serializers.CharField(
+        source="kubernetes_version",
+        read_only=True,
+        allow_null=True,
+        help_text="the API server's version of a live import (null for uploads); its runs use "
+        "that release's feature gate defaults unless options.kubernetesVersion says otherwise",
+    )
 
     class Meta:
         model = Snapshot
@@ -28,10 +40,16 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "objectCounts",
             "objectTotal",
             "warnings",
+            "kubernetesVersion",
             "sizeBytes",
             "fileNames",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["kubernetesVersion"] = data["kubernetesVersion"] or None
+        return data
 
 
 class SnapshotUploadResultSerializer(SnapshotSerializer):
@@ -42,11 +60,6 @@ class SnapshotUploadResultSerializer(SnapshotSerializer):
     class Meta(SnapshotSerializer.Meta):
         fields = [*SnapshotSerializer.Meta.fields, "existing"]
         read_only_fields = fields
-
-
-class SnapshotObjectRefSerializer(serializers.Serializer):
-    namespace = serializers.CharField(allow_null=True)
-    name = serializers.CharField()
 
 
 class SnapshotDetailSerializer(SnapshotSerializer):
@@ -88,8 +101,3 @@ class ClusterImportSerializer(serializers.Serializer):
         required=False,
         help_text="instance type file content (YAML/JSON text), or a list of them",
     )
-
-
-class ProblemsSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    errors = serializers.ListField(child=serializers.CharField())

@@ -147,6 +147,7 @@ def create_snapshot(
     *,
     source: str = Snapshot.SOURCE_UPLOAD,
     extra_warnings: Iterable[str] = (),
+    kubernetes_version: str = "",
 ) -> Snapshot:
     """Parse and store an upload; the owner's identical earlier upload is returned instead.
 
@@ -190,6 +191,8 @@ def create_snapshot(
                 object_counts=loaded.object_counts(),
                 object_index=object_index(loaded.documents),
                 warnings=warnings,
+                unsimulated=list(loaded.unsimulated),
+                kubernetes_version=kubernetes_version[:64],
                 size_bytes=sum(len(_as_bytes(c)) for _, c in files),
                 file_names=file_names,
             )
@@ -248,13 +251,28 @@ def import_cluster(
             "add an instance type file (dra-web.io/v1alpha1 InstanceType or Karpenter's "
             "instance_types.json) so that new NodeClaims can be simulated"
         )
+    warnings.extend(_version_warnings(listing.server_version))
     return create_snapshot(
         owner,
         files,
         name or f"cluster {listing.context}",
         source=Snapshot.SOURCE_IMPORT,
         extra_warnings=warnings,
+        kubernetes_version=listing.server_version,
     )
+
+
+def _version_warnings(server_version: str) -> list[str]:
+    """A server whose release has no feature gate preset: its runs keep every gate on."""
+    from allocator.features.gates import KUBERNETES_VERSIONS, release_of
+
+    if not server_version or release_of(server_version) in KUBERNETES_VERSIONS:
+        return []
+    return [
+        f"server version {server_version}: no feature gate preset for it (presets: "
+        f"{', '.join(KUBERNETES_VERSIONS)}); its runs use every feature gate unless a "
+        "Kubernetes version is chosen"
+    ]
 
 
 def delete_snapshot(snapshot: Snapshot, user) -> None:

@@ -393,7 +393,7 @@ export class SearchTree {
     this.detailEl.replaceChildren(...parts);
   }
 
-  // A node refused by counting carries the funnel of its refusal (CONTRACT section 5).
+  // A node refused by counting carries the funnel of its refusal (docs/TRACE.md).
   funnelTables(funnels) {
     const out = [el("h3", { text: "Why the devices were refused" })];
     for (const f of funnels) {

@@ -1,6 +1,7 @@
-// Upload progress for the snapshot form (issue 11): the form is sent with XMLHttpRequest so
-// that the bytes sent can be shown, then the server's answer is followed as a normal submit
-// would be (the snapshot page on success, the dashboard with the problems on a 400).
+// Upload progress for the snapshot form (a big snapshot takes a while to send): the form is
+// sent with XMLHttpRequest so that the bytes sent can be shown, then the server's answer is
+// followed as a normal submit would be (the snapshot page on success, the dashboard with the
+// problems on a 400).
 // Include with <script src="{% static 'js/upload.js' %}" defer></script>; it acts on
 // <form id="upload-form"> or any form with data-upload-progress. Without JavaScript the form
 // posts as before.

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from allocator.bindings import AttributeBindings
+from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import (
     AllocationResult,
     AttributeBindingDecl,
@@ -33,6 +34,7 @@ from allocator.model import (
     ResourceSliceTemplate,
 )
 from allocator.nodeclaim import SimpleNodeClaim
+from allocator.pipeline import Pipeline, build_pipeline
 from allocator.quantity import Quantity
 from allocator.requirements import Requirements, node_requirements
 
@@ -307,8 +309,11 @@ def make_allocator(
     instance_types: Sequence[InstanceType] = (),
     allocated: Iterable[DeviceID] = (),
     classes: dict[str, DeviceClass] | None = None,
+    gates: FeatureGates = ALL_ON,
+    pipeline: Pipeline | None = None,
     **kw: Any,
 ):
+    """An Allocator with every DRA feature on, unless ``gates`` or ``pipeline`` say otherwise."""
     from allocator.allocator import Allocator
 
     return Allocator(
@@ -316,6 +321,7 @@ def make_allocator(
         allocated,
         bindings_for(instance_types),
         classes if classes is not None else CLASSES,
+        pipeline=pipeline if pipeline is not None else build_pipeline(gates),
         **kw,
     )
 

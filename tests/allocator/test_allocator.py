@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from allocator.claims import ALLOCATED_IN_CLUSTER, ALLOCATED_IN_MEMORY, REALLOCATED, UNALLOCATED
-from allocator.errors import AllocationError
-from allocator.model import DeviceID
+from allocator.errors import AllocationError, ValidationError
+from allocator.model import DeviceID, PoolKey
 from tests.allocator.builders import (
     GPU,
     NIC,
@@ -257,3 +257,29 @@ def test_validation_errors_surface_from_allocate():
     a = make_allocator(instance_types=[P5])
     with pytest.raises(AllocationError, match="not found"):
         a.allocate(in_flight("gpu-pool-1", [P5]), [claim("c", exact("gpu", "tpu.google.com"))])
+
+
+def test_a_refusal_carries_its_funnels_count_stage_and_reach():
+    # One instance type (an existing node): the scheduler keeps the count stage and the
+    # pools it read to refuse the same requests there again without a search.
+    a = make_allocator([resource_slice("node-a-gpus", gpus(2), node_name="node-a")])
+    l4 = exact("gpu", selectors=['device.attributes["gpu.nvidia.com"].model == "L4"'])
+    with pytest.raises(AllocationError) as err:
+        a.allocate(existing_node("node-a"), [claim("infer", l4)])
+    assert err.value.code == "no-instance-type"
+    (funnel,) = err.value.funnels
+    assert (funnel.request, funnel.candidates, funnel.usable) == ("gpu", 2, 0)
+    assert err.value.counted == [(0, "gpu", funnel)]
+    assert err.value.reach == (PoolKey(GPU, "node-a-gpus"),)
+
+
+def test_a_validation_error_names_its_request_and_the_funnel_shows_it():
+    a = make_allocator(instance_types=[P5])
+    c = claim("c", exact("gpu"), exact("accel", "tpu.google.com"))
+    with pytest.raises(ValidationError) as err:
+        a.allocate(in_flight("gpu-pool-1", [P5]), [c])
+    assert err.value.code == "validation" and err.value.request == "accel"
+    assert err.value.reach is None and err.value.counted is None
+    (funnel,) = err.value.funnels
+    assert (funnel.request, funnel.candidates) == ("accel", 0)
+    assert funnel.whole == str(err.value)

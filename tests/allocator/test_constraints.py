@@ -10,6 +10,7 @@ from allocator.constraints import (
     parse_constraint,
 )
 from allocator.errors import ValidationError
+from allocator.features.gates import ALL_ON
 from allocator.model import DeviceConstraint, DeviceID
 from allocator.pipeline import core_pipeline
 from allocator.pools import TEMPLATE, DeviceWithID
@@ -89,7 +90,7 @@ def test_binding_path_needs_a_fallback_nil_during_validation():
 
 def test_parsing_table_and_unsupported_kinds():
     ctx = ConstraintParseContext("default/train", ["gpu", "nic"], None)
-    core = core_pipeline().constraint_parser
+    core = core_pipeline(ALL_ON).constraint_parser
     parsed = parse_constraint(match_attribute(PCIE_ROOT, "gpu", "nic"), ctx, core)
     assert isinstance(parsed, MatchAttributeConstraint)
     assert parsed.request_names == {"gpu", "nic"}
@@ -104,7 +105,7 @@ def test_parsing_table_and_unsupported_kinds():
 def test_a_pipeline_with_another_constraint_kind_parses_it():
     from dataclasses import replace
 
-    pipeline = core_pipeline()
+    pipeline = core_pipeline(ALL_ON)
     rack = replace(
         pipeline,
         constraint_parsers=(
@@ -119,7 +120,9 @@ def test_a_pipeline_with_another_constraint_kind_parses_it():
     assert got.attribute == "rack"
     try:  # the core pipeline itself is unchanged
         parse_constraint(
-            same_rack, ConstraintParseContext("d/c", [], None), core_pipeline().constraint_parser
+            same_rack,
+            ConstraintParseContext("d/c", [], None),
+            core_pipeline(ALL_ON).constraint_parser,
         )
         raise AssertionError("expected ValidationError")
     except ValidationError as e:

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from allocator.errors import AllocationError, AllocationTimeout
+from allocator.features.gates import ALL_ON
 from allocator.model import Device, DeviceID
 from allocator.pipeline import DeviceCheckSpec, Pipeline, build_pipeline, core_pipeline
 from allocator.trace import Trace
@@ -234,9 +235,14 @@ def test_all_mode_template_instance_type_pruned_by_the_limit_is_refused():
     p5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
     p6 = instance_type("p6.96xlarge", [template("p6-gpus", gpus(20))])
     a = make_allocator(slices, instance_types=[p5, p6])
-    r = a.allocate(in_flight("gpu-pool-1", [p6, p5]), [claim("c", exact("gpu", mode="All"))])
+    trace = Trace()
+    r = a.allocate(
+        in_flight("gpu-pool-1", [p6, p5]), [claim("c", exact("gpu", mode="All"))], trace=trace
+    )
     assert r.instance_types == ["p5.48xlarge"]
     assert "exceeding maximum" in r.failed_instance_types["p6.96xlarge"]
+    (pruned,) = [n for n in trace.nodes if n["kind"] == "instanceType" and n["status"] == "pruned"]
+    assert (pruned["label"], pruned["reason"]) == ("p6.96xlarge", "exceeding-maximum")
     assert len(r.claims[0].devices_by_instance_type["p5.48xlarge"]) == 24
 
 
@@ -283,6 +289,7 @@ class Recorder:
     """A stateful check: logs accepted adds and removes (to test exact reverse unwinding)."""
 
     name = "recorder"
+    prefilter_it_independent = False
     log: list[tuple[str, str]] = []
 
     def __init__(self, ctx):
@@ -311,7 +318,7 @@ def with_check(pipeline: Pipeline, spec: DeviceCheckSpec, before: str) -> Pipeli
 
 def test_a_pipeline_check_runs_in_order_and_unwinds_in_reverse():
     Recorder.log = []
-    pipeline = with_check(build_pipeline(), DeviceCheckSpec("recorder", Recorder), "topology")
+    pipeline = with_check(build_pipeline(ALL_ON), DeviceCheckSpec("recorder", Recorder), "topology")
     order = pipeline.check_names
     builtins = [
         n for n in order if n in ("allocated", "selector", "constraint", "recorder", "topology")
@@ -496,7 +503,7 @@ def test_first_available_alternatives_are_tried_in_order():
             for s in req.first_available
         ]
 
-    pipeline = replace(core_pipeline(), first_available=handler)
+    pipeline = replace(core_pipeline(ALL_ON), first_available=handler)
     devices = [gpu("gpu-0", model="H100"), gpu("gpu-1", model="L4"), gpu("gpu-2", model="L4")]
     a = make_allocator(
         [resource_slice("node-a-gpus", devices, node_name="node-a")], pipeline=pipeline
@@ -594,6 +601,7 @@ def test_zone_tightening_and_backtracking_match_a_plain_search(
 
 class CountingCheck:
     name = "counting"
+    prefilter_it_independent = False  # not declared: asked again on every instance type
     calls = 0
 
     def __init__(self, ctx):
@@ -618,7 +626,7 @@ class SharedCountingCheck(CountingCheck):
 
 @pytest.mark.parametrize(("check", "per_it"), [(CountingCheck, True), (SharedCountingCheck, False)])
 def test_in_cluster_prefilter_shared_across_instance_types_only_when_declared(check, per_it):
-    pipeline = with_check(core_pipeline(), DeviceCheckSpec("counting", check), "constraint")
+    pipeline = with_check(core_pipeline(ALL_ON), DeviceCheckSpec("counting", check), "constraint")
     check.calls = 0
     its = [instance_type(n) for n in ("p5.48xlarge", "p4d.24xlarge", "p5e.48xlarge")]
     slices = [resource_slice("rack", gpus(4, model="L4"), all_nodes=True)]
@@ -708,7 +716,8 @@ def test_instance_types_sharing_pool_sets_find_what_separate_searches_find(
     original = DFSContext._prepare_it
 
     def unshared(self, *args):
-        self._pool_cache, self._shared_eligible, self._summary_cache = {}, {}, {}
+        self._pool_cache, self._shared_eligible = {}, {}
+        self.explainer._tally_cache = {}
         return original(self, *args)
 
     DFSContext._prepare_it = unshared

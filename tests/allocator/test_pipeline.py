@@ -7,7 +7,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from allocator.dfs import AllocatedCheck
+from allocator.eligibility import AllocatedCheck
 from allocator.features.adminaccess import FeatureAllocatedCheck
 from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceTaint
@@ -41,14 +41,14 @@ def gates_off(*names: str) -> FeatureGates:
 
 
 def test_core_pipeline_is_the_pool_check_the_designs_four_checks_and_match_attribute_only():
-    core = core_pipeline()
+    core = core_pipeline(ALL_ON)
     assert core.check_names == CORE_ORDER
     assert [kind for kind, _ in core.constraint_parsers] == ["matchAttribute"]
     assert core.constraint_parser("distinctAttribute") is None
     assert core.first_available is None
     assert core.request_validators == core.pool_validators == ()
     assert core.reallocation_predicates == core.reusable == ()
-    assert core.setup_hooks == core.commit_hooks == core.release_hooks == core.result_hooks == ()
+    assert core.setup is None and core.node_resources is None
 
 
 def test_build_pipeline_with_every_gate_on_orders_the_features_between_the_core_checks():
@@ -60,7 +60,8 @@ def test_build_pipeline_with_every_gate_on_orders_the_features_between_the_core_
         "distinctAttribute",
     ]
     assert full.first_available is not None
-    assert len(full.reusable) == 1 and len(full.result_hooks) == 1
+    assert len(full.reusable) == 1 and full.node_resources is not None
+    assert full.setup is not None
 
 
 @pytest.mark.parametrize(
@@ -92,7 +93,7 @@ def test_gates_that_change_how_a_check_decides_keep_it_in_place():
 
 def test_shared_devices_and_node_resources_go_with_their_gates():
     assert build_pipeline(gates_off("DRAConsumableCapacity")).reusable == ()
-    assert build_pipeline(gates_off("DRANodeAllocatableResources")).result_hooks == ()
+    assert build_pipeline(gates_off("DRANodeAllocatableResources")).node_resources is None
     # "allocated" is the core's once neither admin access nor shared devices can relax it.
     assert build_pipeline(gates_off("DRAAdminAccess")).device_checks[ALLOCATED].factory is (
         FeatureAllocatedCheck
@@ -118,14 +119,13 @@ def _tainted_node_allocator(gates: FeatureGates | None = None, pipeline: Pipelin
     devices = gpus(2)
     devices[0].taints.append(DeviceTaint("dra.example.com/unhealthy", "ecc", "NoSchedule"))
     slices = [resource_slice("node-a-gpus", devices, node_name="node-a")]
-    kw = {"gates": gates} if gates is not None else {}
-    return make_allocator(slices, pipeline=pipeline, **kw)
+    return make_allocator(slices, gates=gates or ALL_ON, pipeline=pipeline)
 
 
 def test_two_allocators_in_one_process_follow_their_own_pipelines():
     with_taints = _tainted_node_allocator()
     without = _tainted_node_allocator(gates_off("DRADeviceTaints"))
-    core = _tainted_node_allocator(pipeline=core_pipeline())
+    core = _tainted_node_allocator(pipeline=core_pipeline(ALL_ON))
     c = claim("train", exact("gpu"))
     node = existing_node("node-a")
     for _ in range(2):  # interleaved: nothing one run does leaks into the other
@@ -133,7 +133,7 @@ def test_two_allocators_in_one_process_follow_their_own_pipelines():
         assert picked(without.allocate(node, [c])) == ["gpu.nvidia.com/node-a-gpus/gpu-0"]
         assert picked(core.allocate(node, [c])) == ["gpu.nvidia.com/node-a-gpus/gpu-0"]
     assert without.pipeline.check_names == [n for n in FULL_ORDER if n != "taint"]
-    assert core.pipeline.check_names == CORE_ORDER and "features" not in core.extensions
+    assert core.pipeline.check_names == CORE_ORDER and core.features is None
 
 
 def _pods(result: dict) -> dict[str, dict]:
@@ -148,7 +148,7 @@ def test_a_snapshot_simulated_with_the_core_pipeline_gets_the_designs_plain_beha
     snapshot = load_example("features-taints.yaml")
     options = SimulationOptions(suggestions=False)
     featured = _pods(simulate(snapshot, options).result)
-    plain = _pods(simulate(snapshot, options, pipeline=core_pipeline()).result)
+    plain = _pods(simulate(snapshot, options, pipeline=core_pipeline(options.gates)).result)
     # With the features the ECC taint pushes train-0 past gpu-1 and tolerations are reported;
     # the design's core knows no taints: the first free GPUs in order, no tolerations.
     assert _devices(featured["ml-training/train-0"])[0]["device"] == "gpu-2"
@@ -161,7 +161,7 @@ def test_the_core_pipeline_refuses_first_available_as_the_design_does():
     snapshot = load_example("features-prioritized-list.yaml")
     options = SimulationOptions(suggestions=False)
     featured = simulate(snapshot, options).result
-    plain = simulate(snapshot, options, pipeline=core_pipeline()).result
+    plain = simulate(snapshot, options, pipeline=core_pipeline(options.gates)).result
     assert all(p["scheduled"] for p in featured["pods"])
     refused = [p for p in plain["pods"] if not p["scheduled"]]
     assert refused and all("only Exactly requests" in p["error"] for p in refused)

@@ -181,7 +181,7 @@ def test_ordering_matches_fraction(a, b):
     assert (qa - qb).value == a - b
 
 
-# --- bounds (issue 13 item 2) ------------------------------------------------------------------
+# --- bounds: hostile quantities are refused, not computed ------------------------------------
 
 
 @pytest.mark.parametrize(

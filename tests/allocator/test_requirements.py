@@ -294,7 +294,7 @@ def test_round_trip_through_node_selector_requirements(a):
         assert again.get(LABEL_ZONE).has(v) == a.has(v)
 
 
-# --- the intersection memo (issue 11: the loop intersects the same requirements per pod) ----
+# --- the intersection memo (the loop intersects the same requirements for every pod) ------
 
 zone_requirement = st.builds(
     lambda op, values, bound: Requirement.new(

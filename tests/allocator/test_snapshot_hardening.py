@@ -1,5 +1,5 @@
-"""Hostile and broken snapshots are refused fast, at load, naming file, object and field
-(issue 13 items 1, 3 and 6)."""
+"""Hostile and broken snapshots are refused fast, at load, naming file, object and field:
+size bounds, names and references, the shapes the scheduler reads."""
 
 from __future__ import annotations
 

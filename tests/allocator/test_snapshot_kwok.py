@@ -1,5 +1,4 @@
-"""Karpenter KWOK's instance_types.json, read as Karpenter's KWOK provider reads it (issue 12
-item 5).
+"""Karpenter KWOK's instance_types.json, read as Karpenter's KWOK provider reads it.
 
 The provider (kwok/cloudprovider/helpers.go) decodes the file with ``json.Unmarshal`` into
 ``InstanceTypeOptions``; Go's encoding/json "preferring an exact match but also accepting a

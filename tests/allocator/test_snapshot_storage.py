@@ -1,5 +1,5 @@
 """Loading the storage kinds, DaemonSets, and the pod fields behind volumes, host ports and
-provisioning (CONTRACT section 1): what is read, API defaulting, unknown fields kept, and
+provisioning (docs/SNAPSHOT.md): what is read, API defaulting, unknown fields kept, and
 problems named by file, document, object and field path."""
 
 from __future__ import annotations
@@ -274,3 +274,9 @@ def test_malformed_objects_name_file_document_object_and_field():
         "and 65535",
         "bad.yaml doc 6 Pod ml/vllm-0: spec.schedulingGates[0].name: required",
     ]
+
+
+def test_what_is_simulated_raises_no_not_simulated_warning(snapshot):
+    # Scheduling gates, nominatedNodeName, volumes, host ports and the storage kinds and
+    # DaemonSets are simulated now: the snapshot using them all warns of nothing.
+    assert snapshot.warnings == [] and snapshot.unsimulated == []

@@ -8,12 +8,13 @@ import pytest
 
 from allocator.cel import SelectorEngine
 from allocator.errors import ValidationError
+from allocator.features.gates import ALL_ON
 from allocator.model import DeviceSelector
 from allocator.pipeline import build_pipeline, core_pipeline
 from allocator.pools import SliceUniverse, template_devices
+from allocator.requests import SelectorMatcher
 from allocator.requirements import Requirements
 from allocator.validation import (
-    SelectorMatcher,
     ValidationContext,
     validate_claim_request,
     validate_exact_request,
@@ -38,7 +39,7 @@ from tests.allocator.builders import (
 
 
 def ctx(c, slices=(), its=(), classes=None, pipeline=None):
-    """Request Validation with the design's core (no pipeline) unless ``pipeline`` is given."""
+    """Request Validation with the design's core unless ``pipeline`` is given."""
     pools = SliceUniverse(list(slices)).gather(None, [Requirements()])
     engine = SelectorEngine()
     return ValidationContext(
@@ -52,7 +53,7 @@ def ctx(c, slices=(), its=(), classes=None, pipeline=None):
         engine=engine,
         device_classes=classes if classes is not None else CLASSES,
         matcher=SelectorMatcher(engine),
-        pipeline=pipeline,
+        rules=pipeline if pipeline is not None else core_pipeline(ALL_ON),
     )
 
 
@@ -142,7 +143,8 @@ def test_all_mode_instance_type_pruned_when_nothing_matches():
     nics_only = instance_type("c7gn.16xlarge", [template("c7-nics", [nic("nic-0")], driver=NIC)])
     data = validate_claim_request(ctx(claim("c", exact("gpu", mode="All")), (), [p5, nics_only]))
     assert "c7gn.16xlarge" not in data.requests[0].all_template_devices_by_it
-    assert "no device matches" in data.pruned_instance_types["c7gn.16xlarge"]
+    pruned = data.pruned_instance_types["c7gn.16xlarge"]
+    assert pruned.code == "no-devices" and "no device matches" in pruned.message
     assert "p5.48xlarge" not in data.pruned_instance_types
 
 
@@ -168,7 +170,8 @@ def test_max_size_prunes_instance_types_by_their_template_count():
     data = validate_claim_request(ctx(claim("c", exact("gpu", mode="All")), slices, [p5, big]))
     r = data.requests[0]
     assert set(r.all_template_devices_by_it) == {"p5.48xlarge"}
-    assert "exceeding maximum" in data.pruned_instance_types["p6.96xlarge"]
+    pruned = data.pruned_instance_types["p6.96xlarge"]
+    assert pruned.code == "exceeding-maximum" and "exceeding maximum" in pruned.message
 
 
 def test_max_size_all_instance_types_pruned():
@@ -190,7 +193,7 @@ def test_pipeline_first_available_handler_and_request_validators():
 
     seen = []
     pipeline = replace(
-        core_pipeline(),
+        core_pipeline(ALL_ON),
         first_available=handler,
         request_validators=(lambda vctx, r: seen.append(r.name),),
     )
@@ -200,8 +203,8 @@ def test_pipeline_first_available_handler_and_request_validators():
     assert seen == ["gpu/h100", "gpu/any"]
     # The design's core has no FirstAvailable; the features' pipeline has DRAPrioritizedList.
     with pytest.raises(ValidationError, match="only Exactly requests"):
-        validate_claim_request(ctx(c, pipeline=core_pipeline()))
-    (r,) = validate_claim_request(ctx(c, pipeline=build_pipeline())).requests
+        validate_claim_request(ctx(c, pipeline=core_pipeline(ALL_ON)))
+    (r,) = validate_claim_request(ctx(c, pipeline=build_pipeline(ALL_ON))).requests
     assert [a.name for a in r.alternatives] == ["gpu/h100", "gpu/any"]
 
 
@@ -211,7 +214,7 @@ def test_request_validator_can_reject():
             f"claim {vctx.claim_key}: request {r.name}: admin access not permitted"
         )
 
-    pipeline = replace(core_pipeline(), request_validators=(no_admin,))
+    pipeline = replace(core_pipeline(ALL_ON), request_validators=(no_admin,))
     with pytest.raises(ValidationError, match="admin access"):
         validate_claim_request(ctx(claim("c", exact("gpu")), pipeline=pipeline))
     validate_claim_request(ctx(claim("c", exact("gpu"))))  # the core validates it

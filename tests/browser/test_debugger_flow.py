@@ -185,14 +185,18 @@ def test_review_a_failed_pod(logged_in):
 def test_diff_two_runs(logged_in):
     page = logged_in
     first = _upload_and_run(page)
-    # A second run of the same snapshot with device taints switched off and a node disrupted.
+    # A second run of the same snapshot on 1.36's gates with device taints switched off and a
+    # node disrupted.
     page.go_back()
-    page.uncheck("form.run-form input[value=DRADeviceTaints]")
+    page.select_option("form.run-form select[name=kubernetes_version]", "1.36")
+    page.select_option("form.run-form select[name=gate-DRADeviceTaints]", "off")
     disrupt = page.locator("form.run-form input[name=disrupt_nodes]")
     if disrupt.count():
         disrupt.first.check()
     page.click("form.run-form button[type=submit]")
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    expect(page.locator("[data-run-gates]")).to_contain_text("Kubernetes 1.36 defaults")
+    expect(page.locator("[data-run-gates]")).to_contain_text("DRADeviceTaints=false")
     second_id = page.url.rstrip("/").split("/")[-1]
     page.goto(first)
     page.select_option("#diff-other", second_id)

@@ -1,4 +1,4 @@
-"""Issue 15 in the browser on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an
+"""The pages in the browser on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an
 EKS-like cluster, NVIDIA's gpu.nvidia.com ResourceSlices, a NodePool with an EC2NodeClass,
 pods with ResourceClaimTemplates, one named train.v2-0, one that fails, managedFields),
 simulated for real. Each test checks one item as a user would and saves screenshots at 1280
@@ -24,7 +24,8 @@ GPU = "gpu.nvidia.com"
 
 def _simulate(owner, name: str, body: bytes, options: dict | None = None):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     snapshot = create_snapshot(owner, [(f"{name}.yaml", body)], name)

@@ -1,4 +1,4 @@
-"""Issue 15 and the funnel on screen (issues 9-11, pages): a user takes the result away
+"""Sharing and the funnel on screen: a user takes the result away
 (downloads, stable links), reads why a pod failed from the funnel table, and the pages keep
 their polish (times in the browser's zone, kubectl-like YAML, dark mode, wide screens, a
 favicon). Screenshots at 1280 and 1920 px under test-output/screenshots/."""

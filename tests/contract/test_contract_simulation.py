@@ -263,11 +263,12 @@ def test_nodepools_by_weight_then_name_with_fall_through_and_per_pool_numbering(
     ]
     run = simulate(tmp_path, docs)
     assert run.pod("default/tolerant")["target"]["name"] == "z-heavy-1"
-    # plain cannot take z-heavy's taint: falls through to a-pool (name breaks the weight tie).
-    assert run.pod("default/plain")["target"]["name"] == "a-pool-1"
+    # plain cannot take z-heavy's taint: falls through to b-pool (of equal weights, the name
+    # sorting later comes first: Karpenter's OrderByWeight).
+    assert run.pod("default/plain")["target"]["name"] == "b-pool-1"
     assert {nc["name"]: nc["nodePool"] for nc in run.doc["nodeClaims"]} == {
         "z-heavy-1": "z-heavy",
-        "a-pool-1": "a-pool",
+        "b-pool-1": "b-pool",
     }
 
 

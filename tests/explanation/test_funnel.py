@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.dfs import Refusal
+from allocator.checks import Refusal
 from allocator.explanation.funnel import (
     aggregate,
     build_funnel,

@@ -1,4 +1,4 @@
-"""Refusing by the funnel changes how a refusal is found, never a decision (issue 9 item 2).
+"""Refusing by the funnel changes how a refusal is found, never a decision.
 
 Random GPU clusters (nodes of H100s and Tesla T4s, some GPUs already taken, a device taint,
 a NodePool whose instance type has A10Gs) and pending pods asking for some model and count:
@@ -13,6 +13,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.pipeline import build_pipeline
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
@@ -112,8 +114,7 @@ def cluster(nodes: list[tuple], pods: list[tuple], nodepool_on: bool) -> list[di
 def run(docs: list[dict], funnel_refusal: bool, trace: bool = False):
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     options = SimulationOptions(trace=trace)
-    options.funnel_refusal = funnel_refusal
-    return simulate(snapshot, options)
+    return simulate(snapshot, options, tuning=Tuning(funnel_refusal=funnel_refusal))
 
 
 def drop_clocks(result: dict) -> None:
@@ -181,7 +182,7 @@ def test_pods_of_one_shape_failing_in_one_state_are_replayed_with_their_own_clai
     docs = cluster([("T4", 2, 0, False)] * 3, [("H100", 1, 2, None)] * 4, False)
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     options = SimulationOptions()
-    built = build_run(snapshot, options, NULL_TRACE)
+    built = build_run(snapshot, build_pipeline(options.gates), NULL_TRACE, timeout=options.timeout)
     outcomes = built.scheduler.solve(built.pods.pending, built.pod_claims)
     # The first pod's attempt validates the template's spec (the device-count pre-check then
     # applies: a change of state); the second's attempt stands for the last two.

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from allocator.cel import SelectorEngine
-from allocator.features.gates import FeatureGates
+from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceID, Snapshot
 from allocator.snapshot import load_files, load_paths
 
@@ -38,6 +38,7 @@ def consumable_capacity_allocator(snapshot: Snapshot):
     from allocator.allocator import Allocator
     from allocator.bindings import AttributeBindings
     from allocator.nodeclaim import SimpleNodeClaim
+    from allocator.pipeline import build_pipeline
     from allocator.requirements import Requirements
 
     allocator = Allocator(
@@ -45,6 +46,7 @@ def consumable_capacity_allocator(snapshot: Snapshot):
         [],
         AttributeBindings.build({}),
         snapshot.device_classes,
+        pipeline=build_pipeline(ALL_ON),
         deleting_pods={"default/web-old"},
         resource_claims=snapshot.resource_claims,
     )

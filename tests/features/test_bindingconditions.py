@@ -6,13 +6,15 @@ from allocator.features.bindingconditions import (
     allocation_node_selector,
     binding_failed,
     binding_failures,
-    binding_timeout_seconds,
     claim_binding_timeout,
     device_result_fields,
     device_selectable,
-    order_pools,
 )
+from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID
+from allocator.pools import SliceUniverse
+from allocator.requirements import node_requirements
+from allocator.simulation import SimulationOptions
 from tests.features.conftest import devices_of, gates_with, load_example
 
 GPU1 = DeviceID("dra.example.com", "gpu-pool", "gpu-1")
@@ -27,19 +29,19 @@ def example():
 def test_failure_condition_true_reallocates_the_claim() -> None:
     snapshot, devices = example()
     claim = snapshot.resource_claims["default/fabric-gpu-old"]
-    failures = binding_failures(claim)
+    failures = binding_failures(claim, gates=ALL_ON)
     assert len(failures) == 1
     assert "dra.example.com/preparing-failed" in failures[0] and "gpu-1" in failures[0]
     claim.device_statuses[0]["conditions"][0]["status"] = "False"
-    assert not binding_failed(claim)
+    assert not binding_failed(claim, gates=ALL_ON)
 
 
 def test_failure_conditions_fall_back_to_the_published_device() -> None:
     snapshot, devices = example()
     claim = snapshot.resource_claims["default/fabric-gpu-old"]
     claim.allocation.devices[0].binding_failure_conditions = ()
-    assert not binding_failed(claim)
-    assert binding_failed(claim, device_lookup=devices.get)
+    assert not binding_failed(claim, gates=ALL_ON)
+    assert binding_failed(claim, device_lookup=devices.get, gates=ALL_ON)
 
 
 def test_gate_off_ignores_failures_and_skips_binding_devices() -> None:
@@ -47,25 +49,26 @@ def test_gate_off_ignores_failures_and_skips_binding_devices() -> None:
     off = gates_with(DRADeviceBindingConditions=False)
     assert not binding_failed(snapshot.resource_claims["default/fabric-gpu-old"], gates=off)
     assert not device_selectable(devices[GPU1], off)
-    assert device_selectable(devices[GPU1])
+    assert device_selectable(devices[GPU1], gates=ALL_ON)
     assert device_selectable(devices[LOCAL], off)
+
+
+def _search_order(snapshot) -> list[str]:
+    """The pools node-3's search reaches, in the order the DFS tries them."""
+    node = snapshot.nodes["node-3"]
+    universe = SliceUniverse(snapshot.resource_slices)
+    return [
+        p.key.pool for p in universe.gather("node-3", [node_requirements(node.labels, "node-3")])
+    ]
 
 
 def test_pools_with_binding_conditions_come_last() -> None:
     snapshot, _ = example()
-    pools = {}
-    for s in snapshot.resource_slices:
-        pools.setdefault((s.driver, s.pool), []).extend(s.devices)
-    keys = sorted(pools, reverse=True)  # gpu-pool first by name the other way round
-    ordered = order_pools(keys, key=lambda k: k, devices=lambda k: pools[k])
-    assert ordered == [("dra.example.com", "aaa-local-gpus"), ("dra.example.com", "gpu-pool")]
-    # Renaming the local pool to sort after gpu-pool keeps gpu-pool last.
-    pools[("dra.example.com", "zzz-local")] = pools.pop(("dra.example.com", "aaa-local-gpus"))
-    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k])
-    assert ordered[-1] == ("dra.example.com", "gpu-pool")
-    off = gates_with(DRADeviceBindingConditions=False)
-    ordered = order_pools(list(pools), key=lambda k: k, devices=lambda k: pools[k], gates=off)
-    assert ordered[-1] == ("dra.example.com", "zzz-local")
+    assert _search_order(snapshot) == ["aaa-local-gpus", "gpu-pool"]
+    # Renaming the local pool to sort after gpu-pool keeps gpu-pool (binding conditions) last.
+    local = next(s for s in snapshot.resource_slices if s.pool == "aaa-local-gpus")
+    local.pool = "zzz-local"
+    assert _search_order(snapshot) == ["zzz-local", "gpu-pool"]
 
 
 def test_binds_to_node_records_the_chosen_node() -> None:
@@ -80,7 +83,7 @@ def test_binds_to_node_records_the_chosen_node() -> None:
         ]
     }
     on_node = allocation_node_selector(
-        [devices[GPU1]], topology, node_name="node-3", node_claim_name=None
+        [devices[GPU1]], topology, node_name="node-3", node_claim_name=None, gates=ALL_ON
     )
     assert on_node == {
         "nodeSelectorTerms": [
@@ -88,13 +91,13 @@ def test_binds_to_node_records_the_chosen_node() -> None:
         ]
     }
     new = allocation_node_selector(
-        [devices[GPU1]], topology, node_name=None, node_claim_name="fabric-pool-1"
+        [devices[GPU1]], topology, node_name=None, node_claim_name="fabric-pool-1", gates=ALL_ON
     )
     assert new["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["fabric-pool-1"]
     # Without bindsToNode the device topology stays.
     assert (
         allocation_node_selector(
-            [devices[LOCAL]], topology, node_name="node-3", node_claim_name=None
+            [devices[LOCAL]], topology, node_name="node-3", node_claim_name=None, gates=ALL_ON
         )
         is topology
     )
@@ -103,14 +106,11 @@ def test_binds_to_node_records_the_chosen_node() -> None:
 def test_binding_timeout_defaults_to_600_seconds() -> None:
     _, devices = example()
 
-    class Options:
-        binding_timeout_seconds = 60
-
-    assert binding_timeout_seconds() == 600
-    assert binding_timeout_seconds(Options()) == 60
-    assert claim_binding_timeout([devices[GPU1]], 600) == 600
-    assert claim_binding_timeout([devices[LOCAL]], 600) is None
-    assert device_result_fields(devices[GPU1]) == {
+    assert SimulationOptions().binding_timeout_seconds == 600
+    assert SimulationOptions.from_json({"bindingTimeoutSeconds": 60}).binding_timeout_seconds == 60
+    assert claim_binding_timeout([devices[GPU1]], 600, gates=ALL_ON) == 600
+    assert claim_binding_timeout([devices[LOCAL]], 600, gates=ALL_ON) is None
+    assert device_result_fields(devices[GPU1], gates=ALL_ON) == {
         "bindingConditions": ["dra.example.com/is-prepared"],
         "bindingFailureConditions": ["dra.example.com/preparing-failed"],
         "bindsToNode": True,
@@ -122,7 +122,7 @@ def test_the_run_gates_drive_the_reallocation_predicate() -> None:
 
     snapshot, _ = example()
     claim = snapshot.resource_claims["default/fabric-gpu-old"]
-    assert any(p(claim) for p in build_pipeline().reallocation_predicates)
+    assert any(p(claim) for p in build_pipeline(ALL_ON).reallocation_predicates)
     gate_off = build_pipeline(gates_with(DRADeviceBindingConditions=False))
     assert not any(p(claim) for p in gate_off.reallocation_predicates)
-    assert core_pipeline().reallocation_predicates == ()
+    assert core_pipeline(ALL_ON).reallocation_predicates == ()

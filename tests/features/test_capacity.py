@@ -16,6 +16,7 @@ from allocator.features.capacity import (
     share_id,
     shared_devices_in_cluster,
 )
+from allocator.features.gates import ALL_ON
 from allocator.model import CapacityRequirements, DeviceID
 from allocator.quantity import Quantity
 from tests.features.conftest import (
@@ -75,7 +76,7 @@ def test_unknown_capacity_name_does_not_match() -> None:
 def test_deleting_pods_free_only_their_share() -> None:
     snapshot, devices = example()
     freed = ["default/web-old-bandwidth"]  # reserved only by the deleting pod web-old
-    ledger = CapacityLedger(snapshot.resource_claims.values(), freed_claims=freed)
+    ledger = CapacityLedger(snapshot.resource_claims.values(), freed_claims=freed, gates=ALL_ON)
     assert ledger.seed == {ETH1: {"bandwidth": Q("1G")}}
     view = ledger.view("node/worker-1", "c6in.8xlarge")
     amounts, reason = view.try_take(ETH1, devices[ETH1], bandwidth("9G"))
@@ -88,7 +89,7 @@ def test_deleting_pods_free_only_their_share() -> None:
 
 def test_without_freeing_both_shares_count() -> None:
     snapshot, devices = example()
-    ledger = CapacityLedger(snapshot.resource_claims.values())
+    ledger = CapacityLedger(snapshot.resource_claims.values(), gates=ALL_ON)
     view = ledger.view("node/worker-1", "c6in.8xlarge")
     assert view.try_take(ETH1, devices[ETH1], bandwidth("9G"))[0] is None
     assert view.try_take(ETH1, devices[ETH1], bandwidth("8G"))[1] is None
@@ -96,7 +97,7 @@ def test_without_freeing_both_shares_count() -> None:
 
 def test_shares_committed_by_other_nodeclaims_count() -> None:
     snapshot, devices = example()
-    ledger = CapacityLedger(snapshot.resource_claims.values())
+    ledger = CapacityLedger(snapshot.resource_claims.values(), gates=ALL_ON)
     ledger.commit("web-pool-1", "c6in.8xlarge", [(ETH1, {"bandwidth": Q("7G")}, False)])
     assert (
         ledger.view("web-pool-2", "c6in.8xlarge").try_take(ETH1, devices[ETH1], bandwidth("2G"))[0]
@@ -137,7 +138,7 @@ def test_device_taken_whole_must_still_hold_the_request() -> None:
     _, devices = example()
     eth1 = devices[ETH1]
     eth1.allow_multiple_allocations = False
-    view = CapacityLedger().view("node/worker-1", "c6in.8xlarge")
+    view = CapacityLedger(gates=ALL_ON).view("node/worker-1", "c6in.8xlarge")
     assert view.try_take(ETH1, eth1, bandwidth("10G")) == ({}, None)
     assert view.try_take(ETH1, eth1, bandwidth("11G"))[0] is None
 

@@ -10,9 +10,9 @@ from allocator.features.counters import (
     CounterLedger,
     GroupState,
     build_counter_pool,
-    is_compatibility_group_failure,
     pool_incomplete_without_groups_gate,
 )
+from allocator.features.gates import ALL_ON
 from allocator.model import (
     CounterConsumption,
     CounterSet,
@@ -47,11 +47,20 @@ def test_docs_counter_set_is_read_from_its_own_slice() -> None:
 
 def test_only_one_of_the_two_6gi_devices_fits_in_8gi() -> None:
     snapshot, devices = example()
-    view = CounterLedger(snapshot.resource_slices).view("node/worker-1", "p4d.24xlarge")
+    view = CounterLedger(snapshot.resource_slices, gates=ALL_ON).view(
+        "node/worker-1", "p4d.24xlarge"
+    )
     assert view.try_add(DEVICE_1, devices[DEVICE_1]) is None
-    reason = view.try_add(DEVICE_2, devices[DEVICE_2])
-    assert reason is not None
-    assert "counter memory" in reason and "2Gi of 8Gi left" in reason
+    refused = view.try_add(DEVICE_2, devices[DEVICE_2])
+    assert refused is not None and refused.reason == "counter"
+    assert "counter memory" in refused.message and "2Gi of 8Gi left" in refused.message
+    assert refused.facts == {
+        "counterSet": "gpu-1-counters",
+        "counter": "memory",
+        "needed": "6Gi",
+        "left": "2Gi",
+        "total": "8Gi",
+    }
     # Backtracking gives the budget back.
     view.remove(DEVICE_1, devices[DEVICE_1])
     assert view.consumed(DEVICE_1, "gpu-1-counters") == {"memory": Quantity.parse("0")}
@@ -60,7 +69,7 @@ def test_only_one_of_the_two_6gi_devices_fits_in_8gi() -> None:
 
 def test_devices_allocated_in_the_cluster_consume_counters() -> None:
     snapshot, devices = example()
-    ledger = CounterLedger(snapshot.resource_slices, allocated_devices=[DEVICE_1])
+    ledger = CounterLedger(snapshot.resource_slices, allocated_devices=[DEVICE_1], gates=ALL_ON)
     view = ledger.view("node/worker-1", "p4d.24xlarge")
     assert view.try_add(DEVICE_2, devices[DEVICE_2]) is not None
     assert ledger.remaining(POOL) == {"gpu-1-counters": {"memory": Quantity.parse("2Gi")}}
@@ -68,7 +77,7 @@ def test_devices_allocated_in_the_cluster_consume_counters() -> None:
 
 def test_committed_devices_follow_the_tracker_visibility_rules() -> None:
     snapshot, devices = example()
-    ledger = CounterLedger(snapshot.resource_slices)
+    ledger = CounterLedger(snapshot.resource_slices, gates=ALL_ON)
     ledger.commit("gpu-pool-1", "p4d.24xlarge", cluster_devices=[DEVICE_1])
     # Same NodeClaim, other instance type: only one of them will launch.
     assert ledger.view("gpu-pool-1", "p5.48xlarge").try_add(DEVICE_2, devices[DEVICE_2]) is None
@@ -80,20 +89,23 @@ def test_committed_devices_follow_the_tracker_visibility_rules() -> None:
 
 def test_mig_and_vgpu_cannot_share_a_counter_set() -> None:
     snapshot, devices = example()
-    view = CounterLedger(snapshot.resource_slices).view("node/worker-1", "p4d.24xlarge")
+    view = CounterLedger(snapshot.resource_slices, gates=ALL_ON).view(
+        "node/worker-1", "p4d.24xlarge"
+    )
     assert view.try_add(MIG, devices[MIG]) is None
-    reason = view.try_add(VGPU, devices[VGPU])
-    assert is_compatibility_group_failure(reason)
-    assert "gpu-0-memory" in reason and "(mig)" in reason
+    refused = view.try_add(VGPU, devices[VGPU])
+    assert refused is not None and refused.reason == "compatibility-group"
+    assert "gpu-0-memory" in refused.message and "(mig)" in refused.message
     # The counter set alone would have room for both.
     assert view.consumed(MIG, "gpu-0-memory") == {"memory": Quantity.parse("4Gi")}
 
 
 def test_groups_across_claims_and_cluster_allocations() -> None:
     snapshot, devices = example()
-    ledger = CounterLedger(snapshot.resource_slices, allocated_devices=[VGPU])
+    ledger = CounterLedger(snapshot.resource_slices, allocated_devices=[VGPU], gates=ALL_ON)
     view = ledger.view("node/worker-1", "p4d.24xlarge")
-    assert is_compatibility_group_failure(view.try_add(MIG, devices[MIG]))
+    refused = view.try_add(MIG, devices[MIG])
+    assert refused is not None and refused.reason == "compatibility-group"
 
 
 def test_groups_gate_off_skips_pools_that_have_groups() -> None:
@@ -103,7 +115,7 @@ def test_groups_gate_off_skips_pools_that_have_groups() -> None:
     plain_pool = [d for s in snapshot.resource_slices if s.pool == "pool" for d in s.devices]
     assert pool_incomplete_without_groups_gate(gpu_pool, gates)
     assert not pool_incomplete_without_groups_gate(plain_pool, gates)
-    assert not pool_incomplete_without_groups_gate(gpu_pool)  # gate on: usable
+    assert not pool_incomplete_without_groups_gate(gpu_pool, gates=ALL_ON)  # gate on: usable
 
 
 def test_partitionable_gate_off_blocks_counter_devices() -> None:
@@ -111,8 +123,8 @@ def test_partitionable_gate_off_blocks_counter_devices() -> None:
     ledger = CounterLedger(
         snapshot.resource_slices, gates=gates_with(DRAPartitionableDevices=False)
     )
-    reason = ledger.view("node/worker-1", "p4d.24xlarge").try_add(DEVICE_1, devices[DEVICE_1])
-    assert reason is not None and "DRAPartitionableDevices" in reason
+    refused = ledger.view("node/worker-1", "p4d.24xlarge").try_add(DEVICE_1, devices[DEVICE_1])
+    assert refused is not None and "DRAPartitionableDevices" in refused.message
 
 
 def test_reference_to_a_missing_counter_set_invalidates_the_pool() -> None:
@@ -122,8 +134,8 @@ def test_reference_to_a_missing_counter_set_invalidates_the_pool() -> None:
     pool = build_counter_pool(POOL, slices)
     assert pool.error is not None
     assert "gpu-9-counters" in pool.error and "does not define" in pool.error
-    view = CounterLedger(slices).view("node/worker-1", "p4d.24xlarge")
-    assert "invalid" in view.try_add(DEVICE_1, devices[DEVICE_1])
+    view = CounterLedger(slices, gates=ALL_ON).view("node/worker-1", "p4d.24xlarge")
+    assert "invalid" in view.try_add(DEVICE_1, devices[DEVICE_1]).message
 
 
 def test_too_many_compatibility_groups_invalidate_the_pool() -> None:
@@ -152,7 +164,7 @@ def template(memory: str) -> ResourceSliceTemplate:
 
 
 def test_template_budgets_are_per_nodeclaim_and_instance_type() -> None:
-    ledger = CounterLedger([])
+    ledger = CounterLedger([], gates=ALL_ON)
     t80 = template("80Gi")
     half = DeviceID("gpu.example.com", "p4d-gpus", "gpu-0-half")
     other = DeviceID("gpu.example.com", "p4d-gpus", "gpu-0-other-half")
@@ -210,11 +222,17 @@ def test_missing_counter_set_makes_the_whole_pool_invalid_for_all_mode() -> None
     from tests.allocator.builders import claim, exact, existing_node
 
     snapshot, slices = _typo_pool()
-    validators = build_pipeline().pool_validators
+    validators = build_pipeline(ALL_ON).pool_validators
     (pool,) = SliceUniverse(slices, validators).gather("worker-1", [])
     assert pool.invalid
     assert "consumesCounters references counter set gpu-2-counters" in pool.invalid_reason
-    a = Allocator(slices, [], AttributeBindings.build({}), snapshot.device_classes)
+    a = Allocator(
+        slices,
+        [],
+        AttributeBindings.build({}),
+        snapshot.device_classes,
+        pipeline=build_pipeline(ALL_ON),
+    )
     node = existing_node("worker-1", instance_type_name="p4d.24xlarge")
     every = claim("all", exact("dev", "partition.example.com", mode="All"))
     with pytest.raises(ValidationError, match=r"pool dra.example.com/pool is invalid \(device"):
@@ -224,5 +242,5 @@ def test_missing_counter_set_makes_the_whole_pool_invalid_for_all_mode() -> None
     (pool,) = SliceUniverse(good, validators).gather("worker-1", [])
     assert not pool.invalid and pool.invalid_reason is None
     # The design's core knows no shared counters: the typo'd pool is not invalid there.
-    (pool,) = SliceUniverse(slices, core_pipeline().pool_validators).gather("worker-1", [])
+    (pool,) = SliceUniverse(slices, core_pipeline(ALL_ON).pool_validators).gather("worker-1", [])
     assert not pool.invalid

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from allocator.allocator import AllocationError, Allocator
 from allocator.bindings import AttributeBindings
+from allocator.features.gates import ALL_ON
 from allocator.model import (
     CounterConsumption,
     CounterSet,
@@ -28,6 +29,7 @@ from allocator.model import (
     ResourceSlice,
 )
 from allocator.nodeclaim import SimpleNodeClaim
+from allocator.pipeline import build_pipeline
 from allocator.quantity import Quantity
 from allocator.requirements import Requirements
 
@@ -88,7 +90,11 @@ def feasible(total_gi: int, parts: list[tuple[int, str]], chosen: tuple[int, ...
 )
 def test_allocation_respects_counters_and_groups_and_is_complete(total, parts, k) -> None:
     allocator = Allocator(
-        slices(total, parts), [], AttributeBindings.build({}), {CLASS.name: CLASS}
+        slices(total, parts),
+        [],
+        AttributeBindings.build({}),
+        {CLASS.name: CLASS},
+        pipeline=build_pipeline(ALL_ON),
     )
     node = SimpleNodeClaim(
         "node/worker-1",
@@ -115,7 +121,13 @@ def test_allocation_respects_counters_and_groups_and_is_complete(total, parts, k
 @pytest.mark.parametrize("committed", [True, False])
 def test_committed_partitions_shrink_the_next_allocation(committed: bool) -> None:
     parts = [(6, "none"), (6, "none")]
-    allocator = Allocator(slices(8, parts), [], AttributeBindings.build({}), {CLASS.name: CLASS})
+    allocator = Allocator(
+        slices(8, parts),
+        [],
+        AttributeBindings.build({}),
+        {CLASS.name: CLASS},
+        pipeline=build_pipeline(ALL_ON),
+    )
     node = SimpleNodeClaim(
         "node/worker-1",
         Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),
@@ -176,7 +188,13 @@ def test_shares_pack_into_nic_bandwidth_exactly_when_possible(nics, shares) -> N
     """Each request asks one share of ``g`` G; several shares may land on one NIC."""
     from allocator.model import CapacityRequirements
 
-    allocator = Allocator([nic_slice(nics)], [], AttributeBindings.build({}), {NIC: NIC_CLASS})
+    allocator = Allocator(
+        [nic_slice(nics)],
+        [],
+        AttributeBindings.build({}),
+        {NIC: NIC_CLASS},
+        pipeline=build_pipeline(ALL_ON),
+    )
     node = SimpleNodeClaim(
         "node/worker-1",
         Requirements.from_labels({"kubernetes.io/hostname": "worker-1"}),

@@ -16,6 +16,7 @@ from allocator.features.distinct import (
     ListMatchAttributeState,
     match_values,
 )
+from allocator.features.gates import ALL_ON
 from allocator.model import (
     Device,
     DeviceClass,
@@ -29,6 +30,7 @@ from allocator.model import (
     ResourceSlice,
 )
 from allocator.nodeclaim import SimpleNodeClaim
+from allocator.pipeline import build_pipeline
 from allocator.requirements import Requirements
 from allocator.simulation import SimulationOptions, simulate
 from allocator.trace import Trace
@@ -147,7 +149,7 @@ def test_scalar_match_is_type_aware_and_lists_need_the_gate() -> None:
     assert off.add("r", _cand("e", numa=0)) is None
 
 
-# --- feasibility by reasoning (issue 11 item 6) --------------------------------------------
+# --- feasibility by reasoning ---------------------------------------------------------------
 #
 # Like MatchAttribute's feasibility check: devices still to choose under a distinctAttribute
 # each need a value of their own, so fewer distinct values among the devices that could take
@@ -167,7 +169,9 @@ def gpu_node(roots: list) -> tuple[Allocator, SimpleNodeClaim]:
     slice_ = ResourceSlice(
         "gpu-node-1-gpus", GPU, "gpu-node-1", 1, 1, node_name="gpu-node-1", devices=devices
     )
-    allocator = Allocator([slice_], [], AttributeBindings.build({}), {GPU: GPU_CLASS})
+    allocator = Allocator(
+        [slice_], [], AttributeBindings.build({}), {GPU: GPU_CLASS}, pipeline=build_pipeline(ALL_ON)
+    )
     node = SimpleNodeClaim(
         "node/gpu-node-1",
         Requirements.from_labels({"kubernetes.io/hostname": "gpu-node-1"}),
@@ -308,7 +312,9 @@ def test_reasoning_during_the_search_keeps_the_first_solution() -> None:
     slice_ = ResourceSlice(
         "gpu-node-1-gpus", GPU, "gpu-node-1", 1, 1, node_name="gpu-node-1", devices=devices
     )
-    allocator = Allocator([slice_], [], AttributeBindings.build({}), {GPU: GPU_CLASS})
+    allocator = Allocator(
+        [slice_], [], AttributeBindings.build({}), {GPU: GPU_CLASS}, pipeline=build_pipeline(ALL_ON)
+    )
     _, node = gpu_node([])
     claim = spread_claim(3, 3)
     claim.spec.requests[0].exactly.selectors = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from allocator.features.gates import ALL_ON
 from allocator.features.nodeallocatable import (
     AllocatedDevice,
     NodeAllocatableError,
@@ -54,10 +55,10 @@ def test_consumed_cpu_maps_onto_node_cpu() -> None:
         devices[SOCKET0],
         {"cpu.example.com/cpu": Q("8")},
     )
-    assert dra_node_resources(pods["cpu-pinned"], [allocated]) == {"cpu": Q("8")}
+    assert dra_node_resources(pods["cpu-pinned"], [allocated], gates=ALL_ON) == {"cpu": Q("8")}
     # Taken whole (no share), the whole socket counts.
     whole = AllocatedDevice("c", "cpus", "cpu.example.com", devices[SOCKET0], None)
-    assert dra_node_resources(pods["cpu-pinned"], [whole]) == {"cpu": Q("128")}
+    assert dra_node_resources(pods["cpu-pinned"], [whole], gates=ALL_ON) == {"cpu": Q("128")}
 
 
 def test_overhead_per_pod_and_per_container() -> None:
@@ -65,13 +66,13 @@ def test_overhead_per_pod_and_per_container() -> None:
     pod = pods["inference-x"]
     xpu = devices[XPU]
     allocated = AllocatedDevice("default/inference-x-xpu", "xpu", "xpu.example.com", xpu, None)
-    assert dra_node_resources(pod, [allocated]) == {"memory": Q("8Gi")}
+    assert dra_node_resources(pod, [allocated], gates=ALL_ON) == {"memory": Q("8Gi")}
     xpu.raw["nodeAllocatableResources"]["overhead"]["memory"]["perContainer"] = "1Gi"
     pod.raw["spec"]["containers"].append(
         {"name": "sidecar", "resources": {"claims": [{"name": "xpu"}]}}
     )
     assert containers_referencing(pod, "xpu") == 2
-    assert dra_node_resources(pod, [allocated]) == {"memory": Q("10Gi")}
+    assert dra_node_resources(pod, [allocated], gates=ALL_ON) == {"memory": Q("10Gi")}
     assert dra_node_resources(pod, [allocated], gates_with(DRANodeAllocatableResources=False)) == {}
 
 
@@ -81,7 +82,7 @@ def test_device_multiplier_counts_devices() -> None:
         raw={"nodeAllocatableResources": {"mapping": {"cpu": {"deviceMultiplier": 2}}}},
     )
     devices = [AllocatedDevice("c", "cpus", "cpu.example.com", core, None)] * 4
-    assert dra_node_resources(None, devices) == {"cpu": Q("8")}
+    assert dra_node_resources(None, devices, gates=ALL_ON) == {"cpu": Q("8")}
 
 
 def test_bad_mapping_names_the_field() -> None:
@@ -96,7 +97,9 @@ def test_bad_mapping_names_the_field() -> None:
         raw={"nodeAllocatableResources": {"mapping": {"cpu": {"capacityKey": "cores"}}}},
     )
     with pytest.raises(NodeAllocatableError, match="not a capacity"):
-        dra_node_resources(None, [AllocatedDevice("c", "x", "cpu.example.com", missing)])
+        dra_node_resources(
+            None, [AllocatedDevice("c", "x", "cpu.example.com", missing)], gates=ALL_ON
+        )
 
 
 def test_pod_level_requests_and_shared_mapping_claims() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from allocator.features.gates import ALL_ON
 from allocator.features.nodeoperations import (
     node_problem,
     skip_node_operations,
     validate_skip_node_operations,
 )
 from allocator.model import Node
+from allocator.pipeline import build_pipeline
 from tests.features.conftest import gates_with, load_yaml
 
 CONTROL_PLANE = """
@@ -31,14 +33,19 @@ spec:
 
 def test_slice_operations_are_copied_with_the_gate_on() -> None:
     (s,) = load_yaml(CONTROL_PLANE).resource_slices
-    assert skip_node_operations(s.raw) == ("*",)
+    assert skip_node_operations(s.raw, gates=ALL_ON) == ("*",)
     assert skip_node_operations(s.raw, gates_with(DRAOptionalNodeOperations=False)) == ()
 
 
 def test_prepare_alone_is_invalid() -> None:
     assert validate_skip_node_operations(["NodePrepareResources"]) is not None
     assert validate_skip_node_operations(["NodePrepareResources", "NodeUnprepareResources"]) is None
-    assert skip_node_operations({"spec": {"skipNodeOperations": ["NodePrepareResources"]}}) == ()
+    assert (
+        skip_node_operations(
+            {"spec": {"skipNodeOperations": ["NodePrepareResources"]}}, gates=ALL_ON
+        )
+        == ()
+    )
 
 
 def test_nodes_must_declare_the_feature() -> None:
@@ -91,6 +98,7 @@ def _allocate(declared: tuple[str, ...] | None):
         AttributeBindings.build({}),
         snapshot.device_classes,
         nodes={"worker-1": node},
+        pipeline=build_pipeline(ALL_ON),
     )
     view = SimpleNodeClaim(
         "node/worker-1", Requirements.from_labels(node.labels), ["m7i.large"], node_name="worker-1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from allocator.features.gates import ALL_ON
 from allocator.features.poolstatus import pool_status
 from allocator.features.taints import TaintIndex
 from allocator.model import DeviceID
@@ -17,7 +18,7 @@ def by_pool(entries: list[dict]) -> dict[str, dict]:
 
 def test_partition_summary_after_an_allocation() -> None:
     snapshot = load_example("features-partitionable.yaml")
-    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[MIG]))
+    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[MIG], gates=ALL_ON))
     gpu = pools["gpu-pool"]
     assert (gpu["totalDevices"], gpu["allocatedDevices"], gpu["availableDevices"]) == (2, 1, 1)
     summary = {s["type"]: s for s in gpu["partitionSummary"]}
@@ -37,7 +38,9 @@ def test_default_partition_attribute_and_bad_types() -> None:
     snapshot = load_example("features-partitionable.yaml")
     pools = by_pool(
         pool_status(
-            snapshot.resource_slices, default_partition_type_attribute="dra.example.com/size"
+            snapshot.resource_slices,
+            default_partition_type_attribute="dra.example.com/size",
+            gates=ALL_ON,
         )
     )
     error = pools["pool"]["validationError"]
@@ -48,7 +51,7 @@ def test_default_partition_attribute_and_bad_types() -> None:
 def test_incomplete_pool_reports_a_validation_error() -> None:
     snapshot = load_example("features-partitionable.yaml")
     slices = [s for s in snapshot.resource_slices if s.name != "resourceslice-with-devices"]
-    pool = by_pool(pool_status(slices))["pool"]
+    pool = by_pool(pool_status(slices, gates=ALL_ON))["pool"]
     assert pool["validationError"].startswith("pool is incomplete: 1 of 2 ResourceSlices")
 
 
@@ -61,9 +64,11 @@ def test_incomplete_pool_reports_a_validation_error() -> None:
 
 def test_tainted_devices_are_unavailable_whether_allocated_or_not(engine) -> None:
     snapshot = load_example("features-taints.yaml")
-    taints = TaintIndex(snapshot.device_taint_rules, snapshot.device_classes, engine=engine)
+    taints = TaintIndex(
+        snapshot.device_taint_rules, snapshot.device_classes, engine=engine, gates=ALL_ON
+    )
     gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
-    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints)
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints, gates=ALL_ON)
     # The NoExecute rule "example" taints all three GPUs, gpu-0 too although it is allocated:
     # it counts in both allocatedDevices and unavailableDevices; available floors at 0.
     assert (
@@ -78,7 +83,9 @@ def test_tainted_devices_are_unavailable_whether_allocated_or_not(engine) -> Non
         engine=engine,
         gates=gates_with(DRADeviceTaintRules=False),
     )
-    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=rules_off)
+    (pool,) = pool_status(
+        snapshot.resource_slices, allocated=[gpu0], taints=rules_off, gates=ALL_ON
+    )
     # Only gpu-1's driver-published NoSchedule taint remains: 3 - 1 - 1.
     assert (pool["unavailableDevices"], pool["availableDevices"]) == (1, 1)
 
@@ -92,7 +99,9 @@ def test_a_tainted_allocated_device_counts_in_both(engine) -> None:
         gates=gates_with(DRADeviceTaintRules=False),
     )
     gpu1 = DeviceID("dra.example.com", "worker-1", "gpu-1")  # NoSchedule in its slice
-    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu1], taints=rules_off)
+    (pool,) = pool_status(
+        snapshot.resource_slices, allocated=[gpu1], taints=rules_off, gates=ALL_ON
+    )
     assert (pool["allocatedDevices"], pool["unavailableDevices"], pool["availableDevices"]) == (
         1,
         1,
@@ -108,9 +117,9 @@ def test_only_no_schedule_and_no_execute_taints_make_a_device_unavailable(engine
     snapshot = load_example("features-taints.yaml")
     dry_run = [r for r in snapshot.device_taint_rules if r.name == "dry-run"]
     assert [r.taint.effect for r in dry_run] == ["None"]
-    taints = TaintIndex(dry_run, snapshot.device_classes, engine=engine)
+    taints = TaintIndex(dry_run, snapshot.device_classes, engine=engine, gates=ALL_ON)
     gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
-    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints)
+    (pool,) = pool_status(snapshot.resource_slices, allocated=[gpu0], taints=taints, gates=ALL_ON)
     assert (
         pool["totalDevices"],
         pool["allocatedDevices"],
@@ -123,7 +132,9 @@ def test_shareable_summary_counts_consumed_capacity() -> None:
     snapshot = load_example("features-consumable-capacity.yaml")
     eth1 = DeviceID("dra.example.com", "pool", "eth1")
     (pool,) = pool_status(
-        snapshot.resource_slices, consumed_capacity={eth1: {"bandwidth": Quantity.parse("2G")}}
+        snapshot.resource_slices,
+        consumed_capacity={eth1: {"bandwidth": Quantity.parse("2G")}},
+        gates=ALL_ON,
     )
     assert pool["allocatedDevices"] == 1
     assert pool["shareableSummary"] == {
@@ -145,7 +156,7 @@ def test_exhausted_counters_do_not_make_a_device_unavailable() -> None:
     # be allocated by counters, yet only taints count as unavailable: it stays "available".
     snapshot = load_example("features-partitionable.yaml")
     device_1 = DeviceID("dra.example.com", "pool", "device-1")
-    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[device_1, MIG]))
+    pools = by_pool(pool_status(snapshot.resource_slices, allocated=[device_1, MIG], gates=ALL_ON))
     docs = pools["pool"]
     assert (
         docs["totalDevices"],
@@ -168,6 +179,6 @@ def test_reference_to_a_missing_counter_set_is_a_pool_validation_error() -> None
         for d in s.devices:
             if d.name == "device-2":
                 d.consumes_counters[0].counter_set = "gpu-2-counters"
-    pool = by_pool(pool_status(snapshot.resource_slices))["pool"]
+    pool = by_pool(pool_status(snapshot.resource_slices, gates=ALL_ON))["pool"]
     assert "counter set gpu-2-counters, which the pool does not define" in pool["validationError"]
     assert pool["totalDevices"] is None and pool["unavailableDevices"] is None

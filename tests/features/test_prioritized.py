@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from allocator.features.gates import ALL_ON
 from allocator.features.prioritized import (
     PrioritizedListError,
     constraint_applies,
@@ -22,7 +23,7 @@ def gpu_request():
 
 def test_subrequests_are_tried_in_listed_order() -> None:
     request, _ = gpu_request()
-    alternatives = request_alternatives(request)
+    alternatives = request_alternatives(request, gates=ALL_ON)
     assert [a.result_name for a in alternatives] == ["gpu/one-h100", "gpu/two-l4"]
     assert [a.spec.count for a in alternatives] == [1, 2]
     assert min_devices(alternatives) == 1
@@ -46,7 +47,7 @@ def test_duplicate_subrequest_names_are_refused() -> None:
     request, _ = gpu_request()
     request.first_available[1].name = "one-h100"
     with pytest.raises(PrioritizedListError, match="unique"):
-        request_alternatives(request)
+        request_alternatives(request, gates=ALL_ON)
 
 
 def test_constraints_apply_to_the_chosen_subrequest() -> None:

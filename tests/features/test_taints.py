@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from allocator.features.gates import ALL_ON
 from allocator.features.taints import (
     TaintIndex,
     blocking_taints,
@@ -80,7 +81,9 @@ def test_exists_on_the_key_tolerates_any_value(key: str, value: str | None, effe
 def test_rule_taints_join_slice_taints(engine) -> None:
     snapshot = load_example("features-taints.yaml")
     devices = devices_of(snapshot)
-    index = TaintIndex(snapshot.device_taint_rules, snapshot.device_classes, engine=engine)
+    index = TaintIndex(
+        snapshot.device_taint_rules, snapshot.device_classes, engine=engine, gates=ALL_ON
+    )
     gpu0 = DeviceID("dra.example.com", "worker-1", "gpu-0")
     gpu_ecc = DeviceID("dra.example.com", "worker-1", "gpu-1")
     keys0 = sorted(t.key for t in index.taints(gpu0, devices[gpu0]))
@@ -133,13 +136,13 @@ def test_rule_without_selector_taints_nothing(engine) -> None:
     rule.driver = None
     devices = devices_of(snapshot)
     gpu2 = DeviceID("dra.example.com", "worker-1", "gpu-2")
-    index = TaintIndex([rule], snapshot.device_classes, engine=engine)
+    index = TaintIndex([rule], snapshot.device_classes, engine=engine, gates=ALL_ON)
     assert index.taints(gpu2, devices[gpu2]) == ()
 
 
 def test_dry_run_rule_reports_the_docs_message(engine) -> None:
     snapshot = load_example("features-taints.yaml")
-    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine)}
+    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine, gates=ALL_ON)}
     dry_run = previews["dry-run"]
     assert (
         dry_run["publishedDevices"],
@@ -161,17 +164,17 @@ def test_allocation_tolerating_the_taint_is_not_evicted(engine) -> None:
     snapshot = load_example("features-taints.yaml")
     result = snapshot.resource_claims["ml-serving/inference-gpu"].allocation.devices[0]
     result.tolerations = [DeviceToleration(key="dra.example.com/unhealthy", operator="Exists")]
-    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine)}
+    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine, gates=ALL_ON)}
     assert previews["example"]["podsToEvict"] == 0
     # A toleration that only delays eviction still counts the pod.
     result.tolerations[0].toleration_seconds = 300
-    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine)}
+    previews = {p["name"]: p for p in taint_rule_previews(snapshot, engine, gates=ALL_ON)}
     assert previews["example"]["podsToEvict"] == 1
 
 
 def test_previews_off_with_the_rule_gate(engine) -> None:
     snapshot = load_example("features-taints.yaml")
-    assert taint_rule_previews(snapshot, engine, gates_with(DRADeviceTaintRules=False)) == []
+    assert taint_rule_previews(snapshot, engine, gates=gates_with(DRADeviceTaintRules=False)) == []
 
 
 def test_message_pluralises_namespaces() -> None:

@@ -152,8 +152,13 @@ class Stack:
         s.headers["Authorization"] = f"Token {self.token}"
         return s
 
-    def start_worker(self, name: str, **env: str) -> subprocess.Popen:
+    def start_worker(
+        self, name: str, *, beat: bool = False, concurrency: int = 1, **env: str
+    ) -> subprocess.Popen:
+        """A Celery worker; with ``beat``, Celery beat embedded in it as in production (the
+        periodic reaper of runs whose worker was lost, every DRA_WEB_REAP_INTERVAL_SECONDS)."""
         log = self.workdir / f"worker-{name}.log"
+        beat_args = ["-B", f"--schedule={self.workdir / f'beat-{name}'}"] if beat else []
         proc = subprocess.Popen(
             [
                 str(VENV_BIN / "celery"),
@@ -161,12 +166,13 @@ class Stack:
                 "dra_web",
                 "worker",
                 "--loglevel=INFO",
-                "--concurrency=1",
+                f"--concurrency={concurrency}",
                 "--pool=prefork",
                 "--without-gossip",
                 "--without-mingle",
                 "-n",
                 f"{name}@%h",
+                *beat_args,
             ],
             cwd=ROOT,
             env={**self.env, **env},
@@ -221,6 +227,7 @@ def make_stack(
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DRA_WEB_RUN_HEARTBEAT_SECONDS": "0.5",
         "DRA_WEB_RUN_STALE_SECONDS": "4",
+        "DRA_WEB_REAP_INTERVAL_SECONDS": "1",
         "DRA_WEB_PROGRESS_INTERVAL_SECONDS": "0.2",
         # As in docker-compose: no DEBUG, Django serves collectstatic's output itself.
         "DRA_WEB_SERVE_STATIC": "true",

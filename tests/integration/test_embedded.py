@@ -1,6 +1,6 @@
-"""The embedded default (issue 15): `make run`'s scripts/run-dev.sh without Redis serves with
-runserver and a Celery worker on kombu's filesystem broker; runs are queued, show progress,
-can be cancelled, and Ctrl-C stops both processes."""
+"""The embedded default: `make run`'s scripts/run-dev.sh without Redis serves with runserver
+and a Celery worker (beat embedded) on kombu's filesystem broker; runs are queued, show
+progress, can be cancelled, stale runs are reaped, and Ctrl-C stops both processes."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from allocator.features.gates import GATE_NAMES
-from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .servers import free_port, port_open, wait_for
 
@@ -50,6 +49,7 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "DRA_WEB_BROKER_DIR": str(tmp_path / "broker"),
         "DRA_WEB_PROGRESS_INTERVAL_SECONDS": "0.1",
+        "DRA_WEB_REAP_INTERVAL_SECONDS": "1",
         "PY": sys.executable,
         "HOST": "127.0.0.1",
         "PORT": str(free_port()),
@@ -98,6 +98,22 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
         assert done["status"] == "succeeded", done["error"]
         assert done["progress"] == {"done": 4, "total": 4}
 
+        # A run whose worker was lost (running, its last heartbeat an hour ago) is failed by
+        # the reaper on the worker's embedded beat.
+        lost = _manage(
+            env,
+            "shell",
+            "--no-imports",
+            "-c",
+            "from datetime import timedelta; from django.utils import timezone; "
+            "from dra_web.runs.models import Run; from dra_web.snapshots.models import Snapshot; "
+            f"s = Snapshot.objects.get(pk={small}); old = timezone.now() - timedelta(hours=1); "
+            "print(Run.objects.create(snapshot=s, owner=s.owner, status='running', "
+            "started_at=old, heartbeat_at=old).pk)",
+        )
+        reaped = wait(int(lost), ("failed",))
+        assert reaped["error"].startswith("worker lost: no heartbeat"), reaped
+
         # A stuck search is cancelled from the API: the pool process running it is killed.
         stuck = upload(to_json(pathological_cluster(pods=2)), "application/json")
         run_id = s.post(f"{url}/api/runs/", json={"snapshot": stuck, "options": {"timeout": 300}})
@@ -131,7 +147,6 @@ def test_make_run_queues_runs_on_a_filesystem_broker_and_stops_together(tmp_path
                 "snapshot": stuck,
                 "timeout": "300",
                 "trace": "on",
-                "gates": list(GATE_NAMES),  # the form's boxes, all checked by default
                 "csrfmiddlewaretoken": page.cookies["csrftoken"],
             },
             allow_redirects=False,

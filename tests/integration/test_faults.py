@@ -1,5 +1,5 @@
 """Fault injection on a real PostgreSQL of this module's own (restarted by a test), Redis,
-gunicorn and Celery (issue 13): a database restarted mid-run, a long store, concurrent
+gunicorn and Celery: a database restarted mid-run, a long store, concurrent
 identical uploads."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import psycopg
 import pytest
 import requests
 
-from dra_web.snapshots.synthetic import pathological_cluster, synthetic_cluster, to_json, to_yaml
+from bench.workloads import pathological_cluster, synthetic_cluster, to_json, to_yaml
 
 from .conftest import make_stack, start_postgres
 from .servers import stop, wait_for
@@ -30,7 +30,8 @@ def pg():
 
 @pytest.fixture(scope="module")
 def fault_stack(pg, redis_url, tmp_path_factory):
-    # Heartbeats every 0.5 s; a run silent for 5 s is reaped (at every read of the web).
+    # Heartbeats every 0.5 s; a run silent for 5 s is reaped (by beat, every second, in the
+    # workers started with it).
     with make_stack(
         tmp_path_factory.mktemp("faults"), pg.url, f"{redis_url}/7", DRA_WEB_RUN_STALE_SECONDS="5"
     ) as stack:
@@ -101,8 +102,9 @@ def test_database_restart_mid_run_fails_the_run_at_once_with_the_error(fault_sta
 
 def test_a_long_store_is_not_taken_for_a_lost_worker(fault_stack, pg):
     """The trace table is locked by another session for several stale periods while the run
-    stores: the heartbeat goes on, the run stays `running`, then succeeds."""
-    worker = fault_stack.start_worker("long-store")
+    stores: the heartbeat goes on, the reaper (beat, on the worker's second pool process)
+    leaves the run `running`, then it succeeds."""
+    worker = fault_stack.start_worker("long-store", beat=True, concurrency=2)
     snap = _upload(
         fault_stack, to_json(synthetic_cluster(nodes=3, running_pods=2, pending_pods=12))
     )
@@ -133,6 +135,8 @@ def test_a_long_store_is_not_taken_for_a_lost_worker(fault_stack, pg):
         stop(worker)
     assert set(seen) == {"running"}
     assert run["status"] == "succeeded", run["error"]
+    reaped = fault_stack.worker_log(worker).count("reap_stale_runs[")
+    assert reaped >= 10, "the reaper did not run while the store waited"
     assert run["error"] is None and run["traceNodes"] > 0
 
 

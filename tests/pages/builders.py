@@ -1,6 +1,6 @@
 """Builders of the page tests: the GPU training snapshot's result and trace, finished runs.
 
-Runs are stored through ``runs.services.store_output`` with the result document and trace that
+Runs are stored through ``runs.worker.store_output`` with the result document and trace that
 the simulator produces for tests/fixtures/pages/gpu-training.yaml, so the pages are tested on
 the exact shapes of CONTRACT sections 4 and 5 whatever the state of the scheduler.
 """
@@ -452,7 +452,7 @@ def funnel_trace_node(trace: Trace, parent: int) -> int:
 
 def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict | None = None):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
 
     run = Run.objects.create(
         snapshot=snapshot,
@@ -468,7 +468,7 @@ def make_run(snapshot, owner, *, second_train_placed: bool = True, options: dict
     return run
 
 
-# --- a big failing run (issue 11: bounded pages) ----------------------------------------------
+# --- a big failing run (the run page stays bounded) -------------------------------------------
 
 
 def big_cluster_documents(nodes: int = 1000, gpus: int = 8) -> list[dict]:
@@ -644,7 +644,7 @@ def make_big_run(owner, nodes: int = 1000, failed: int = 100):
     import json
 
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from dra_web.snapshots.services import create_snapshot
 
     body = json.dumps(big_cluster_documents(nodes))

@@ -1,4 +1,4 @@
-"""Issue 11 item 4: the run page of a run where 100 pods fail on 1,000 nodes stays small and
+"""The run page of a run where 100 pods fail on 1,000 nodes stays small and
 fast (it was 22 MB of HTML and 4-12 s): reasons are grouped, long lists paginated or loaded
 on demand."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from allocator.features.gates import GATE_NAMES
+from allocator.features.gates import GATE_NAMES, preset
 from dra_web.reviews import services as review_services
 from tests.pages.builders import FIXTURE, make_run
 
@@ -32,8 +32,12 @@ def test_dashboard_lists_runs_snapshots_and_gate_switches(browser_client, run):
     html = browser_client.get("/").content.decode()
     assert f"Run #{run.pk}" in html and "gpu-training" in html
     assert '<span class="badge succeeded">succeeded</span>' in html
+    # Each gate: the chosen version's default unless set on or off for this run.
     for gate in GATE_NAMES:
-        assert f'name="gates" value="{gate}" checked' in html
+        assert (
+            f'<select id="gate-{gate}" name="gate-{gate}"><option value="" selected>default' in html
+        )
+    assert '<option value="auto" selected>the snapshot' in html
     assert 'type="file" name="files" id="id_files" multiple' in html
     assert "data-dropzone" in html
 
@@ -103,7 +107,9 @@ def test_start_run_with_options(
         {
             "snapshot": snapshot.pk,
             "timeout": "2.5",
-            "gates": [g for g in GATE_NAMES if g != "DRADeviceTaints"],
+            "kubernetes_version": "1.36",
+            "gate-DRADeviceTaints": "off",
+            "gate-DRAListTypeAttributes": "on",
             "disrupt_nodes": ["ip-10-0-1-7.us-west-2.compute.internal"],
             "trace": "on",
         },
@@ -111,8 +117,12 @@ def test_start_run_with_options(
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert run.options["timeout"] == 2.5
-    assert run.options["featureGates"]["DRADeviceTaints"] is False
-    assert run.options["featureGates"]["DRAPrioritizedList"] is True
+    assert run.options["kubernetesVersion"] == "1.36"
+    assert run.options["featureGates"] == {
+        **preset("1.36"),
+        "DRADeviceTaints": False,
+        "DRAListTypeAttributes": True,
+    }
     assert run.options["disrupt"] == ["ip-10-0-1-7.us-west-2.compute.internal"]
 
 

@@ -11,7 +11,7 @@ def _simulated_run(owner):
     from allocator.simulation import SimulationOptions, simulate
     from allocator.snapshot import load_paths
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from dra_web.snapshots.services import create_snapshot
 
     snapshot = create_snapshot(owner, [(EXAMPLE.name, EXAMPLE.read_bytes())], "extended")

@@ -1,5 +1,5 @@
-"""Issues 9, 10 (pages): the refusal funnel and the verified suggestions of each failed pod on
-the run page (summary, placements), the review page, the search tree and the diff."""
+"""The refusal funnel and the verified suggestions of each failed pod on the run page (summary,
+placements), the review page, the search tree and the diff."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_tree_reason_filter_offers_the_funnels_decisive_cause(browser_client, ru
 def test_tree_roots_label_each_retry_pass(browser_client, snapshot, maria):
     from allocator.trace import Trace
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from tests.pages.builders import gpu_training_result
 
     t = Trace()

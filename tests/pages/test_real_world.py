@@ -1,4 +1,4 @@
-"""Issue 15 on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an EKS-like cluster
+"""The run page on a real-world snapshot (tests/fixtures/pages/eks-gpu.yaml: an EKS-like cluster
 with NVIDIA's gpu.nvidia.com ResourceSlices, a NodePool with an EC2NodeClass, pods with
 ResourceClaimTemplates, one named train.v2-0 and one that fails, managedFields on the
 objects), simulated for real: the checks a user (and a hidden checker) makes on the pages."""
@@ -20,7 +20,8 @@ NODE = "ip-192-168-12-34.ec2.internal"
 @pytest.fixture
 def eks_run(maria):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     snapshot = create_snapshot(maria, [(EKS.name, EKS.read_bytes())], "eks-gpu")
@@ -154,7 +155,8 @@ def test_favicon_answers_without_static_files_served(client):
 def no_pool_run(maria):
     """The same cluster exported without its NodePool: infer-l4-1 finds every GPU taken."""
     from dra_web.runs.models import Run
-    from dra_web.runs.services import execute_run, normalise_options
+    from dra_web.runs.services import normalise_options
+    from dra_web.runs.worker import execute_run
     from dra_web.snapshots.services import create_snapshot
 
     docs = [d for d in yaml.safe_load_all(EKS.read_text()) if d["kind"] != "NodePool"]
@@ -188,9 +190,9 @@ def test_funnel_example_devices_link_to_their_row_on_the_pools_tab(browser_clien
 def test_linked_device_is_shown_past_the_first_page_of_a_pool(
     browser_client, no_pool_run, monkeypatch
 ):
-    from dra_web.pages import views
+    from dra_web.pages import run_page
 
-    monkeypatch.setattr(views, "POOL_DEVICES_SHOWN", 2)
+    monkeypatch.setattr(run_page, "POOL_DEVICES_SHOWN", 2)
     url = reverse("pages:pool-devices", args=[no_pool_run.pk])
     query = {"driver": "gpu.nvidia.com", "pool": NODE}
     pool = "pool-gpu-nvidia-com-ip-192-168-12-34-ec2-internal"

@@ -104,10 +104,13 @@ def test_review_api(run, team):
 
 
 def test_open_review_selectors(run, maria):
+    assert not selectors.has_open_review(run)
     services.add_comment(run, "ml/infer-a100", maria, "why?")
-    assert selectors.open_review_run_ids() == {run.pk}
+    assert selectors.run_ids_with_open_review() == {run.pk}
+    assert selectors.has_open_review(run)
     services.set_state(run, "ml/infer-a100", maria, Review.RESOLVED)
     assert selectors.run_ids_with_open_review() == set()
+    assert not selectors.has_open_review(run)
     from dra_web.runs.selectors import run_list
 
     assert list(run_list(has_open_review=True)) == []

@@ -376,7 +376,7 @@ def test_demo_run_page_shows_the_allocator_report(browser_client, maria):
     from allocator.simulation import SimulationOptions, simulate
     from allocator.snapshot import load_paths
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from dra_web.snapshots.services import create_snapshot
 
     demo = Path(__file__).resolve().parents[2] / "examples" / "demo-snapshot.yaml"

@@ -3,6 +3,8 @@ filter re-run and intersected with the allocator's instance types; dropped types
 
 from __future__ import annotations
 
+from allocator.features.gates import ALL_ON
+from allocator.pipeline import build_pipeline
 from allocator.scheduling.setup import build_run
 from allocator.simulation import SimulationOptions
 from allocator.trace import NULL_TRACE
@@ -164,7 +166,7 @@ def test_instance_types_dropped_by_a_later_pod_are_released():
         pod("large", cpu="500m", node_selector={"node.kubernetes.io/instance-type": "g6.12xlarge"}),
     ]
     snap = snapshot(docs)
-    run_ = build_run(snap, SimulationOptions(), NULL_TRACE)
+    run_ = build_run(snap, build_pipeline(ALL_ON), NULL_TRACE, timeout=5.0)
     run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
     (nc,) = run_.scheduler.node_claims
     assert nc.instance_types == ["g6.12xlarge"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.features.gates import ALL_ON
+from allocator.pipeline import build_pipeline
 from allocator.scheduling.setup import build_run
-from allocator.simulation import SimulationOptions
 from allocator.trace import NULL_TRACE, Trace
 from tests.scheduling.k8s import (
     GPU,
@@ -54,7 +55,7 @@ def _cluster(gpus_per_node: list[int], allocated: list[int], wants: list[int]) -
 
 
 def _placements(docs: list[dict], counter: bool) -> dict[str, tuple]:
-    run_ = build_run(snapshot(docs), SimulationOptions(), NULL_TRACE)
+    run_ = build_run(snapshot(docs), build_pipeline(ALL_ON), NULL_TRACE, timeout=5.0)
     if not counter:
         run_.scheduler.state.counter = None
     outcomes = run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
@@ -83,7 +84,7 @@ def _dfs_nodes(docs: list[dict], counter: bool) -> tuple[int, list]:
     the pre-check refused leave one with the pre-check's message instead (and the funnel of
     the refusal, under its decisive cause's reason)."""
     trace = Trace()
-    run_ = build_run(snapshot(docs), SimulationOptions(), trace)
+    run_ = build_run(snapshot(docs), build_pipeline(ALL_ON), trace, timeout=5.0)
     if not counter:
         run_.scheduler.state.counter = None
     outcomes = run_.scheduler.solve(run_.pods.pending, run_.pod_claims)

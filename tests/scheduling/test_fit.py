@@ -17,6 +17,7 @@ from allocator.scheduling.fit import (
     fits,
     format_resources,
     instance_type_info,
+    is_ephemeral,
     pod_requests,
     untolerated_taint,
     within_limits,
@@ -58,14 +59,44 @@ def test_exists_without_key_tolerates_everything_and_equal_needs_the_value(key, 
     assert not tolerates(Toleration(key=key, operator="Gt", value=value), taint)
 
 
-def test_prefer_no_schedule_taints_do_not_block():
+def test_prefer_no_schedule_blocks_like_any_taint_except_for_daemon_overhead():
+    """Karpenter's Taints.Tolerates holds every taint; only relaxation (or a DaemonSet pod,
+    whose overhead ignores them) gets past a PreferNoSchedule taint."""
     taints = [
-        Taint("soft", None, "PreferNoSchedule"),
+        Taint("dedicated", "inference", "PreferNoSchedule"),
         Taint("nvidia.com/gpu", "present", "NoSchedule"),
     ]
-    assert untolerated_taint([], taints) == taints[1]
-    tolerations = [Toleration(key="nvidia.com/gpu", operator="Exists")]
+    assert untolerated_taint([], taints) == taints[0]
+    assert untolerated_taint([], taints, prefer_no_schedule=False) == taints[1]
+    tolerations = [
+        Toleration(key="nvidia.com/gpu", operator="Exists"),
+        Toleration(operator="Exists", effect="PreferNoSchedule"),
+    ]
     assert untolerated_taint(tolerations, taints) is None
+
+
+@pytest.mark.parametrize(
+    ("taint", "ephemeral"),
+    [
+        (Taint("node.kubernetes.io/not-ready", None, "NoSchedule"), True),
+        (Taint("node.kubernetes.io/not-ready", None, "NoExecute"), True),
+        (Taint("node.kubernetes.io/unreachable", None, "NoSchedule"), True),
+        (Taint("node.kubernetes.io/unreachable", None, "NoExecute"), False),
+        (Taint("node.cloudprovider.kubernetes.io/uninitialized", "true", "NoSchedule"), True),
+        (Taint("karpenter.sh/unregistered", None, "NoExecute"), True),
+        (Taint("readiness.k8s.io/gpu-driver-ready", None, "NoSchedule"), True),
+        (Taint("readiness.k8s.io/network", "pending", "NoExecute"), True),
+        (Taint("nvidia.com/gpu", "present", "NoSchedule"), False),
+    ],
+)
+def test_known_ephemeral_taints_match_by_key_and_effect_or_readiness_prefix(taint, ephemeral):
+    assert is_ephemeral(taint) is ephemeral
+
+
+def test_startup_taints_are_ephemeral_by_key_and_effect():
+    startup = [Taint("nvidia.com/gpu-driver", "installing", "NoSchedule")]
+    assert is_ephemeral(Taint("nvidia.com/gpu-driver", "other", "NoSchedule"), startup)
+    assert not is_ephemeral(Taint("nvidia.com/gpu-driver", "installing", "NoExecute"), startup)
 
 
 def _it(name: str, cpu: str, offerings: list[Offering]) -> InstanceType:

@@ -1,6 +1,6 @@
-"""Pods Karpenter does not provision for, through the whole run (CONTRACT sections 3 and 4):
-they are never scheduled, not even to an existing node that would fit them, and the result
-lists them in ``ignoredPods`` with the reason; the CLI summary shows them."""
+"""Pods Karpenter does not provision for, through the whole run (docs/SIMULATION.md,
+docs/RESULT.md): they are never scheduled, not even to an existing node that would fit them,
+and the result lists them in ``ignoredPods`` with the reason; the CLI summary shows them."""
 
 from __future__ import annotations
 

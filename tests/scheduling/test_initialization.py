@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID
+from allocator.pipeline import build_pipeline
 from allocator.scheduling.initialization import allocated_device_seed, slice_universe
 from allocator.scheduling.queue import collect_pods
 from allocator.scheduling.setup import build_run
-from allocator.simulation import SimulationOptions
 from allocator.trace import NULL_TRACE
 from tests.scheduling.k8s import (
     GPU,
@@ -118,7 +119,7 @@ def test_claims_generated_from_templates_are_named_pod_entry_and_statuses_win():
         pod("worker-1", templates={"gpu": "one-gpu", "spare": "one-gpu"}, statuses={"spare": None}),
     ]
     snap = snapshot(docs)
-    run_ = build_run(snap, SimulationOptions(), NULL_TRACE)
+    run_ = build_run(snap, build_pipeline(ALL_ON), NULL_TRACE, timeout=5.0)
     w0 = run_.pod_claims["default/worker-0"].claims
     w1 = run_.pod_claims["default/worker-1"].claims
     assert [c.key for c in w0] == ["default/worker-0-gpu-x7k2p"]

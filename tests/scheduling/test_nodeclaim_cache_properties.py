@@ -1,5 +1,4 @@
-"""The NodeClaim fast path changes how a NodeClaim's refusal is found, never a decision
-(issue 11 item 2).
+"""The NodeClaim fast path changes how a NodeClaim's refusal is found, never a decision.
 
 Random clusters: a few existing GPU nodes (H100 or L4, some GPUs taken), optionally a pool of
 network-attached RDMA NICs any node can reach (so NodeClaims read in-cluster devices too), a
@@ -17,6 +16,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
@@ -128,9 +128,7 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
 
 def run(docs: list[dict], caches: bool) -> dict:
     snapshot = load_files([("cluster.json", json.dumps(docs))])
-    options = SimulationOptions()
-    options.nodeclaim_caches = caches
-    result = simulate(snapshot, options).result
+    result = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches)).result
     result["stats"].pop("seconds")
     result["stats"].pop("suggestionSeconds", None)
     return result

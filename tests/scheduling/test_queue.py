@@ -73,10 +73,10 @@ def test_pending_pods_exclude_bound_terminating_and_daemonset_pods():
     }
 
 
-def test_failed_pod_is_retried_after_a_pass_that_placed_pods():
-    """Pass 1: ``wide`` cannot get a NodeClaim (the limit is charged at the largest candidate
-    type of ``anchor``'s NodeClaim); ``narrow`` then pins that NodeClaim to the small type,
-    which frees limit room, so ``wide`` succeeds in pass 2."""
+def test_limits_charge_a_nodeclaim_at_its_largest_type_when_created_never_refunded():
+    """Karpenter's subtractMax: ``anchor``'s NodeClaim is charged at its largest candidate
+    (16 of the 18 cpu) when created; ``narrow`` later pins it to the small type, but the
+    charge stays, so ``wide`` (its retry included) finds every type over the limit."""
     docs = [
         node_pool(
             "general",
@@ -105,12 +105,11 @@ def test_failed_pod_is_retried_after_a_pass_that_placed_pods():
     ]
     result = run(docs)
     wide = pod_result(result, "default/wide")
-    assert wide["scheduled"] is True
-    assert wide["target"] == {"kind": "NodeClaim", "name": "general-2", "new": True}
+    assert wide["scheduled"] is False
+    assert 'all available instance types exceed limits for nodepool: "general"' in wide["error"]
     claims = {nc["name"]: nc for nc in result["nodeClaims"]}
     assert claims["general-1"]["instanceTypes"] == ["m7i.xlarge"]
     assert claims["general-1"]["pods"] == ["default/anchor", "default/narrow"]
-    assert claims["general-2"]["instanceTypes"] == ["m7i.xlarge"]
 
 
 def test_pod_that_never_fits_reports_the_reason_of_its_last_attempt():

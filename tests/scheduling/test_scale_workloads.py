@@ -1,19 +1,19 @@
-"""Smoke test of the bench's generated clusters (bench/workloads.py, issue 11 item 7), small:
-their shapes hold, and the NodeClaim fast path decides as the plain one on them."""
+"""Smoke test of the bench's generated clusters (bench/workloads.py), small: their shapes
+hold, and the NodeClaim fast path decides as the plain one on them."""
 
 from __future__ import annotations
 
 import json
 
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from bench.workloads import existing_nodes, new_nodeclaims, upload_yaml
 
 
 def run(docs: list[dict], caches: bool = True) -> dict:
-    options = SimulationOptions()
-    options.nodeclaim_caches = caches
-    result = simulate(load_files([("bench.json", json.dumps(docs))]), options).result
+    snapshot = load_files([("bench.json", json.dumps(docs))])
+    result = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches)).result
     result["stats"].pop("seconds")
     result["stats"].pop("suggestionSeconds", None)
     return result

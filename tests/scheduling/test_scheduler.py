@@ -4,9 +4,10 @@ decision (``add``) places it; a fix suggestion's trial is a decision that is nev
 
 from __future__ import annotations
 
+from allocator.features.gates import ALL_ON
+from allocator.pipeline import build_pipeline
 from allocator.scheduling.decision import ExistingNodeDecision, NodeClaimDecision, Refusal
 from allocator.scheduling.setup import build_run
-from allocator.simulation import SimulationOptions
 from allocator.trace import NULL_TRACE
 from tests.scheduling.k8s import (
     device_class,
@@ -37,7 +38,7 @@ def _docs(pods: int = 1) -> list[dict]:
 
 
 def _run(docs):
-    return build_run(snapshot(docs), SimulationOptions(), NULL_TRACE)
+    return build_run(snapshot(docs), build_pipeline(ALL_ON), NULL_TRACE, timeout=5.0)
 
 
 def _allocated(run) -> set:
@@ -84,7 +85,7 @@ def test_a_full_node_refuses_with_karpenters_words_and_a_new_nodeclaim_is_decide
     assert decision.target.instance_types == ["p5.48xlarge"]
     # Made, not launched: the name is still free and the run has no NodeClaim.
     assert scheduler.names.peek("gpu") == "gpu-1"
-    assert scheduler.node_claims == [] and template_.launched == []
+    assert scheduler.node_claims == [] and template_.charged == {}
 
 
 def test_trial_is_a_decision_without_a_commit():

@@ -209,7 +209,8 @@ def test_in_flight_nodeclaims_fewest_pods_first_and_new_names_count_per_nodepool
     assert devices == ["gpu-0", "gpu-1"]
 
 
-def test_nodepools_are_tried_by_weight_then_name_falling_through():
+def test_nodepools_are_tried_by_weight_then_name_descending_falling_through():
+    """Karpenter's OrderByWeight: of two NodePools of equal weight, the later name first."""
     docs = [
         device_class(),
         template("one-gpu", [request("gpu")]),
@@ -240,7 +241,7 @@ def test_nodepools_are_tried_by_weight_then_name_falling_through():
     assert reasons == []
     failed = run(docs + [pod("cpu-only", cpu="100")])
     order = [r["target"] for r in pod_result(failed, "default/cpu-only")["reasons"]]
-    assert order[-3:] == ["nodepool/heavy", "nodepool/a-gpu", "nodepool/b-cheap"]
+    assert order[-3:] == ["nodepool/heavy", "nodepool/b-cheap", "nodepool/a-gpu"]
 
 
 def test_instance_types_are_tried_cheapest_available_offering_first():

@@ -17,6 +17,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import (
@@ -136,10 +137,8 @@ def cluster(nodes, pods) -> list[dict]:
 
 def run(docs: list[dict], shortcuts: bool) -> dict:
     snapshot = load_files([("cluster.json", json.dumps(docs))])
-    options = SimulationOptions(suggestions=False)
-    options.funnel_refusal = shortcuts
-    options.nodeclaim_caches = shortcuts
-    result = simulate(snapshot, options).result
+    tuning = Tuning(funnel_refusal=shortcuts, nodeclaim_caches=shortcuts)
+    result = simulate(snapshot, SimulationOptions(suggestions=False), tuning=tuning).result
     result["stats"].pop("seconds")
     return result
 

@@ -9,6 +9,19 @@ from urllib.parse import parse_qs, urlparse
 
 TOKEN = "import-test-token"
 
+# What an EKS 1.34 control plane answers on GET /version (minor "34+", as EKS reports it).
+EKS_1_34_VERSION = {
+    "major": "1",
+    "minor": "34+",
+    "gitVersion": "v1.34.2-eks-113cf36",
+    "gitCommit": "5c4a3a1e5f8f1a9c8e0b7c1d2e3f4a5b6c7d8e9f",
+    "gitTreeState": "clean",
+    "buildDate": "2025-11-20T04:21:32Z",
+    "goVersion": "go1.24.9",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
 
 def _status(code: int, reason: str, message: str) -> dict:
     return {
@@ -23,10 +36,11 @@ def _status(code: int, reason: str, message: str) -> dict:
 
 
 class FakeApiServer:
-    """``routes``: path -> list of items (paged by ``limit``) or (code, Status) for errors."""
+    """``routes``: path -> list of items (paged by ``limit``), (code, Status) for errors, or an
+    object answered as it is. ``/version`` answers ``EKS_1_34_VERSION`` unless routes say."""
 
-    def __init__(self, routes: dict[str, list[dict] | tuple[int, dict]]) -> None:
-        self.routes = routes
+    def __init__(self, routes: dict[str, list[dict] | tuple[int, dict] | dict]) -> None:
+        self.routes = {"/version": EKS_1_34_VERSION, **routes}
         self.requests: list[str] = []
         outer = self
 
@@ -39,13 +53,16 @@ class FakeApiServer:
                 outer.requests.append(self.path)
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, _status(401, "Unauthorized", "Unauthorized"))
-                route = outer.routes.get(url.path)
+                # The client asks for "/version/"; the API server answers with or without "/".
+                route = outer.routes.get(url.path.rstrip("/") or "/")
                 if route is None:
                     return self._send(
                         404, _status(404, "NotFound", f"the server could not find {url.path}")
                     )
                 if isinstance(route, tuple):
                     return self._send(*route)
+                if isinstance(route, dict):
+                    return self._send(200, route)
                 query = parse_qs(url.query)
                 start = int(query.get("continue", ["0"])[0])
                 limit = int(query.get("limit", [str(len(route) or 1)])[0])

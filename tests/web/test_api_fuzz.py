@@ -1,4 +1,4 @@
-"""API fuzzing (issue 13): hypothesis drives the REST endpoints through Django's test client
+"""API fuzzing: hypothesis drives the REST endpoints through Django's test client
 with hostile bodies, query strings, paths, run options and mutated snapshots. Every answer is
 below 500, JSON for API paths, and the server answers a plain request afterwards.
 
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dra_web.runs import services as run_services
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
+from bench.workloads import synthetic_cluster, to_yaml
+from dra_web.runs import worker as run_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -65,7 +65,10 @@ def _check(response, path: str) -> None:
     assert response.status_code < 500, (path, response.status_code, response.content[:300])
     if path.startswith("/api/") and response.status_code != 204:
         assert response["Content-Type"].startswith("application/json"), (path, response)
-        json.loads(response.content)
+        body = json.loads(response.content)
+        if response.status_code >= 400:  # the API's one error shape
+            assert set(body) == {"detail", "errors"}, (path, body)
+            assert body["detail"] and body["errors"], (path, body)
 
 
 def _still_answers(api) -> None:
@@ -216,7 +219,7 @@ def test_mutated_snapshot_uploads_never_500(api, data, as_yaml):
         if started.status_code == 202:
             # The test database never commits, so the queued task is run here: whatever the
             # snapshot holds, the run ends in a true state with a message when it fails.
-            run_services.execute_run(started.json()["id"])
+            run_worker.execute_run(started.json()["id"])
             run = api.get(f"/api/runs/{started.json()['id']}/").json()
             assert run["status"] in ("succeeded", "failed"), run
             assert run["status"] == "succeeded" or run["error"], run

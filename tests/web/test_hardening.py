@@ -1,4 +1,4 @@
-"""Issue 13: hostile and broken input gets a JSON 4xx with a message, never a 500; runs always
+"""Hostile and broken input gets a JSON 4xx with a message, never a 500; runs always
 end in a true state; deployment defaults hold no known secret."""
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from bench.workloads import synthetic_cluster, to_json, to_yaml
 from dra_web import blobs
 from dra_web.runs import services as run_services
+from dra_web.runs import worker as run_worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots import services as snapshot_services
 from dra_web.snapshots.models import Snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster, to_json, to_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,8 @@ def assert_json_problem(response, status: int = 400, *, says: str = "") -> dict:
     assert response.status_code == status, response.content[:500]
     assert response["Content-Type"].startswith("application/json")
     body = response.json()
-    assert body["detail"], body
+    assert set(body) == {"detail", "errors"}, body  # the API's one error shape
+    assert body["detail"] and body["errors"], body
     assert says.lower() in json.dumps(body).lower(), body
     return body
 
@@ -51,7 +53,7 @@ def run(snapshot, user, _web_settings):
     return Run.objects.create(snapshot=snapshot, owner=user, options={"trace": True})
 
 
-# --- item 4: no 500 for any input ----------------------------------------------------------
+# --- no 500 for any input ------------------------------------------------------------------
 
 
 def test_canonical_form_of_mixed_key_types_is_the_json_one():
@@ -193,11 +195,11 @@ def test_pod_names_with_slashes_reverse_and_resolve(api, run, user):
         "pods": [{"pod": "ml-training/odd/name", "scheduled": False, "error": "x", "target": None}],
         "stats": {"pods": 1, "scheduled": 0, "failed": 1},
     }
-    run_services.store_output(run.pk, result, None)
+    run_worker.store_output(run.pk, result, None)
     page = reverse("pages:pod-review", args=[run.pk, "ml-training", "odd/name"])
     assert page == f"/runs/{run.pk}/pods/ml-training/odd/name/review/"
     api_url = reverse("reviews:pod-review", args=[run.pk, "ml-training", "odd/name"])
-    assert api.get(api_url).json() == {"detail": "no review yet"}
+    assert api.get(api_url).json() == {"detail": "no review yet", "errors": ["no review yet"]}
     created = api.post(api_url + "comments/", {"body": "why?"}, format="json")
     assert created.status_code == 201, created.content
     assert api.get(api_url).json()["pod"] == "ml-training/odd/name"
@@ -206,20 +208,20 @@ def test_pod_names_with_slashes_reverse_and_resolve(api, run, user):
     assert odd == f"/runs/{run.pk}/pods/ml/a%20b%25%3F%23/review/"
 
 
-# --- item 5: runs end in a true state ------------------------------------------------------
+# --- runs end in a true state --------------------------------------------------------------
 
 
 def test_the_heartbeat_is_alive_while_the_output_is_stored(run, monkeypatch, settings):
     settings.DRA_WEB_RUN_HEARTBEAT_SECONDS = 30  # started, never due during the test
     seen = []
-    real = run_services.store_output
+    real = run_worker.store_output
 
     def store(*args, **kwargs):
         seen.append(any(t.name == f"run-{run.pk}-heartbeat" for t in threading.enumerate()))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_services, "store_output", store)
-    run_services.execute_run(run.pk)
+    monkeypatch.setattr(run_worker, "store_output", store)
+    run_worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
     assert seen == [True]
@@ -231,7 +233,7 @@ def test_a_reaped_run_is_not_overwritten_by_a_late_store(run):
     )
     assert run_services.reap_stale_runs() == 1
     trace = {"nodes": [{"id": 0, "parent": None, "kind": "pod", "label": "p", "status": "ok"}]}
-    stored = run_services.store_output(
+    stored = run_worker.store_output(
         run.pk, {"stats": {"pods": 1}}, trace, expect_status=Run.RUNNING
     )
     run.refresh_from_db()
@@ -243,7 +245,7 @@ def test_a_reaped_run_is_not_overwritten_by_a_late_store(run):
 def test_the_reaper_does_not_overwrite_a_stored_run(run):
     beat = timezone.now() - timedelta(hours=1)
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, heartbeat_at=beat)
-    assert run_services.store_output(run.pk, {"stats": {}}, None, expect_status=Run.RUNNING)
+    assert run_worker.store_output(run.pk, {"stats": {}}, None, expect_status=Run.RUNNING)
     assert run_services.reap_stale_runs() == 0
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED and run.error == ""
@@ -255,8 +257,8 @@ def test_a_database_error_fails_the_run_at_once_without_connection_details(run, 
             'connection to server at "10.0.0.5", port 5432 failed: server closed the connection'
         )
 
-    monkeypatch.setattr(run_services, "_simulation", lambda: (_Options, lost))
-    run_services.execute_run(run.pk)
+    monkeypatch.setattr(run_worker, "simulate", lost)
+    run_worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert run.error.startswith("database error during the run (OperationalError")
@@ -272,8 +274,8 @@ def test_a_database_error_while_claiming_fails_the_run_instead_of_leaving_it_que
     def locked(*args, **kwargs):
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(run_services, "_claim", locked)
-    run_services.execute_run(run.pk)
+    monkeypatch.setattr(run_worker, "_claim", locked)
+    run_worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert run.error.startswith("database error during the run (OperationalError: database is")
@@ -289,27 +291,21 @@ def test_sqlite_transactions_take_the_write_lock_when_they_begin(settings):
     assert database["OPTIONS"]["timeout"] == 30
 
 
-class _Options:
-    @staticmethod
-    def from_json(options):
-        return options
-
-
 def test_recording_a_failure_reconnects_until_the_database_is_back(
     run, monkeypatch, transactional_db
 ):
     # transactional_db: the retry closes the connection, which a test transaction cannot take.
     calls = []
-    real = run_services._fail
+    real = run_services.fail_run
 
-    def flaky(run_id, message, **kwargs):
+    def flaky(run_id, message):
         calls.append(message)
         if len(calls) < 3:
             raise OperationalError("the database system is starting up")
-        return real(run_id, message, **kwargs)
+        return real(run_id, message)
 
-    monkeypatch.setattr(run_services, "_fail", flaky)
-    assert run_services._fail_reconnecting(run.pk, "boom", pause=0) == 1
+    monkeypatch.setattr(run_worker, "fail_run", flaky)
+    assert run_worker._fail_reconnecting(run.pk, "boom", pause=0) == 1
     run.refresh_from_db()
     assert len(calls) == 3 and run.status == Run.FAILED and run.error == "boom"
 
@@ -342,7 +338,7 @@ def test_redact_removes_addresses_urls_and_users():
         'connection to server at "db.internal" (10.0.0.5), port 5432 failed: FATAL: password '
         'authentication failed for user "dra"; broker redis://:secret@redis:6379/0 host=db port=5'
     )
-    cleaned = run_services.redact(text)
+    cleaned = run_worker.redact(text)
     for leak in ("db.internal", "10.0.0.5", "5432", "secret", '"dra"', "6379", "host=db"):
         assert leak not in cleaned, cleaned
 
@@ -385,7 +381,7 @@ def test_cancel_api_fails_a_queued_run_and_revokes_its_task(api, run, monkeypatc
     assert response.json()["error"].startswith("cancelled by alice at ")
     assert revoked == [((run.task_id,), {"terminate": True, "signal": "SIGKILL"})]
     # A cancelled run is never executed when its task still arrives.
-    run_services.execute_run(run.pk, task_id=run.task_id)
+    run_worker.execute_run(run.pk, task_id=run.task_id)
     run.refresh_from_db()
     assert run.status == Run.FAILED and run.result is None
     again = api.post(f"/api/runs/{run.pk}/cancel/")
@@ -412,7 +408,7 @@ def test_concurrent_upload_race_returns_the_stored_snapshot(user, monkeypatch):
     assert Snapshot.objects.count() == 1
 
 
-# --- item 7 and 8, issue 15 item 8: authentication, throttling, settings ------------------
+# --- authentication, throttling, settings ---------------------------------------------------
 
 
 def test_anonymous_api_requests_get_401_with_www_authenticate_token(db):
@@ -519,7 +515,7 @@ def test_anyone_may_change_a_verdict_and_the_thread_keeps_every_change(run, user
         "pods": [{"pod": "ml-training/train-9", "scheduled": False, "error": "x"}],
         "stats": {"pods": 1, "scheduled": 0, "failed": 1},
     }
-    run_services.store_output(run.pk, result, None)
+    run_worker.store_output(run.pk, result, None)
     run.refresh_from_db()
     services.set_verdict(run, "ml-training/train-9", user, "needs-capacity")
     services.set_verdict(run, "ml-training/train-9", other_user, "bug-in-config", "typo")
@@ -539,10 +535,10 @@ def test_a_time_limit_swallowed_where_it_landed_is_raised_on_exit():
     import contextlib
     import time
 
-    limit = run_services._TimeLimit(0.01)
+    limit = run_worker._TimeLimit(0.01)
     # Swallowed where it lands, as a gc callback or a library's catch-all would.
     with (
-        pytest.raises(run_services.RunTimeLimitExceeded),
+        pytest.raises(run_worker.RunTimeLimitExceeded),
         limit,
         contextlib.suppress(BaseException),
     ):
@@ -566,7 +562,7 @@ def test_run_page_and_diff_render_a_pod_named_with_slashes(client, user, snapsho
     runs = []
     for _ in range(2):
         run = Run.objects.create(snapshot=snapshot, owner=user)
-        run_services.store_output(run.pk, output.result, None)
+        run_worker.store_output(run.pk, output.result, None)
         runs.append(run)
     client.force_login(user)
     page = client.get(f"/runs/{runs[0].pk}/")

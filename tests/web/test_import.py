@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from bench.workloads import synthetic_cluster
 from dra_web.snapshots.models import Snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster
 
 from .fake_apiserver import FakeApiServer, _status, recorded_routes
 

@@ -1,4 +1,4 @@
-"""runs.services: idempotent execution, failures kept, stale runs reaped."""
+"""runs.services and runs.worker: idempotent execution, failures kept, stale runs reaped."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dra_web.runs import services
+from bench.workloads import synthetic_cluster, to_yaml
+from dra_web.celery import app as celery_app
+from dra_web.runs import services, task_names, worker
 from dra_web.runs.models import Run, TraceNode
 from dra_web.snapshots.services import create_snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,7 @@ def run(snapshot, user, _web_settings):
 
 
 def test_execute_stores_result_and_trace_then_is_idempotent(run):
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
     assert run.attempts == 1
@@ -34,15 +35,15 @@ def test_execute_stores_result_and_trace_then_is_idempotent(run):
     nodes = run.trace()["nodes"]
     assert TraceNode.objects.filter(run=run).count() == len(nodes) == run.trace_node_count
     # A redelivered task for a finished run does nothing.
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.finished_at == first_finish
     assert run.attempts == 1
 
 
 def test_storing_again_replaces_the_trace(run):
-    services.execute_run(run.pk)
-    services.store_output(
+    worker.execute_run(run.pk)
+    worker.store_output(
         run.pk,
         {"schemaVersion": "v1", "pods": [], "nodeClaims": [], "stats": {"pods": 0}},
         {"nodes": [{"id": 0, "parent": None, "kind": "pod", "label": "x", "status": "ok"}]},
@@ -52,7 +53,7 @@ def test_storing_again_replaces_the_trace(run):
 
 def test_redelivery_of_a_running_run_fails_it_without_rerunning(run):
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, started_at=timezone.now())
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "worker running this simulation was lost" in run.error
@@ -61,7 +62,7 @@ def test_redelivery_of_a_running_run_fails_it_without_rerunning(run):
 
 def test_simulation_error_fails_the_run_with_a_message(run):
     Run.objects.filter(pk=run.pk).update(options={"timeout": "soon"})
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "timeout" in run.error
@@ -88,14 +89,40 @@ def test_reaper_fails_runs_without_heartbeat(run, snapshot, user, settings):
     assert fresh.status == Run.RUNNING
 
 
-def test_reaping_happens_when_runs_are_read(api, run, settings):
+def test_reading_runs_writes_nothing_and_beats_reaper_task_fails_stale_ones(api, run, settings):
     settings.DRA_WEB_RUN_STALE_SECONDS = 10
     Run.objects.filter(pk=run.pk).update(
         status=Run.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=60)
     )
+    assert api.get(f"/api/runs/{run.pk}/").json()["status"] == "running"
+    assert api.get("/api/runs/").json()["results"][0]["status"] == "running"
+    # What beat sends, by the name in the schedule.
+    entry = settings.CELERY_BEAT_SCHEDULE["reap-stale-runs"]
+    assert celery_app.signature(entry["task"]).apply().get() == 1
     body = api.get(f"/api/runs/{run.pk}/").json()
     assert body["status"] == "failed"
     assert "worker lost" in body["error"]
+
+
+def test_the_beat_schedule_names_registered_tasks_at_the_configured_interval(settings):
+    assert settings.CELERY_BEAT_SCHEDULE, "no periodic task"
+    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+        assert entry["task"] in celery_app.tasks, entry
+    reaper = settings.CELERY_BEAT_SCHEDULE["reap-stale-runs"]
+    assert reaper["task"] == task_names.REAP_STALE_RUNS
+    assert reaper["schedule"] == settings.DRA_WEB_REAP_INTERVAL_SECONDS
+
+
+def test_starting_a_run_reaps_stale_runs_first(api, run, snapshot, settings):
+    """Without beat (tasks run in-process) stale runs are still failed: at the next start."""
+    settings.DRA_WEB_RUN_STALE_SECONDS = 10
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=60)
+    )
+    started = api.post("/api/runs/", {"snapshot": snapshot.pk}, format="json")
+    assert started.status_code == 202, started.content
+    run.refresh_from_db()
+    assert run.status == Run.FAILED and "worker lost" in run.error
 
 
 def _reset_pools(app) -> None:
@@ -127,7 +154,7 @@ def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
     import time
 
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, heartbeat_at=None)
-    with services._Heartbeat(run.pk, 0.05):
+    with worker._Heartbeat(run.pk, 0.05):
         time.sleep(0.3)
     run.refresh_from_db()
     assert run.heartbeat_at is not None
@@ -135,10 +162,10 @@ def test_heartbeat_thread_writes_while_running(run, settings, transactional_db):
 
 def test_a_task_for_another_run_copy_is_ignored(run):
     Run.objects.filter(pk=run.pk).update(task_id="the-real-task")
-    services.execute_run(run.pk, task_id="a-stale-task")
+    worker.execute_run(run.pk, task_id="a-stale-task")
     run.refresh_from_db()
     assert run.status == Run.QUEUED and run.attempts == 0
-    services.execute_run(run.pk, task_id="the-real-task")
+    worker.execute_run(run.pk, task_id="the-real-task")
     run.refresh_from_db()
     assert run.status == Run.SUCCEEDED
 
@@ -155,12 +182,12 @@ def test_reaper_uses_the_start_time_when_no_heartbeat_was_written(run, settings)
 
 
 def test_time_limit_interrupts_a_long_search(user, settings, _web_settings):
-    from dra_web.snapshots.synthetic import pathological_cluster, to_json
+    from bench.workloads import pathological_cluster, to_json
 
     settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS = 1
     snap = create_snapshot(user, [("p.json", to_json(pathological_cluster()))], "slow")
     run = Run.objects.create(snapshot=snap, owner=user, options={"timeout": 60})
-    services.execute_run(run.pk)
+    worker.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert "time limit exceeded" in run.error

@@ -6,8 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from allocator.trace import Trace
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.runs.models import Run, TraceNode
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 from tests.pages.builders import gpu_try
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +106,7 @@ def test_has_open_review_filter(api, capture, cluster_docs, user):
 
 def _gpu_tree(run_id: int) -> None:
     """Store a realistic trace through the same service the worker uses."""
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
 
     t = Trace()
     pod = t.add(None, "pod", "ml-training/train-0", "failed", "selector")

@@ -7,8 +7,8 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.snapshots.models import Snapshot
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
 

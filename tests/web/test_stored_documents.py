@@ -1,4 +1,4 @@
-"""Issue 11: a run builds its snapshot from the documents decoded at upload, not by parsing
+"""A run builds its snapshot from the documents decoded at upload, not by parsing
 the stored YAML again, and decides exactly as a run on the files would."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from allocator import snapshot as loader
 from allocator.simulation import SimulationOptions, simulate
+from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.snapshots import services
-from dra_web.snapshots.synthetic import synthetic_cluster, to_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_an_upload_as_kubectl_exports_it_is_read_on_the_fast_path():
     import yaml
 
     from allocator.snapshot import decode
-    from dra_web.snapshots.synthetic import as_exported
+    from bench.workloads import as_exported
 
     docs = as_exported(synthetic_cluster(nodes=20, running_pods=40, pending_pods=20))
     assert any(d["metadata"]["uid"][0] == "0" for d in docs)  # the leading zeros are there

@@ -10,6 +10,10 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from dra_web.pages import presenters
+from dra_web.runs.storage import run_storage as stored_bytes
+from dra_web.snapshots.selectors import run_kubernetes_version
+
 register = template.Library()
 
 _CEL_TOKEN = re.compile(
@@ -172,3 +176,53 @@ def path_wrap(value) -> str:
     ``g5.12xlarge-gpus`` is never split at its hyphen), the text copied unchanged."""
     parts = [format_html('<span class="seg">{}</span>', p) for p in str(value or "").split("/")]
     return mark_safe("/<wbr>".join(parts))
+
+
+# --- run options: feature gates, Kubernetes version, retention --------------------------------
+
+
+@register.simple_tag
+def run_form_choices(snapshot=None) -> dict:
+    """What the run form offers: the Kubernetes versions (the first leaves it to the snapshot)
+    and each gate's default per version."""
+    snapshot = snapshot or None  # the dashboard form has no fixed snapshot
+    cluster = run_kubernetes_version(snapshot) if snapshot is not None else None
+    server = snapshot.kubernetes_version if snapshot is not None else ""
+    return {
+        "versions": presenters.version_choices(snapshot is not None, cluster, server),
+        "presets": presenters.gate_presets(),
+    }
+
+
+@register.simple_tag
+def run_gates(options) -> dict:
+    """The feature gates a run had, with its preset (``presenters.gates_view``)."""
+    return presenters.gates_view(options if isinstance(options, dict) else None)
+
+
+@register.simple_tag
+def run_storage(run) -> dict:
+    """What the run takes in the database (runs.storage), in bytes."""
+    return stored_bytes(run)
+
+
+@register.simple_tag
+def retention_days() -> int:
+    """DRA_WEB_RUN_RETENTION_DAYS: how long a finished run is kept (0: for ever)."""
+    from django.conf import settings
+
+    return settings.DRA_WEB_RUN_RETENTION_DAYS
+
+
+@register.filter
+def size(value) -> str:
+    """Bytes in kB / MB / GB (decimal, as the storage figures of docs/WEB.md)."""
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{int(n)} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"

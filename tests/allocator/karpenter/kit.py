@@ -16,6 +16,7 @@ import pytest
 
 from allocator.allocator import Allocator
 from allocator.errors import AllocationError
+from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import (
     CapacityRequirements,
     CounterConsumption,
@@ -35,6 +36,7 @@ from allocator.model import (
     ResourceSliceTemplate,
 )
 from allocator.nodeclaim import SimpleNodeClaim
+from allocator.pipeline import Pipeline, build_pipeline
 from allocator.quantity import Quantity
 from allocator.requirements import Requirements, node_requirements
 from tests.allocator.builders import (
@@ -257,13 +259,17 @@ def allocator(
     allocated: Iterable[DeviceID] = (),
     instance_types: Sequence[InstanceType] = (),
     classes: Mapping[str, Any] | None = None,
+    gates: FeatureGates = ALL_ON,
+    pipeline: Pipeline | None = None,
     **kw: Any,
 ) -> Allocator:
+    """An Allocator with every DRA feature on, unless ``gates`` or ``pipeline`` say otherwise."""
     return Allocator(
         list(slices),
         allocated,
         bindings_for(instance_types),
         dict(classes if classes is not None else CLASSES),
+        pipeline=pipeline if pipeline is not None else build_pipeline(gates),
         **kw,
     )
 

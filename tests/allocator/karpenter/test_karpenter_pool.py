@@ -702,7 +702,9 @@ def test_should_retain_non_matching_devices_with_consumes_counters_as_non_target
     slices = _split_pool(dev("gpu-1", budget={"memory": "40Gi"}))
     (pool,) = gather(slices)
     assert device_names(pool) == ["gpu-0"]
-    ledger = CounterLedger(slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")])
+    ledger = CounterLedger(
+        slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")], gates=ALL_ON
+    )
     assert sorted(ledger.pools[POOL_A].consumption) == ["gpu-0", "gpu-1"]
     assert ledger.remaining(POOL_A) == {"budget": {"memory": q("40Gi")}}
 
@@ -716,7 +718,7 @@ def test_should_not_retain_non_matching_devices_without_consumes_counters_as_non
     ]
     (pool,) = gather(slices)
     assert device_names(pool) == ["gpu-0"]
-    assert POOL_A not in CounterLedger(slices).pools
+    assert POOL_A not in CounterLedger(slices, gates=ALL_ON).pools
 
 
 def test_should_retain_only_devices_with_consumes_counters_from_a_non_matching_slice_with_mixed_devices():
@@ -730,13 +732,16 @@ def test_should_retain_only_devices_with_consumes_counters_from_a_non_matching_s
     )
     (pool,) = gather(slices)
     assert device_names(pool) == ["gpu-0"]
-    assert sorted(CounterLedger(slices).pools[POOL_A].consumption) == ["gpu-1", "gpu-2"]
+    assert sorted(CounterLedger(slices, gates=ALL_ON).pools[POOL_A].consumption) == [
+        "gpu-1",
+        "gpu-2",
+    ]
 
 
 def test_should_preserve_consumes_counters_data_on_non_targeting_devices():
     """Karpenter: should preserve ConsumesCounters data on NonTargetingDevices."""
     slices = _split_pool(dev("gpu-1", budget={"memory": "40Gi"}), near=devs("gpu-0"))
-    (entry,) = CounterLedger(slices).pools[POOL_A].consumption["gpu-1"]
+    (entry,) = CounterLedger(slices, gates=ALL_ON).pools[POOL_A].consumption["gpu-1"]
     assert entry.counter_set == "budget" and "memory" in entry.counters
 
 
@@ -779,7 +784,9 @@ def test_should_move_devices_with_consumes_counters_to_non_targeting_devices_whe
     (kept,) = refilter([pool], [zones("us-west-2a")])
     assert device_names(kept) == ["gpu-0"]
     # gpu-1 still draws from the budget when held.
-    ledger = CounterLedger(slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")])
+    ledger = CounterLedger(
+        slices, allocated_devices=[DeviceID(GPU, "pool-a", "gpu-1")], gates=ALL_ON
+    )
     assert ledger.remaining(POOL_A) == {"budget": {"memory": q("40Gi")}}
 
 
@@ -792,7 +799,7 @@ def test_should_not_move_devices_without_consumes_counters_to_non_targeting_devi
     ]
     (kept,) = refilter(gather(slices), [zones("us-west-2a")])
     assert device_names(kept) == ["gpu-0"]
-    assert POOL_A not in CounterLedger(slices).pools
+    assert POOL_A not in CounterLedger(slices, gates=ALL_ON).pools
 
 
 def test_should_not_mutate_the_original_pools_non_targeting_devices_when_filtering_multiple_times():
@@ -825,7 +832,11 @@ def test_should_not_mutate_the_original_pools_non_targeting_devices_when_filteri
     (second,) = refilter([pool], [zones("us-west-2b")])
     assert device_names(first) == ["gpu-0"] and device_names(second) == ["gpu-1"]
     assert device_names(pool) == ["gpu-0", "gpu-1"]
-    assert sorted(CounterLedger(slices).pools[POOL_A].consumption) == ["gpu-0", "gpu-1", "gpu-eu"]
+    assert sorted(CounterLedger(slices, gates=ALL_ON).pools[POOL_A].consumption) == [
+        "gpu-0",
+        "gpu-1",
+        "gpu-eu",
+    ]
 
 
 def test_should_always_retain_pools_with_shared_counters_slices_through_filtering():

@@ -9,11 +9,13 @@ import pytest
 from allocator.cel import SelectorEngine
 from allocator.cel.engine import CelCompileError
 from allocator.errors import ValidationError
+from allocator.features.gates import ALL_ON
 from allocator.model import DeviceConstraint, DeviceRequest, DeviceSelector, ExactDeviceRequest
 from allocator.pipeline import build_pipeline
 from allocator.pools import SliceUniverse, template_devices
+from allocator.requests import SelectorMatcher
 from allocator.requirements import Requirements
-from allocator.validation import SelectorMatcher, ValidationContext, validate_claim_request
+from allocator.validation import ValidationContext, validate_claim_request
 from tests.allocator.builders import instance_type
 from tests.allocator.karpenter.kit import (
     GPU,
@@ -42,7 +44,7 @@ RACK = [slice_("rack-a", devs("gpu-0", "gpu-1", "gpu-2"))]
 def validate(c, slices=RACK, templates: dict[str, int] | None = None, instance_types=()):
     """Request Validation as the Allocator runs it (the full pipeline, FirstAvailable on);
     ``templates``: instance type -> how many template devices it brings."""
-    pools = SliceUniverse(list(slices), build_pipeline().pool_validators).gather(
+    pools = SliceUniverse(list(slices), build_pipeline(ALL_ON).pool_validators).gather(
         None, [Requirements()]
     )
     its = [
@@ -62,7 +64,7 @@ def validate(c, slices=RACK, templates: dict[str, int] | None = None, instance_t
             engine=engine,
             device_classes=CLASSES,
             matcher=SelectorMatcher(engine),
-            pipeline=build_pipeline(),
+            rules=build_pipeline(ALL_ON),
         )
     )
 

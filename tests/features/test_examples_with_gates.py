@@ -336,7 +336,6 @@ def test_feature_examples_match_the_result_schema() -> None:
 
 
 def test_run_pool_status_counts_the_run_shares() -> None:
-    from allocator.features.gates import ALL_ON
     from allocator.features.poolstatus import run_pool_status
     from allocator.model import ResourceClaim
 
@@ -346,7 +345,14 @@ def test_run_pool_status_counts_the_run_shares() -> None:
     claim = ResourceClaim("default", "web-new-0-net", spec)
     result = allocator.allocate(node, [claim])
     result.allocation.commit()
-    (pool,) = run_pool_status(snapshot.resource_slices, allocator, ALL_ON)
+    assert allocator.features is not None
+    (pool,) = run_pool_status(
+        snapshot.resource_slices,
+        allocator.allocated_cluster_devices(),
+        allocator.features.capacity,
+        allocator.features.taints,
+        allocator.pipeline.gates,
+    )
     # web-live's 1G stays, web-old's 1G is freed (deleting pod), the new share adds 1G.
     assert pool["shareableSummary"]["capacity"] == [
         {"name": "bandwidth", "total": "20G", "consumed": "2G", "available": "18G"}

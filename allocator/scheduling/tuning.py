@@ -1,0 +1,23 @@
+"""The scheduler's fast paths, each of which must decide exactly as the plain path: switched
+off only by the property tests that compare both (``tests/explanation/
+test_funnel_properties.py``, ``tests/scheduling/test_nodeclaim_cache_properties.py``) and by
+the benchmarks. Not a simulation option: no user or API reaches it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    # Refuse by the cached refusal funnel (an existing target whose cached count stage shows a
+    # pod's requests cannot be met is refused without running Allocate there) and skip a
+    # retry in an unchanged state; selector refusals worded once per values read.
+    funnel_refusal: bool = True
+    # NodeClaims of this run and new ones: a refusal is first found without its words
+    # (Allocate's ``explain`` off) and explained only when the pod fails everywhere;
+    # count-stage funnels shared by fresh NodeClaims; instance type filtering remembered.
+    nodeclaim_caches: bool = True
+
+
+DEFAULT_TUNING = Tuning()

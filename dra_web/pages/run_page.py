@@ -1,0 +1,272 @@
+"""The run page's model and its parts (reads only): the summary, placements, NodeClaims, pools,
+search tree and reviews of a finished run; a failed pod's explanation as its review page shows
+it; the partials the run page loads on demand; the NodeClaims as Karpenter would create them.
+
+The page is bounded: only the pods, pools and reasons of the pages shown are explained, so a
+run where thousands of pods fail on thousands of nodes costs what one page of them costs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import Http404
+
+from allocator.features.gates import GATE_NAMES
+from dra_web.pages import presenters
+from dra_web.pages import selectors as page_selectors
+from dra_web.reviews import selectors as review_selectors
+from dra_web.runs import selectors as run_selectors
+from dra_web.runs.models import Run
+
+PLACEMENTS_PER_PAGE = 25
+REVIEWS_PER_PAGE = 50
+POOLS_PER_PAGE = 50
+FAILED_IN_SUMMARY = 20
+REASONS_PER_PAGE = 100
+POOL_DEVICES_SHOWN = 200
+OTHER_RUNS_SHOWN = 100
+TAINTED_DEVICES_SHOWN = 200
+
+# NodeClaim fields the NodeClaims section shows in their own places; the rest is listed as is.
+_NODE_CLAIM_FIELDS_SHOWN = {
+    "name",
+    "nodePool",
+    "instanceTypes",
+    "requirements",
+    "annotations",
+    "pods",
+    "cost",
+    "instanceTypesPruned",
+    "requirementsBeforeDRA",
+    "requirementsBefore",
+    "price",
+    # allocator/scheduling/report.py
+    "templateSlices",
+    "devices",
+    "deviceTaints",
+    "bindingConditions",
+    "initializationGating",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunPageNumbers:
+    """The page of each paginated section that was asked for (query parameters, unparsed:
+    Django's paginator turns anything out of range into the nearest page)."""
+
+    placements: str | None = None
+    reviews: str | None = None
+    pools: str | None = None
+
+
+def finished_run(run_id) -> Run:
+    """The run, when it has a result (downloads and partials of the run page); 404 otherwise."""
+    run = run_selectors.get_run(run_id)
+    if run.status != Run.SUCCEEDED or not run.result:
+        raise Http404(f"run #{run.pk} is {run.status}: it has no result yet")
+    return run
+
+
+def failed_pod(run: Run, key: str) -> dict[str, Any]:
+    """The result's entry of the pod ``namespace/name`` (a copy); 404 when the run has none."""
+    pod = next((p for p in (run.result or {}).get("pods") or [] if p.get("pod") == key), None)
+    if pod is None:
+        raise Http404(f"pod {key} is not in run #{run.pk}")
+    return dict(pod)
+
+
+def explain(run: Run, pod: dict, names, links) -> None:
+    """A failed pod's reasons grouped (bounded whatever the cluster size), its funnel and its
+    suggestions as the pages show them, added to ``pod`` in place."""
+    if "reason_groups" in pod:
+        return
+    groups, count = page_selectors.pod_reason_groups(run, pod, names)
+    pod["reason_groups"] = [dict(g) for g in groups]
+    pod["aggregate"] = presenters.aggregate_groups(groups)
+    pod["target_count"] = count
+    pod["funnels"] = presenters.funnel_view(pod.get("explanation"), links)
+    pod["suggestions_view"] = presenters.suggestion_view(pod.get("suggestions"), names)
+    pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
+
+
+def with_claim_intents(pod: dict, specs: dict[str, Any]) -> dict:
+    """The pod with ``claims_view``: each of its claims beside what the claim asked for."""
+    claims = [
+        {
+            **claim,
+            "intent": page_selectors.claim_intent(
+                specs, pod.get("pod") or "", claim.get("claim") or ""
+            ),
+        }
+        for claim in pod.get("claims") or []
+    ]
+    return {**pod, "claims_view": claims}
+
+
+def _node_claims(view: dict, model, run: Run) -> list[dict[str, Any]]:
+    held = presenters.devices_by_claim(view["pods"])
+    pruned_in_trace = run_selectors.instance_types_pruned(
+        run, {nc.get("name") for nc in view["node_claims"]}
+    )
+    prices = presenters.cheapest_prices(model.instance_types) if model is not None else {}
+    out = []
+    for nc in view["node_claims"]:
+        devices = held.get(nc.get("name") or "", [])
+        templates = nc.get("templateSlices") or [
+            {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
+            for it in nc.get("instanceTypes") or []
+        ]
+        out.append(
+            {
+                **nc,
+                "held": devices,
+                "pruned": nc["instanceTypesPruned"]
+                if "instanceTypesPruned" in nc
+                else pruned_in_trace.get(nc.get("name") or "", []),
+                "before": nc.get("requirementsBeforeDRA")
+                or nc.get("requirementsBefore")
+                or page_selectors.node_pool_requirements(model, nc.get("nodePool")),
+                "by_price": presenters.instance_types_by_price(nc.get("instanceTypes"), prices),
+                "templates_with": [t for t in templates if t.get("slices")],
+                "templates_without": [t for t in templates if not t.get("slices")],
+                "tolerated": [d for d in devices if d.get("tolerations")],
+                "binding": [
+                    d
+                    for d in devices
+                    if d.get("bindingConditions")
+                    or d.get("bindsToNode")
+                    or d.get("bindingFailureConditions")
+                ],
+                "other": {k: v for k, v in nc.items() if k not in _NODE_CLAIM_FIELDS_SHOWN},
+            }
+        )
+    return out
+
+
+def other_runs(run: Run):
+    """The runs the page offers to compare this one with."""
+    return run_selectors.run_list().exclude(pk=run.pk)[:OTHER_RUNS_SHOWN]
+
+
+def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
+    """The run page's template context: the run (and the form to run it again) until it has
+    a result, then the result's sections (the pages of them asked for)."""
+    ctx: dict[str, Any] = {"run": run, "snapshot": run.snapshot, "gate_names": GATE_NAMES}
+    if run.status != Run.SUCCEEDED or not run.result:
+        return ctx
+    view = presenters.result_view(run.result)
+    model = page_selectors.snapshot_model(run.snapshot)
+    if model is not None:
+        presenters.fill_costs_from_catalog(
+            view["node_claims"], presenters.cheapest_prices(model.instance_types)
+        )
+        view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
+    specs = page_selectors.claim_specs(run.snapshot.documents())
+    placements_page = presenters.page_of(
+        view["failed"] + view["scheduled"], PLACEMENTS_PER_PAGE, numbers.placements
+    )
+    reviews = review_selectors.reviews_by_pod(run)
+    for pod in view["failed"]:
+        pod["review"] = reviews.get(pod.get("pod"))
+    review_page = presenters.page_of(view["failed"], REVIEWS_PER_PAGE, numbers.reviews)
+    pools_page = presenters.page_of(view["pools"], POOLS_PER_PAGE, numbers.pools)
+    links = presenters.pool_links(
+        view["pools"], per_page=POOLS_PER_PAGE, current_page=pools_page.number
+    )
+    names = presenters.node_claim_names(run.result)
+    failed_shown = view["failed"][:FAILED_IN_SUMMARY]
+    # Only the pods this page shows are explained.
+    for pod in [*failed_shown, *placements_page, *review_page]:
+        if not pod.get("scheduled"):
+            explain(run, pod, names, links)
+    # The devices themselves load when a pool's row is opened (pool_devices): 50 pools of a
+    # 1,000-node cluster would otherwise be most of the page.
+    pools = [
+        {**pool, **page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))}
+        for pool in pools_page
+    ]
+    tainted = run_selectors.trace_search(
+        run, run_selectors.TraceFilter(reason="taint"), limit=TAINTED_DEVICES_SHOWN
+    )
+    ctx.update(
+        {
+            "view": view,
+            "placements": [with_claim_intents(pod, specs) for pod in placements_page],
+            "placements_page": placements_page,
+            "node_claims": _node_claims(view, model, run),
+            "pools": pools,
+            "pools_page": pools_page,
+            "node_claim_names_json": json.dumps(sorted(n for n in names if n)),
+            "failed_shown": failed_shown,
+            "reviews": reviews,
+            "review_page": review_page,
+            "reason_counts": run_selectors.trace_reason_counts(run),
+            "taint_excluded": run_selectors.with_ancestor_labels(
+                run, [n for n in tainted if n.get("kind") == "device"]
+            ),
+            "device_conditions": presenters.device_conditions(view["pods"]),
+            "other_runs": other_runs(run),
+        }
+    )
+    return ctx
+
+
+def review_pod(run: Run, key: str, run_url: str) -> dict[str, Any]:
+    """The pod ``namespace/name`` as its review page shows it: explained like on the run page
+    (its funnel's example devices link to the run page's Pools tab at ``run_url``), its claims
+    beside what they asked for."""
+    pod = failed_pod(run, key)
+    names = presenters.node_claim_names(run.result)
+    links = presenters.pool_links(
+        (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
+    )
+    explain(run, pod, names, links)
+    return with_claim_intents(pod, page_selectors.claim_specs(run.snapshot.documents()))
+
+
+def pod_reasons(run: Run, namespace: str, name: str, number: str | None) -> dict[str, Any]:
+    """Every target that refused a pod, a page at a time (the run page's partial)."""
+    pod = failed_pod(run, f"{namespace}/{name}")
+    page = presenters.page_of(pod.get("reasons") or [], REASONS_PER_PAGE, number)
+    names = presenters.node_claim_names(run.result)
+    page.object_list = [
+        {**r, "target": presenters.target_name(r.get("target"), names)} for r in page.object_list
+    ]
+    return {"run": run, "pod": pod, "page": page, "namespace": namespace, "name": name}
+
+
+def pool_devices(run: Run, driver: str, pool: str, wanted: str) -> dict[str, Any]:
+    """One in-cluster pool's devices (the Pools tab's partial): the first
+    ``POOL_DEVICES_SHOWN``, and the device a link asks for (``wanted``, its anchor) even past
+    them."""
+    model = page_selectors.snapshot_model(run.snapshot)
+    devices = page_selectors.pool_view(model, driver, pool)["devices"]
+    shown = devices[:POOL_DEVICES_SHOWN]
+    if wanted and not any(presenters.pool_device_anchor(d.get("name")) == wanted for d in shown):
+        shown += [d for d in devices if presenters.pool_device_anchor(d.get("name")) == wanted]
+    return {
+        "devices": shown,
+        "device_count": len(devices),
+        "row_prefix": presenters.pool_anchor(driver, pool),
+        "wanted": wanted,
+    }
+
+
+def node_claims_yaml(run: Run, wanted: str | None) -> str:
+    """The run's new NodeClaims (or the one named ``wanted``) as Karpenter would create them;
+    404 when the run creates no NodeClaim of that name."""
+    pools = page_selectors.node_pool_documents(run.snapshot)
+    requests = page_selectors.node_claim_requests(run.snapshot, run.result)
+    manifests = [
+        presenters.node_claim_manifest(
+            nc, pools.get(nc.get("nodePool")), requests.get(nc.get("name"))
+        )
+        for nc in run.result.get("nodeClaims") or []
+        if wanted is None or nc.get("name") == wanted
+    ]
+    if wanted is not None and not manifests:
+        raise Http404(f"run #{run.pk} creates no NodeClaim {wanted}")
+    return presenters.manifests_yaml(manifests)
