@@ -472,9 +472,11 @@ def summary(result: dict, node_pools: int | None = None) -> str:
     """The human summary of a result. ``node_pools``: how many NodePools the snapshot has (a
     line says so when there are none: no pod can get a new NodeClaim)."""
     stats = result["stats"]
+    ignored = result.get("ignoredPods") or []
+    also = f", {len(ignored)} ignored" if ignored else ""
     out = [
         f"Pods: {stats['pods']} pending, {stats['scheduled']} scheduled, "
-        f"{stats['failed']} failed  (DFS nodes {stats['dfsNodes']}, "
+        f"{stats['failed']} failed{also}  (DFS nodes {stats['dfsNodes']}, "
         f"{stats['seconds']:.3f}s)\n\n"
     ]
     out.append(gates_line(result) + "\n\n")
@@ -525,6 +527,10 @@ def summary(result: dict, node_pools: int | None = None) -> str:
                     out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")
             out.extend(_funnel_lines(p))
             out.append(_suggestion_line(p))
+    if ignored:
+        out.append("\nIgnored (Karpenter does not provision for these pods):\n")
+        rows = [["  " + entry["pod"], _clip(entry["reason"])] for entry in ignored]
+        out.append(_table(["  POD", "REASON"], rows))
     gating = [g for g in result.get("initializationGating", []) if g["status"] != "Initialized"]
     if gating:
         out.append("\nInitialization gating:\n")

@@ -314,6 +314,46 @@ class Node:
     raw: dict = field(default_factory=dict)
 
 
+@dataclass(slots=True, frozen=True)
+class OwnerReference:
+    kind: str
+    name: str
+    api_version: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class PodVolume:
+    """A volume of a pod backed by a PersistentVolumeClaim (other volume kinds are not kept:
+    Karpenter reads nothing from them)."""
+
+    name: str  # spec.volumes[].name
+    claim_name: str  # persistentVolumeClaim.claimName, or "<pod>-<volume>" for an ephemeral one
+    ephemeral: bool = False
+    # The ephemeral volume's claim template storage class (shown to users; Karpenter reads the
+    # claim the ephemeral volume controller creates, never the template).
+    template_storage_class: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ContainerHostPort:
+    """A container port with a hostPort (API defaulting applied: protocol TCP)."""
+
+    host_port: int
+    protocol: str = "TCP"
+    host_ip: str = ""  # as written; "" means every address (0.0.0.0)
+    container: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class PodCondition:
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
 @dataclass(slots=True)
 class PodResourceClaim:
     name: str
@@ -340,6 +380,103 @@ class Pod:
     # status.resourceClaimStatuses: entry name -> claim name (None: no claim needed).
     resource_claim_statuses: dict[str, str | None] = field(default_factory=dict)
     phase: str | None = None
+    # --- volumes, host ports, and what decides whether Karpenter provisions for the pod ---
+    volumes: list[PodVolume] = field(default_factory=list)
+    # Containers' host ports: what Karpenter's host port usage counts.
+    host_ports: tuple[ContainerHostPort, ...] = ()
+    # Init containers' host ports: kept for display; Karpenter does not count them.
+    init_host_ports: tuple[ContainerHostPort, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name
+    nominated_node_name: str | None = None  # status.nominatedNodeName
+    has_status: bool = False  # a status object is present (absent: a hand-written pod)
+    conditions: tuple[PodCondition, ...] = ()  # status.conditions
+    owner_references: tuple[OwnerReference, ...] = ()
+    # --- end of volumes, host ports and provisioning ---
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+# --- storage (core/v1 PersistentVolume(Claim), storage.k8s.io/v1) ----------------------------
+
+
+@dataclass(slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    storage_class_name: str | None = None  # None: unset; "": dynamic provisioning disabled
+    volume_name: str = ""  # spec.volumeName; "" while unbound
+    phase: str | None = None  # status.phase (Pending | Bound | Lost)
+    annotations: dict[str, str] = field(default_factory=dict)
+    deleting: bool = False
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class PersistentVolume:
+    name: str
+    node_affinity: dict | None = None  # spec.nodeAffinity.required, a raw v1.NodeSelector
+    csi_driver: str | None = None  # spec.csi.driver
+    aws_elastic_block_store: bool = False  # in-tree EBS source (migrated to ebs.csi.aws.com)
+    local: bool = False  # spec.local or spec.hostPath: pinned to one host by nature
+    storage_class_name: str = ""
+    deleting: bool = False
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class TopologySelectorRequirement:
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class StorageClass:
+    name: str
+    provisioner: str
+    # API defaulting: Immediate when unset.
+    volume_binding_mode: str = "Immediate"
+    # allowedTopologies: terms ORed, each term's expressions ANDed.
+    allowed_topologies: list[tuple[TopologySelectorRequirement, ...]] = field(default_factory=list)
+    # Annotated storageclass.kubernetes.io/is-default-class: "true" (the class the API server
+    # gives a claim created without one).
+    default: bool = False
+    creation_timestamp: str = ""
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class CSINodeDriver:
+    name: str
+    # spec.drivers[].allocatable.count; None when the driver states no allocatable at all.
+    # An allocatable without a count reads as 0, as Karpenter reads it.
+    allocatable_count: int | None = None
+
+
+@dataclass(slots=True)
+class CSINode:
+    name: str  # the node's name
+    drivers: list[CSINodeDriver] = field(default_factory=list)
+    raw: dict = field(default_factory=dict)
+
+
+# --- apps/v1 ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    uid: str = ""
+    # spec.template as the pod the DaemonSet controller would create (limits merged into
+    # requests, as Karpenter's PodForDaemonSet does), named after the DaemonSet.
+    template: Pod | None = None
     raw: dict = field(default_factory=dict)
 
     @property
@@ -435,6 +572,11 @@ class Snapshot:
     node_pools: dict[str, NodePool] = field(default_factory=dict)
     node_claims: dict[str, NodeClaim] = field(default_factory=dict)
     instance_types: dict[str, InstanceType] = field(default_factory=dict)
+    persistent_volume_claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
+    persistent_volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
+    csi_nodes: dict[str, CSINode] = field(default_factory=dict)
+    daemon_sets: dict[str, DaemonSet] = field(default_factory=dict)  # "ns/name"
     # Every recognised document as uploaded, in load order: (kind, raw dict).
     documents: list[tuple[str, dict]] = field(default_factory=list)
     # What the load skipped or read differently (unknown kinds, legacy keys, kinds that change

@@ -202,11 +202,13 @@ def build_result(
     result = {
         "schemaVersion": SCHEMA_VERSION,
         "pods": pod_entries,
+        "ignoredPods": [ignored.to_json() for ignored in run.pods.ignored],
         "nodeClaims": node_claims,
         "stats": {
             "pods": len(pod_entries),
             "scheduled": scheduled,
             "failed": len(pod_entries) - scheduled,
+            "ignored": len(run.pods.ignored),
             "dfsNodes": int(dfs_nodes),
             "seconds": round(seconds, 6),
             "nodeClaims": len(node_claims),

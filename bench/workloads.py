@@ -276,7 +276,13 @@ def training_pod(
             f"{index // 60 % 60:02d}:{index % 60:02d}Z",
         },
         "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
+        "status": {"phase": "Running"}
+        if node_name
+        # kube-scheduler marked it unschedulable: Karpenter provisions only for such pods.
+        else {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
     }
 
 

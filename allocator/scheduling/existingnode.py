@@ -39,6 +39,7 @@ from allocator.scheduling.runstate import (
     pod_level_problem,
     target_code,
 )
+from allocator.scheduling.volumes import VolumeAlternative
 
 # Target kinds (what ``target`` reports and how fit treats taints and requirements).
 EXISTING = "existing"  # an initialized node
@@ -267,18 +268,19 @@ class ExistingNode:
 
 
 def _volume_alternative(
-    requirements: Requirements, alternatives: tuple[Requirements, ...], allow: frozenset[str]
+    requirements: Requirements, alternatives: tuple[VolumeAlternative, ...], allow: frozenset[str]
 ) -> tuple[Requirements | None, str | None]:
     """The node's requirements with the first of the pod's volume topology alternatives it is
-    compatible with (Karpenter's tryVolumeAlternative), else the last one's reason."""
+    compatible with (Karpenter's tryVolumeAlternative), else the last one's reason, naming the
+    volume that pins it."""
     reason = None
     for volume in alternatives:
-        problem = requirements.compatible(volume, allow_undefined=allow)
+        problem = requirements.compatible(volume.requirements, allow_undefined=allow)
         if problem is None:
             out = requirements.copy()
-            out.add(volume)
+            out.add(volume.requirements)
             return out, None
-        reason = f"incompatible volume requirements, {problem}"
+        reason = f"incompatible volume requirements, {problem} ({volume.describe()})"
     return None, reason
 
 

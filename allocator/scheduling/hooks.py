@@ -12,6 +12,8 @@ from typing import Protocol
 
 from allocator.model import Pod, Taint
 from allocator.requirements import Requirements
+from allocator.scheduling.hostports import HostPort, HostPortConflict
+from allocator.scheduling.volumes import VolumeLimitExceeded, Volumes
 
 
 class Topology(Protocol):
@@ -72,21 +74,23 @@ NO_TOPOLOGY = NoTopology()
 
 class HostPortUsage(Protocol):
     """Karpenter's ``HostPortUsage`` of one target: the host ports its pods (and, for a new
-    NodeClaim, its DaemonSet pods) hold. The pod's ports are ``PodData.host_ports``."""
+    NodeClaim, its DaemonSet pods) hold. The pod's ports are ``PodData.host_ports``;
+    ``allocator.scheduling.hostports.HostPortUsage`` implements it."""
 
-    def conflicts(self, pod: Pod, ports: tuple) -> str | None:
+    def conflicts(self, pod: Pod, ports: tuple[HostPort, ...]) -> HostPortConflict | None:
         """Why the pod's ports cannot be had here (None: they can)."""
         ...
 
-    def add(self, pod: Pod, ports: tuple) -> None: ...
+    def add(self, pod: Pod, ports: tuple[HostPort, ...]) -> None: ...
 
     def copy(self) -> HostPortUsage: ...
 
 
 class VolumeUsage(Protocol):
     """Karpenter's ``VolumeUsage`` of an existing node: attached volumes per CSI driver against
-    the node's attach limits. The pod's volumes are ``PodData.volumes``."""
+    the node's attach limits. The pod's volumes are ``PodData.volumes``;
+    ``allocator.scheduling.volumes.VolumeUsage`` implements it."""
 
-    def exceeds_limits(self, volumes: tuple) -> str | None: ...
+    def exceeds_limits(self, volumes: Volumes) -> VolumeLimitExceeded | None: ...
 
-    def add(self, pod: Pod, volumes: tuple) -> None: ...
+    def add(self, pod: Pod, volumes: Volumes) -> None: ...

@@ -185,12 +185,15 @@ class NodeClaim:
         # Karpenter's tryVolumeAlternative: each way the pod's volumes could be placed, in turn.
         refusal = None
         for volume in pod.volume_requirements:
-            problem = reqs.compatible(volume, allow_undefined=WELL_KNOWN_LABELS)
+            problem = reqs.compatible(volume.requirements, allow_undefined=WELL_KNOWN_LABELS)
             if problem is not None:
-                refusal = Refusal(f"incompatible volume requirements, {problem}", "volumes")
+                refusal = Refusal(
+                    f"incompatible volume requirements, {problem} ({volume.describe()})",
+                    "volumes",
+                )
                 continue
             with_volume = reqs.copy()
-            with_volume.add(volume)
+            with_volume.add(volume.requirements)
             found = self._plan_with(
                 pod, state, trace_node, quick, candidates, requests, claims, term, with_volume
             )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from allocator.model import NodePool, Pod, Snapshot, Taint
 from allocator.requirements import Requirements
 from allocator.scheduling import explain
+from allocator.scheduling.daemonsets import daemon_pods
 from allocator.scheduling.decision import NodeClaimDecision, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
@@ -31,6 +32,7 @@ from allocator.scheduling.fit import (
     within_limits,
 )
 from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.hostports import usage_of as host_port_usage_of
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import RunState
@@ -224,9 +226,10 @@ def node_claim_templates(
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 
     templates = []
-    daemons = daemonset_pods(snapshot.pods)
+    daemons = daemon_pods(snapshot.daemon_sets, snapshot.pods)
     for pool in order_by_weight(snapshot.node_pools.values()):
         requirements = node_pool_requirements(pool)
+        runs = pool_daemons(daemons, requirements, pool.taints)
         templates.append(
             NodeClaimTemplate(
                 pool=pool,
@@ -235,32 +238,36 @@ def node_claim_templates(
                 taints=list(pool.taints),
                 limits=to_milli(pool.limits) if pool.limits else None,
                 usage=usage.get(pool.name, {}),
-                daemon_overhead=daemon_overhead(daemons, requirements, pool.taints),
+                daemon_overhead=_requests_of(runs),
+                # A new node binds its DaemonSet pods' host ports before any pod lands.
+                daemon_host_ports=host_port_usage_of(runs),
             )
         )
     return templates
 
 
-def daemonset_pods(pods: list[Pod]) -> list[Pod]:
-    """One pod per DaemonSet (namespace, owner name): what a new node of a pool would run."""
-    seen: dict[tuple[str, str], Pod] = {}
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or ():
-            if isinstance(ref, dict) and ref.get("kind") == "DaemonSet":
-                seen.setdefault((pod.namespace, str(ref.get("name"))), pod)
-    return list(seen.values())
-
-
-def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
-    """Karpenter's getDaemonOverhead: DaemonSet pods that tolerate the pool's taints and whose
-    node selector / required affinity is compatible with its requirements."""
-    total: dict[str, int] = {}
+def pool_daemons(daemons: list[Pod], requirements, taints) -> list[Pod]:
+    """The DaemonSet pods a node of the pool would run (Karpenter's isDaemonPodCompatible):
+    those that tolerate the pool's taints and one of whose node selector / required affinity
+    terms is compatible with its requirements."""
+    out = []
     for pod in daemons:
         if untolerated_taint(pod.tolerations, taints, prefer_no_schedule=False) is not None:
             continue
         term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
-        if term is None:
-            continue
+        if term is not None:
+            out.append(pod)
+    return out
+
+
+def _requests_of(pods: list[Pod]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for pod in pods:
         for name, value in pod_requests(pod).items():
             total[name] = total.get(name, 0) + value
     return total
+
+
+def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
+    """Karpenter's getDaemonOverhead: the requests of the pool's DaemonSet pods."""
+    return _requests_of(pool_daemons(daemons, requirements, taints))

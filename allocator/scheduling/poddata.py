@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Protocol
 from allocator.model import Pod, ResourceClaim
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import Resources
+from allocator.scheduling.hostports import HostPort
 from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.volumes import VolumeAlternative, Volumes
 
 if TYPE_CHECKING:
     from allocator.explanation.funnel import Funnel
@@ -93,6 +95,6 @@ class PodData:
     # Host ports the pod asks for (hooks.HostPortUsage), its volumes as an existing node's
     # attach limits count them (hooks.VolumeUsage) and the alternatives of their topology
     # (Karpenter's PodData.VolumeRequirements: one must hold): empty until those are read.
-    host_ports: tuple = ()
-    volumes: tuple = ()
-    volume_requirements: tuple[Requirements, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    volumes: Volumes = ()
+    volume_requirements: tuple[VolumeAlternative, ...] = ()

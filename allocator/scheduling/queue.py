@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from allocator.model import Node, NodeClaim, Pod
+from allocator.scheduling.provisionable import IgnoredPod, partition
+from allocator.scheduling.volumes import Storage, VolumeTopology
 
 _NO_RESCHEDULE_OWNERS = frozenset({"DaemonSet", "Node"})  # DaemonSet pods; mirror (static) pods
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -22,9 +24,11 @@ class PodSets:
     displaced: list[Pod] = field(default_factory=list)  # pods of --disrupt nodes rescheduled
     deleting: set[str] = field(default_factory=set)  # "ns/name" of deleting pods
     bound: list[Pod] = field(default_factory=list)  # pods that keep consuming node resources
-    # Pending pods Karpenter does not provision for (its IsProvisionable and Validate), with
-    # why: not scheduled, listed in the result's ignoredPods (docs/SIMULATION.md).
-    ignored: list[tuple[Pod, str]] = field(default_factory=list)
+    # Pending pods Karpenter does not provision for, in queue order (scheduling/provisionable,
+    # docs/SIMULATION.md).
+    ignored: list[IgnoredPod] = field(default_factory=list)
+    # Pod key -> the volume requirement alternatives of a pending pod whose volumes pin it.
+    volume_topology: dict[str, VolumeTopology] = field(default_factory=dict)
 
 
 def _milli(pod: Pod, resource: str) -> int:
@@ -59,11 +63,15 @@ def deleting_nodes(nodes: dict[str, Node], node_claims: dict[str, NodeClaim]) ->
 
 
 def collect_pods(
-    pods: list[Pod], going_away: set[str], disrupted: set[str] = frozenset()
+    pods: list[Pod],
+    going_away: set[str],
+    disrupted: set[str] = frozenset(),
+    storage: Storage | None = None,
 ) -> PodSets:
-    """Split the snapshot's pods into pending (queue order), deleting and bound.
+    """Split the snapshot's pods into pending (queue order), ignored, deleting and bound.
 
-    ``going_away``: deleting nodes plus the nodes named by ``--disrupt``.
+    ``going_away``: deleting nodes plus the nodes named by ``--disrupt``. ``storage``: the
+    snapshot's claims, volumes and classes the pods' volumes are read from.
     """
     sets = PodSets()
     pending: list[Pod] = []
@@ -85,6 +93,9 @@ def collect_pods(
         if pod.phase not in _FINISHED_PHASES:
             sets.bound.append(pod)
     pending.sort(key=queue_key)
-    sets.pending = pending
+    provisioning = partition(pending, storage or Storage())
+    sets.pending = provisioning.pending
+    sets.ignored = provisioning.ignored
+    sets.volume_topology = provisioning.volume_topology
     sets.displaced.sort(key=queue_key)
     return sets

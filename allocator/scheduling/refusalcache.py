@@ -426,6 +426,8 @@ class RefusalCache:
             repr(pod.tolerations),
             repr(pod.resource_claims),
             repr(pod.raw.get("spec")),
+            # An ephemeral volume's claim is the pod's own: pods of one spec differ by it.
+            tuple(pod.volumes),
             tuple(keys),
             outcome.validated,
         )

@@ -15,6 +15,7 @@ from allocator.scheduling.initialization import claim_state_before_dfs
 from allocator.scheduling.poddata import PodOutcome
 from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.report import PruneLog
+from allocator.scheduling.volumes import RunVolumes
 from allocator.trace import NULL_TRACE, Trace
 
 
@@ -26,6 +27,7 @@ class RunState:
     counter: DeviceCounter | None = None  # the device-count pre-check of existing nodes
     trace: Trace = NULL_TRACE
     topology: Topology = NO_TOPOLOGY
+    volumes: RunVolumes = field(default_factory=RunVolumes)  # the pods' volumes, by pod
     prunes: PruneLog = field(default_factory=PruneLog)  # why NodeClaims lost instance types
     # filter_instance_types' answers per requirements' content (None: not remembered).
     filter_memo: dict | None = None

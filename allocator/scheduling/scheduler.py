@@ -24,6 +24,7 @@ from allocator.scheduling.existingnode import ExistingNode
 from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
 from allocator.scheduling.fit import min_values_message, min_values_shortfall, pod_requests
 from allocator.scheduling.gosort import slice_sort
+from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
@@ -224,6 +225,9 @@ class Scheduler:
         terms = [pod_requirements(pod)]
         claims = outcome.pod_claims.claims
         check_terms = bool(terms[0].keys())
+        ports = host_ports(pod)
+        volumes = state.volumes.volumes(pod)
+        alternatives = state.volumes.alternatives(pod)
         return PodData(
             pod=pod,
             outcome=outcome,
@@ -237,7 +241,11 @@ class Scheduler:
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
-            fast=not state.trace.enabled and not check_terms,
+            # Host ports and volumes refuse before devices do: no shortcut past them.
+            fast=not (state.trace.enabled or check_terms or ports or volumes or alternatives),
+            host_ports=ports,
+            volumes=volumes,
+            volume_requirements=alternatives,
         )
 
     # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------

@@ -13,9 +13,10 @@ from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.pipeline import Pipeline
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
-from allocator.scheduling.existingnode import EXISTING, existing_nodes
+from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes
 from allocator.scheduling.fit import instance_type_info
 from allocator.scheduling.hooks import NO_TOPOLOGY
+from allocator.scheduling.hostports import usage_of as host_port_usage_of
 from allocator.scheduling.initialization import (
     PodClaims,
     allocated_device_seed,
@@ -34,6 +35,8 @@ from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.scheduler import Scheduler
 from allocator.scheduling.tuning import DEFAULT_TUNING, Tuning
+from allocator.scheduling.volumes import RunVolumes, Storage
+from allocator.scheduling.volumes import usage_of as volume_usage_of
 from allocator.trace import Trace
 
 
@@ -65,7 +68,8 @@ def build_run(
     paths."""
     disrupted = check_candidates(snapshot, list(disrupt))
     going_away = deleting_nodes(snapshot.nodes, snapshot.node_claims) | set(disrupted)
-    pods = collect_pods(snapshot.pods, going_away, set(disrupted))
+    storage = Storage.of(snapshot)
+    pods = collect_pods(snapshot.pods, going_away, set(disrupted), storage)
     managed = managed_nodes(snapshot)
     uninitialized = {
         name for name, node in snapshot.nodes.items() if not is_initialized(node, managed)
@@ -102,6 +106,7 @@ def build_run(
         bound_pods=pods.bound,
         infos=infos,
     )
+    _count_usage(existing, pods.bound, snapshot, storage)
     counter = DeviceCounter(
         universe,
         seed,
@@ -121,6 +126,7 @@ def build_run(
         counter=counter,
         trace=trace,
         topology=NO_TOPOLOGY,
+        volumes=RunVolumes(storage, pods.volume_topology),
         filter_memo={} if tuning.nodeclaim_caches else None,
     )
     # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
@@ -143,6 +149,21 @@ def build_run(
     return Run(
         scheduler, allocator, pipeline, pods, pod_claims, generated, universe, disrupted, seed
     )
+
+
+def _count_usage(
+    existing: list[ExistingNode], bound: list[Pod], snapshot: Snapshot, storage: Storage
+) -> None:
+    """Each existing node's host ports and attached volumes: those of the pods bound to it,
+    against its CSINode's attach limits (a NodeClaim without a node starts empty)."""
+    by_node: dict[str, list[Pod]] = {}
+    for pod in bound:
+        by_node.setdefault(pod.node_name or "", []).append(pod)
+    for node in existing:
+        pods = by_node.get(node.node_name, []) if node.node_name else []
+        csi_node = snapshot.csi_nodes.get(node.node_name) if node.node_name else None
+        node.host_port_usage = host_port_usage_of(pods)
+        node.volume_usage = volume_usage_of(csi_node, pods, storage)
 
 
 def _attach_extended_claims(

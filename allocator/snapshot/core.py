@@ -5,6 +5,13 @@ from __future__ import annotations
 from allocator.model import Namespace, Node, Pod, PodResourceClaim, Taint, Toleration
 from allocator.quantity import Quantity
 from allocator.snapshot.fields import Context
+from allocator.snapshot.provisioning import (
+    read_conditions,
+    read_host_ports,
+    read_owner_references,
+    read_scheduling_gates,
+    read_volumes,
+)
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -189,5 +196,15 @@ def build_pod(ctx: Context, obj: dict) -> Pod:
         resource_claims=claims,
         resource_claim_statuses=statuses,
         phase=status.get("phase") if isinstance(status.get("phase"), str) else None,
+        # volumes, host ports, and what decides whether Karpenter provisions for the pod
+        volumes=read_volumes(ctx, spec, ctx.name or ""),
+        host_ports=read_host_ports(ctx, spec, "containers", "spec.containers"),
+        init_host_ports=read_host_ports(ctx, spec, "initContainers", "spec.initContainers"),
+        scheduling_gates=read_scheduling_gates(ctx, spec),
+        nominated_node_name=ctx.str(status, "nominatedNodeName", "status.nominatedNodeName")
+        or None,
+        has_status=isinstance(obj.get("status"), dict),
+        conditions=read_conditions(ctx, status),
+        owner_references=read_owner_references(md),
         raw=obj,
     )

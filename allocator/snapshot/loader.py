@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocator.model import Snapshot
-from allocator.snapshot import core, karpenter, resource
+from allocator.snapshot import apps, core, karpenter, resource, storage
 from allocator.snapshot.decode import RawObject, decode_file
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context, check_metadata
@@ -103,6 +103,33 @@ KINDS: dict[str, KindSpec] = {
         karpenter.build_instance_type,
         _by_key("instance_types", _name),
         _name,
+    ),
+    "PersistentVolumeClaim": KindSpec(
+        "",
+        True,
+        storage.build_persistent_volume_claim,
+        _by_key("persistent_volume_claims", _ns_name),
+        _ns_name,
+    ),
+    "PersistentVolume": KindSpec(
+        "",
+        False,
+        storage.build_persistent_volume,
+        _by_key("persistent_volumes", _name),
+        _name,
+    ),
+    "StorageClass": KindSpec(
+        "storage.k8s.io",
+        False,
+        storage.build_storage_class,
+        _by_key("storage_classes", _name),
+        _name,
+    ),
+    "CSINode": KindSpec(
+        "storage.k8s.io", False, storage.build_csi_node, _by_key("csi_nodes", _name), _name
+    ),
+    "DaemonSet": KindSpec(
+        "apps", True, apps.build_daemon_set, _by_key("daemon_sets", _ns_name), _ns_name
     ),
 }
 

@@ -36,26 +36,6 @@ def _pending(pod: dict) -> bool:
     return not _at(pod, "spec", "nodeName")
 
 
-def _containers(pod: dict) -> list[dict]:
-    spec = _at(pod, "spec")
-    return _dicts(_at(spec, "initContainers")) + _dicts(_at(spec, "containers"))
-
-
-def _host_port(pod: dict) -> bool:
-    return any(
-        isinstance(port.get("hostPort"), int) and port["hostPort"] > 0
-        for c in _containers(pod)
-        for port in _dicts(c.get("ports"))
-    )
-
-
-def _claims_volume(pod: dict) -> bool:
-    return any(
-        isinstance(v.get("persistentVolumeClaim"), dict) or isinstance(v.get("ephemeral"), dict)
-        for v in _dicts(_at(pod, "spec", "volumes"))
-    )
-
-
 def _min_values(pool: dict) -> bool:
     requirements = _at(pool, "spec", "template", "spec", "requirements")
     return any(r.get("minValues") is not None for r in _dicts(requirements))
@@ -119,36 +99,6 @@ FIELDS: tuple[FieldRow, ...] = (
     ),
     FieldRow(
         "Pod",
-        "spec.schedulingGates",
-        "scheduling gates are not honoured: a gated pod is simulated as pending, where Karpenter "
-        "does not provision for it until its gates are removed",
-        _nonempty("spec", "schedulingGates"),
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
-        "status.nominatedNodeName",
-        "a nominated pod is simulated as pending, where Karpenter leaves it to kube-scheduler "
-        "(preemption in progress) and provisions nothing for it",
-        _nonempty("status", "nominatedNodeName"),
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
-        "spec.volumes[].persistentVolumeClaim / ephemeral",
-        "volumes are not simulated: the zone of a bound PersistentVolume, a StorageClass's "
-        "allowed topologies and volume attach limits do not restrict where the pod goes",
-        _claims_volume,
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
-        "spec.containers[].ports[].hostPort",
-        "host ports are not simulated: pods asking for the same host port may share a node",
-        _host_port,
-    ),
-    FieldRow(
-        "Pod",
         "spec.priorityClassName",
         "priority and preemption are not simulated: a pending pod never preempts running "
         "pods of lower priority (kube-scheduler may, instead of waiting for a new node)",
@@ -183,37 +133,10 @@ KINDS: tuple[KindRow, ...] = (
         "priority and preemption are not simulated",
     ),
     KindRow(
-        "PersistentVolumeClaim",
-        "",
-        "volumes are not simulated: a claim's volume does not restrict where its pod goes",
-    ),
-    KindRow(
-        "PersistentVolume",
-        "",
-        "volumes are not simulated: a volume's node affinity (its zone) does not restrict "
-        "where its pods go",
-    ),
-    KindRow(
-        "StorageClass",
-        "storage.k8s.io",
-        "volumes are not simulated: volumeBindingMode and allowedTopologies are not applied",
-    ),
-    KindRow(
-        "CSINode",
-        "storage.k8s.io",
-        "volume attach limits of existing nodes are not counted",
-    ),
-    KindRow(
         "RuntimeClass",
         "node.k8s.io",
         "a RuntimeClass's scheduling (node selector, tolerations) is not applied to the pods "
         "that name it",
-    ),
-    KindRow(
-        "DaemonSet",
-        "apps",
-        "DaemonSet objects are not read: the overhead of new NodeClaims counts only the "
-        "DaemonSet pods the snapshot holds",
     ),
 )
 

@@ -168,6 +168,8 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
         "pods": pods,
         "failed": failed,
         "scheduled": scheduled,
+        # Pods Karpenter would not provision for (CONTRACT section 4, ``ignoredPods``).
+        "ignored": list(result.get("ignoredPods") or []),
         "node_claims": node_claims,
         "stats": stats,
         "failure_overview": failure_overview(pods),

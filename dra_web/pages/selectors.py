@@ -324,9 +324,10 @@ def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
     the requests of the pods placed on it (a ``pods`` slot each, RequestsForPods) plus the
     DaemonSet overhead of its NodePool; quantities canonical. Empty when the snapshot no
     longer loads."""
+    from allocator.scheduling.daemonsets import daemon_pods
     from allocator.scheduling.fit import add_into, format_quantity, node_pool_requirements
     from allocator.scheduling.fit import pod_requests as requests_of
-    from allocator.scheduling.nodeclaimtemplate import daemon_overhead, daemonset_pods
+    from allocator.scheduling.nodeclaimtemplate import daemon_overhead
 
     model = snapshot_model(snapshot)
     if model is None:
@@ -342,7 +343,7 @@ def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
         pool = model.node_pools.get(nc.get("nodePool"))
         if pool is not None:
             if daemons is None:
-                daemons = daemonset_pods(model.pods)
+                daemons = daemon_pods(model.daemon_sets, model.pods)
             add_into(total, daemon_overhead(daemons, node_pool_requirements(pool), pool.taints))
         out[nc.get("name")] = {
             name: format_quantity(name, value) for name, value in sorted(total.items()) if value

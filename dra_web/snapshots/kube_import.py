@@ -56,6 +56,11 @@ KIND_SOURCES: tuple[KindSource, ...] = (
     ),
     KindSource("NodePool", "karpenter.sh", ("v1",), "nodepools"),
     KindSource("NodeClaim", "karpenter.sh", ("v1",), "nodeclaims"),
+    KindSource("PersistentVolumeClaim", "", ("v1",), "persistentvolumeclaims"),
+    KindSource("PersistentVolume", "", ("v1",), "persistentvolumes"),
+    KindSource("StorageClass", "storage.k8s.io", ("v1",), "storageclasses"),
+    KindSource("CSINode", "storage.k8s.io", ("v1",), "csinodes"),
+    KindSource("DaemonSet", "apps", ("v1",), "daemonsets"),
 )
 
 # Kubeconfig fields that make the client run a program or read a server-side file: refused

@@ -84,18 +84,6 @@ AFFINITY_TERM = [
 ]
 
 
-def _with_host_port() -> dict:
-    p = pod()
-    p["spec"]["containers"][0]["ports"] = [{"containerPort": 8888, "hostPort": 8888}]
-    return p
-
-
-def _nominated() -> dict:
-    p = pod()
-    p["status"] = {"nominatedNodeName": "ip-10-0-1-23.us-west-2.compute.internal"}
-    return p
-
-
 def _min_values() -> dict:
     pool = node_pool()
     pool["spec"]["template"]["spec"]["requirements"][0]["minValues"] = 2
@@ -133,12 +121,6 @@ EXAMPLES = {
             }
         }
     ),
-    "spec.schedulingGates": lambda: pod(schedulingGates=[{"name": "kueue.x-k8s.io/admission"}]),
-    "status.nominatedNodeName": _nominated,
-    "spec.volumes[].persistentVolumeClaim / ephemeral": lambda: pod(
-        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}]
-    ),
-    "spec.containers[].ports[].hostPort": _with_host_port,
     "spec.priorityClassName": lambda: pod(priorityClassName="training-high"),
     "spec.template.spec.requirements[].minValues": _min_values,
     "spec.limits.nodes": lambda: node_pool(limits={"cpu": "1000", "nodes": "10"}),
@@ -199,12 +181,7 @@ def test_pod_rows_that_concern_only_the_pod_itself_skip_bound_pods():
     [
         ("policy/v1", "PodDisruptionBudget"),
         ("scheduling.k8s.io/v1", "PriorityClass"),
-        ("v1", "PersistentVolumeClaim"),
-        ("v1", "PersistentVolume"),
-        ("storage.k8s.io/v1", "StorageClass"),
-        ("storage.k8s.io/v1", "CSINode"),
         ("node.k8s.io/v1", "RuntimeClass"),
-        ("apps/v1", "DaemonSet"),
     ],
 )
 def test_kinds_that_change_scheduling_are_skipped_with_one_warning_saying_why(api_version, kind):
@@ -227,11 +204,11 @@ def test_kinds_that_change_scheduling_are_skipped_with_one_warning_saying_why(ap
 def test_a_kind_of_the_table_under_a_foreign_group_stays_an_unknown_kind():
     docs = [
         NODE,
-        {"apiVersion": "example.com/v1", "kind": "StorageClass", "metadata": {"name": "fast"}},
+        {"apiVersion": "example.com/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}},
     ]
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     (warning,) = snapshot.warnings
-    assert "unknown kind StorageClass (example.com/v1), skipped" in warning
+    assert "unknown kind RuntimeClass (example.com/v1), skipped" in warning
 
 
 def test_stored_documents_give_the_same_field_warnings_and_no_kind_ones():
@@ -239,29 +216,29 @@ def test_stored_documents_give_the_same_field_warnings_and_no_kind_ones():
         NODE,
         pod(priorityClassName="training-high"),
         {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "datasets", "namespace": "ml-training"},
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "trainer", "namespace": "ml-training"},
         },
     ]
     first = load_files([("cluster.json", json.dumps(docs))])
     again = load_documents(first.documents)
     assert again.unsimulated == first.unsimulated != []
-    assert [w for w in first.warnings if "PersistentVolumeClaim" in w]
+    assert [w for w in first.warnings if "PodDisruptionBudget" in w]
     assert again.warnings == []  # the skipped kinds' warnings travel with the stored snapshot
 
 
 def test_the_result_and_the_command_line_report_them(tmp_path):
-    docs = [NODE, pod(schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])]
+    docs = [NODE, pod(priorityClassName="training-high")]
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     result = simulate(snapshot, SimulationOptions(suggestions=False)).result
     assert result["warnings"] == snapshot.unsimulated
-    assert "spec.schedulingGates on 1 pending pod (ml-training/train-0)" in result["warnings"][0]
+    assert "spec.priorityClassName on 1 pending pod (ml-training/train-0)" in result["warnings"][0]
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps(docs))
     out, err = io.StringIO(), io.StringIO()
     assert main(["simulate", str(path), "--json"], stdout=out, stderr=err) == 0
-    assert "warning: not simulated: Pod spec.schedulingGates" in err.getvalue()
+    assert "warning: not simulated: Pod spec.priorityClassName" in err.getvalue()
     assert json.loads(out.getvalue())["warnings"] == result["warnings"]
 
 

@@ -187,6 +187,11 @@ def pod(
         spec["nodeSelector"] = node_selector
     doc = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     doc["status"] = {"phase": "Running" if node_name else "Pending"}
+    if not node_name:
+        # kube-scheduler marked it unschedulable: Karpenter provisions only for such pods.
+        doc["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
     if claim_statuses is not None:
         doc["status"]["resourceClaimStatuses"] = claim_statuses
     return doc

@@ -38,6 +38,9 @@ def _pods(result: dict) -> dict[str, dict]:
     return {p["pod"].split("/", 1)[1]: p for p in result["pods"]}
 
 
+_GPU_STACKS = {"kind-worker": "dra", "legacy-worker": "device-plugin"}
+
+
 def _pod(name: str, limits: dict, *, node: str | None = None, init: list | None = None) -> dict:
     spec: dict = {
         "containers": [
@@ -49,7 +52,9 @@ def _pod(name: str, limits: dict, *, node: str | None = None, init: list | None 
         ]
     }
     if node:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        # The example's nodes are told apart by this label (Karpenter ignores pods selecting
+        # kubernetes.io/hostname).
+        spec["nodeSelector"] = {"example.com/gpu-stack": _GPU_STACKS[node]}
     if init:
         spec["initContainers"] = init
     return {

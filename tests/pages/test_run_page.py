@@ -394,3 +394,41 @@ def test_demo_run_page_shows_the_allocator_report(browser_client, maria):
     assert "Before DRA (NodePool and pods)" in general
     assert "g5.48xlarge-gpus" in general
     assert "Other fields of the result" not in section
+
+
+def test_placements_list_the_pods_karpenter_ignores(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+    from dra_web.runs.services import store_output
+    from tests.pages.builders import gpu_training_result, gpu_training_trace
+
+    result = gpu_training_result()
+    result["ignoredPods"] = [
+        {
+            "pod": "ml/llama-finetune-0",
+            "reason": "scheduling gate kueue.x-k8s.io/admission",
+            "code": "scheduling-gate",
+        },
+        {
+            "pod": "ml/vllm-1",
+            "reason": "nominated to node ip-10-0-1-7 (preemption in progress)",
+            "code": "preempting",
+        },
+    ]
+    run = Run.objects.create(snapshot=snapshot, owner=maria, options={"trace": True})
+    store_output(run.pk, result, gpu_training_trace())
+    html = _run_html(browser_client, run)
+    placements = _between(html, 'id="panel-placements"', 'id="panel-nodeclaims"')
+    ignored = _between(placements, 'id="ignored"')
+    # Listed after the placements, each with Karpenter's reason.
+    assert placements.index("ml/train-0") < placements.index('id="ignored"')
+    assert "Ignored pods" in ignored and ">2<" in ignored
+    assert "ml/llama-finetune-0" in ignored
+    assert "scheduling gate kueue.x-k8s.io/admission" in ignored
+    assert "nominated to node ip-10-0-1-7 (preemption in progress)" in ignored
+    # The run figures link to the list.
+    assert 'href="#ignored">2</a>' in html
+
+
+def test_a_run_without_ignored_pods_shows_no_ignored_list(browser_client, run):
+    html = _run_html(browser_client, run)
+    assert 'id="ignored"' not in html and "ignored by Karpenter" not in html

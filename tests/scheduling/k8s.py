@@ -19,6 +19,9 @@ PCIE = "resource.kubernetes.io/pcieRoot"
 ZONE = "topology.kubernetes.io/zone"
 IT_LABEL = "node.kubernetes.io/instance-type"
 
+# What kube-scheduler leaves on a pod it could not place: Karpenter provisions only for these.
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+
 
 def device_class(name: str = "gpu.nvidia.com", expression: str | None = None) -> dict:
     expr = expression or f'device.driver == "{name}"'
@@ -253,6 +256,8 @@ def pod(
     if deleting:
         md["deletionTimestamp"] = "2026-12-01T10:05:00Z"
     status: dict[str, Any] = {"phase": phase or ("Running" if node_name else "Pending")}
+    if not node_name:
+        status["conditions"] = [UNSCHEDULABLE]
     if statuses is not None:
         status["resourceClaimStatuses"] = [
             {"name": e, "resourceClaimName": c} for e, c in statuses.items()

@@ -104,7 +104,7 @@ def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
             initialized=False,
             taints=[startup, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
         ),
-        node("gpu-ready", pool="gpu", taints=[startup]),
+        node("gpu-ready", pool="gpu", taints=[startup], labels={"example.com/rack": "rack-2"}),
         resource_slice("gpu-ready-gpus", node="gpu-ready", owner="gpu-ready", devices=[gpu(0)]),
         pod("train-0", templates={"gpu": "one-gpu"}),
     ]
@@ -116,7 +116,8 @@ def test_startup_taints_of_the_nodepool_are_ignored_on_an_uninitialized_node():
         pod(
             "train-1",
             templates={"gpu": "one-gpu"},
-            node_selector={"kubernetes.io/hostname": "gpu-ready"},
+            # Karpenter ignores pods selecting kubernetes.io/hostname: a rack label pins it.
+            node_selector={"example.com/rack": "rack-2"},
         )
     )
     refused = pod_result(run(docs), "default/train-1")
@@ -320,3 +321,22 @@ def test_progress_is_reported_after_each_pod_attempt():
     simulate(snapshot(docs), SimulationOptions(), lambda done, total: calls.append((done, total)))
     # The pass placed pods, so "never" is retried once: a fifth attempt, total grown to 5.
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4), (5, 5)]
+
+
+def test_readiness_taints_of_an_uninitialized_node_are_disregarded_until_it_initializes():
+    """The Node Readiness Controller's readiness.k8s.io/<rule> taints, and the known ephemeral
+    taints by key and effect: an unreachable node (NoExecute) is not starting up."""
+    readiness = {"key": "readiness.k8s.io/gpu-operator-ready", "effect": "NoSchedule"}
+    docs = [
+        device_class(),
+        template("one-gpu", [request("gpu")]),
+        node_pool("gpu", requirements=H100),
+        instance_type("p5.48xlarge", gpus=8),
+        node("gpu-booting", pool="gpu", initialized=False, taints=[readiness]),
+        pod("train-0", templates={"gpu": "one-gpu"}),
+    ]
+    assert pod_result(run(docs), "default/train-0")["target"]["name"] == "gpu-booting"
+    unreachable = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    docs[4] = node("gpu-booting", pool="gpu", initialized=False, taints=[unreachable])
+    moved = pod_result(run(docs), "default/train-0")
+    assert moved["target"] == {"kind": "NodeClaim", "name": "gpu-1", "new": True}

@@ -181,7 +181,13 @@ def pod(
             "creationTimestamp": "2026-12-01T10:00:00Z",
         },
         "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
+        # test.UnschedulablePod: kube-scheduler marked it (Karpenter provisions only for those).
+        "status": {"phase": "Running"}
+        if node_name
+        else {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
     }
 
 
