@@ -12,7 +12,7 @@ from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
-from allocator.scheduling.nodeclaims import InFlightNodeClaim
+from allocator.scheduling.nodeclaim import NodeClaim
 
 SCHEMA_VERSION = "v1"
 
@@ -114,7 +114,7 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
     target = outcome.target
     claims_json = []
     if outcome.scheduled:
-        final_its = set(target.instance_types) if isinstance(target, InFlightNodeClaim) else None
+        final_its = set(target.instance_types) if isinstance(target, NodeClaim) else None
         its = sorted(final_its) if final_its is not None else None
         claims = {c.key: c for c in outcome.pod_claims.claims}
         for co in outcome.claim_outcomes:
@@ -154,7 +154,7 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
     return entry
 
 
-def _node_claim_entry(nc: InFlightNodeClaim, pod_entries: dict[str, dict]) -> dict:
+def _node_claim_entry(nc: NodeClaim, pod_entries: dict[str, dict]) -> dict:
     drivers = [
         device["driver"]
         for pod in nc.pods

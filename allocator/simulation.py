@@ -130,7 +130,7 @@ def simulate(
     if pipeline is None:
         pipeline = build_pipeline(options.gates)  # built per run, from the run's gates
     run = build_run(snapshot, options, trace, pipeline)
-    outcomes = run.scheduler.run(run.pods.pending, run.pod_claims, progress)
+    outcomes = run.scheduler.solve(run.pods.pending, run.pod_claims, progress)
     seconds = time.perf_counter() - started
     suggestions = None
     if options.suggestions:

@@ -86,7 +86,8 @@ def phases(path: str) -> None:
 
         activate_gates(options.gates)
         run = build_run(snapshot, options, NULL_TRACE)
-    outcomes = run.scheduler.run(run.pods.pending, run.pod_claims)
+    solve = getattr(run.scheduler, "solve", None) or run.scheduler.run  # an older tree: run
+    outcomes = solve(run.pods.pending, run.pod_claims)
     simulated = time.perf_counter()
     # Failing pod x node pairs actually considered: every pass that attempted (or replayed) a
     # pod that failed in the end weighed it against every existing node; skipped retries not.

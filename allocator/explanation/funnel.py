@@ -5,8 +5,8 @@ reach, and for each the first device check (in search order) that refused it. De
 the same way form one ``RejectionGroup``; ``usable + sum(devices) == candidates`` always.
 
 A funnel depends on the request's spec, the device source and the allocation state, never on
-the pod, so the scheduler computes it once and reuses it (``scheduling/loop.py``). The checks
-produce the refusals (``dfs.DFSContext.refusal``); this module only groups, aggregates and
+the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``).
+The checks produce the refusals (``dfs.DFSContext.refusal``); this module only groups, aggregates and
 words them.
 """
 

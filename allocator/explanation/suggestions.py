@@ -3,10 +3,11 @@
 For every failed pod, a bounded list of candidate changes is derived from the pod, its claims,
 the devices in reach, taints, NodePools and the instance type catalog (and from the pod's
 refusal funnel when the loop recorded one). Each candidate is *tried*: the pod's placement is
-re-run with that one change on the scheduler state the pod last saw (``Scheduler.trial``: the
-loop stops after a pass that placed nothing, so the final state is exactly that), and only a
-change that places the pod is reported, with the target the trial found. Changes that touch
-run-wide structures (DeviceClasses, NodePool plans, held devices) are applied by a scoped
+decided again with that one change on the scheduler state the pod last saw (``Scheduler.trial``:
+a decision without a commit; the loop stops after a pass that placed nothing, so the final
+state is exactly that), and only a change that places the pod is reported, with the target the
+decision names. Changes that touch run-wide structures (DeviceClasses, NodeClaim templates,
+held devices) are applied by a scoped
 override that is undone after the trial.
 
 Candidates are tried least invasive first (a toleration or a count before a NodePool change
@@ -38,6 +39,7 @@ from allocator.model import (
     Toleration,
 )
 from allocator.requirements import Requirements
+from allocator.scheduling.decision import Decision
 from allocator.scheduling.fit import (
     _BINARY,
     cheapest_offering,
@@ -88,13 +90,14 @@ class _Candidate:
     override: Callable[[], object] | None = None  # context manager factory (run-wide change)
     counting: bool = True
     # reduce-count searches the largest count that fits instead of trying one value.
-    search: Callable[[Callable[[_Candidate], object]], tuple[_Candidate, object] | None] | None = (
-        None
-    )
+    search: (
+        Callable[[Callable[[_Candidate], Decision | None]], tuple[_Candidate, Decision] | None]
+        | None
+    ) = None
     order: int = 0  # within the same rank, the order found (pod's own before NodePool's)
     # A placement that does not show what the message claims (the instance type it names) is
     # no verification of it.
-    accept: Callable[[object], bool] | None = None
+    accept: Callable[[Decision], bool] | None = None
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -130,7 +133,7 @@ def _signature(ctx: _Context, outcome) -> str | None:
     allocated, or shared with other pods)."""
     claims = outcome.pod_claims.claims
     if outcome.pod_claims.error is not None or any(
-        c.allocation is not None or c.reserved_for or c.key in ctx.scheduler.claim_users
+        c.allocation is not None or c.reserved_for or c.key in ctx.scheduler.state.claim_users
         for c in claims
     ):
         return None
@@ -180,7 +183,7 @@ class _Context:
     @property
     def infos(self):
         if self._infos is None:
-            known = {i.name: i for plan in self.scheduler.pools for i in plan.instance_types}
+            known = {i.name: i for plan in self.scheduler.templates for i in plan.instance_types}
             self._infos = {
                 name: known.get(name) or instance_type_info(it)
                 for name, it in sorted(self.snapshot.instance_types.items())
@@ -218,7 +221,8 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
 
     budget = [MAX_TRIALS_PER_POD]
 
-    def attempt(candidate: _Candidate):
+    def attempt(candidate: _Candidate) -> Decision | None:
+        """The trial's decision (where the pod would go, with what), None when it fails."""
         if budget[0] <= 0:
             return None
         budget[0] -= 1
@@ -234,13 +238,13 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         with candidate.override():
             # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
             # refusal stale, and what the trial caches is stale once the change is undone.
-            ctx.scheduler.invalidate_funnels()
+            ctx.scheduler.invalidate_caches()
             try:
                 return ctx.scheduler.trial(
                     pod, PodClaims(claims, extended=extended), counting=candidate.counting
                 )
             finally:
-                ctx.scheduler.invalidate_funnels()
+                ctx.scheduler.invalidate_caches()
 
     out: list[dict] = []
     seen: set[str] = set()
@@ -251,24 +255,24 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
             found = candidate.search(attempt)
             if found is None:
                 continue
-            candidate, hit = found
+            candidate, decision = found
         else:
-            hit = attempt(candidate)
-        if hit is None or (candidate.accept is not None and not candidate.accept(hit)):
+            decision = attempt(candidate)
+        if decision is None or (candidate.accept is not None and not candidate.accept(decision)):
             continue
         key = repr((candidate.kind, candidate.change))
         if key in seen:
             continue
         seen.add(key)
-        out.append(_render(candidate, hit))
+        out.append(_render(candidate, decision))
     return out
 
 
-def _render(candidate: _Candidate, hit) -> dict:
-    target = hit.target.target_json()
+def _render(candidate: _Candidate, decision: Decision) -> dict:
+    target = decision.target.target_json()
     where = f"{target['kind']} {target['name']}" + (" (new)" if target["new"] else "")
     message = f"{candidate.message}; the pod would then go to {where}"
-    admitted = _devices_of(hit)
+    admitted = _devices_of(decision)
     if candidate.kind == "relax-selector" and admitted:
         message += f", with {', '.join(admitted[:5])}"
     return {
@@ -279,11 +283,11 @@ def _render(candidate: _Candidate, hit) -> dict:
     }
 
 
-def _devices_of(hit) -> list[str]:
-    result = hit.result
+def _devices_of(decision: Decision) -> list[str]:
+    result = decision.result
     if result is None:
         return []
-    its = getattr(hit.target, "instance_types", None)
+    its = decision.target.instance_types
     first = [its[0]] if its else None
     return [
         f"{d.driver}/{d.pool}/{d.device}"
@@ -341,7 +345,7 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     # new capacity is where a tolerated pod most often fits.
     refused = " ".join(reason for _, reason in outcome.reasons)
     taints: dict[tuple, Taint] = {}
-    sources = [(plan.taints, frozenset()) for plan in sched.pools]
+    sources = [(plan.taints, frozenset()) for plan in sched.templates]
     sources += [(nc.taints, frozenset()) for nc in sched.node_claims]
     sources += [(t.taints, t.ignored_taint_keys) for t in sched.existing]
     for source, ignored in sources:
@@ -982,7 +986,7 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
     pod selects on, or it shuts out catalog instance types."""
     out = []
     pod_keys = _pod_keys(outcome.pod)
-    for plan in ctx.scheduler.pools:
+    for plan in ctx.scheduler.templates:
         if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
             continue  # the pod cannot go there whatever the requirements
         allowed = {i.name for i in plan.instance_types}
@@ -1010,7 +1014,7 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
 
 
 def _replan(ctx: _Context, plan, pool: NodePool):
-    """The loop's PoolPlan for a changed NodePool (requirements recomputed, catalog refiltered).
+    """The NodeClaimTemplate of a changed NodePool (requirements recomputed, catalog refiltered).
     The same change is asked for by many failed pods: computed once per run."""
     key = (plan.pool.name, json.dumps(pool.requirements, sort_keys=True, default=str))
     cached = ctx.replans.get(key)
@@ -1033,17 +1037,17 @@ def _plan_override(ctx: _Context, plan, replacement):
         from allocator.scheduling.initialization import binding_instance_types
 
         sched, allocator = ctx.scheduler, ctx.allocator
-        saved, saved_bindings = sched.pools, allocator.bindings
-        sched.pools = [replacement if p is plan else p for p in saved]
+        saved, saved_bindings = sched.templates, allocator.bindings
+        sched.templates = [replacement if p is plan else p for p in saved]
         if {i.name for i in replacement.instance_types} - {i.name for i in plan.instance_types}:
-            per_pool = {p.pool.name: p.instance_types for p in sched.pools}
+            per_pool = {p.pool.name: p.instance_types for p in sched.templates}
             allocator.bindings = AttributeBindings.build(
                 binding_instance_types(ctx.snapshot, per_pool)
             )
         try:
             yield
         finally:
-            sched.pools, allocator.bindings = saved, saved_bindings
+            sched.templates, allocator.bindings = saved, saved_bindings
 
     return scope
 
@@ -1055,12 +1059,12 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
     out = []
     sched = ctx.scheduler
     requests = pod_requests(outcome.pod)
-    for plan in sched.pools:
+    for plan in sched.templates:
         if plan.limits is None or not plan.instance_types:
             continue
         if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
             continue
-        remaining = sched._remaining(plan)
+        remaining = plan.remaining()
         keys = sorted(plan.limits)
         over = [
             i
@@ -1140,10 +1144,12 @@ def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
     needs devices, types whose drivers publish devices are tried before those without any; a
     trial counts only when the pod's NodeClaim could be of the type the suggestion names."""
     sched = ctx.scheduler
-    plans = [p for p in sched.pools if untolerated_taint(outcome.pod.tolerations, p.taints) is None]
+    plans = [
+        p for p in sched.templates if untolerated_taint(outcome.pod.tolerations, p.taints) is None
+    ]
     if not plans:
         return []
-    allowed = {i.name for p in sched.pools for i in p.instance_types}
+    allowed = {i.name for p in sched.templates for i in p.instance_types}
     requests = pod_requests(outcome.pod)
     allowed_types = [i for p in plans for i in p.instance_types]
     fits_allowed = any(fits(requests, i.capacity) for i in allowed_types)
@@ -1210,11 +1216,11 @@ def _lands_on(name: str) -> Callable[[object], bool]:
     """The trial's NodeClaim can be of instance type ``name`` (the DFS found the devices on it,
     or the pod needs none and the type is among the NodeClaim's candidates)."""
 
-    def check(hit) -> bool:
-        result = hit.result
+    def check(decision: Decision) -> bool:
+        result = decision.result
         if result is not None and result.claims:
             return name in result.instance_types
-        return name in (getattr(hit.target, "instance_types", None) or ())
+        return name in decision.target.instance_types
 
     return check
 

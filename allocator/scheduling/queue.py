@@ -22,6 +22,9 @@ class PodSets:
     displaced: list[Pod] = field(default_factory=list)  # pods of --disrupt nodes rescheduled
     deleting: set[str] = field(default_factory=set)  # "ns/name" of deleting pods
     bound: list[Pod] = field(default_factory=list)  # pods that keep consuming node resources
+    # Pending pods Karpenter does not provision for (its IsProvisionable and Validate), with
+    # why: not scheduled, listed in the result's ignoredPods (CONTRACT section 3).
+    ignored: list[tuple[Pod, str]] = field(default_factory=list)
 
 
 def _milli(pod: Pod, resource: str) -> int:

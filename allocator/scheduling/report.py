@@ -3,9 +3,9 @@ core fields (the run page's NodeClaims section).
 
 Two parts, so the scheduling loop stays fast:
 
-* ``PruneLog`` is fed by the loop when a placement is applied (Karpenter's NodeClaim.Add): it
-  keeps references to the instance type lists each stage of ``_plan`` started from and ended
-  with, and works out which instance types a stage dropped, and why, only then (once per
+* ``PruneLog`` is fed by the scheduler when a placement is applied (``NodeClaim.add``): it
+  keeps references to the instance type lists each stage of ``NodeClaim.plan`` started from
+  and ended with, and works out which instance types a stage dropped, and why, only then (once per
   placement, never per probe). It also keeps the NodeClaim's requirements without the DRA
   contributions (NodePool template plus the pods' node selectors and affinity terms).
 * ``extend_node_claims`` runs once at the end of the run and adds to each ``nodeClaims`` entry:
@@ -37,7 +37,6 @@ from allocator.scheduling.fit import (
     offering_allowed,
 )
 from allocator.scheduling.gating import NOT_PUBLISHED, requested_drivers
-from allocator.scheduling.nodeclaims import InFlightNodeClaim
 
 DEVICES = "devices"
 REQUIREMENTS = "requirements"
@@ -45,7 +44,7 @@ RESOURCES = "resources"
 OFFERINGS = "offerings"
 LIMITS = "limits"
 
-# Stage kinds recorded by the loop's ``_plan`` (cheap tuples of references).
+# Stage kinds recorded by ``NodeClaim.plan`` (cheap tuples of references).
 FILTER_STAGE = "filter"  # (FILTER_STAGE, candidates, requirements, requests, remaining)
 DRA_STAGE = "dra"  # (DRA_STAGE, candidates, AllocationResult, kept)
 # DRAExtendedResource: instance types left for a group offering the pod's extended resources
@@ -434,11 +433,7 @@ def extend_pod_claims(pod_entries: list[dict], outcomes, run, snapshot) -> None:
         if not entry["scheduled"] or not entry["claims"]:
             continue
         target = outcome.target
-        templates = (
-            {info.name: info.it.resource_slice_templates for info in target.candidates}
-            if isinstance(target, InFlightNodeClaim)
-            else dict(target.templates)
-        )
+        templates = dict(target.resource_slices())
         claims = {c.key: c for c in outcome.pod_claims.claims}
         one = {entry["pod"]: entry}
         for claim_entry in entry["claims"]:
@@ -508,18 +503,14 @@ def new_node_claim_gating(name: str, annotations: dict[str, str]) -> dict | None
 def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str, dict]) -> None:
     """Add the report fields to each ``nodeClaims`` entry (same order as the run's NodeClaims)."""
     scheduler = run.scheduler
-    log: PruneLog | None = getattr(scheduler, "prunes", None)
+    log: PruneLog = scheduler.state.prunes
     devices = _Devices(snapshot, run.allocator)
     by_name = {nc.name: nc for nc in scheduler.node_claims}
     for entry in entries:
         nc = by_name[entry["name"]]
         held = held_devices(entry["pods"], pod_entries)
-        entry["instanceTypesPruned"] = (
-            log.for_claim(nc.id, entry["instanceTypes"]) if log is not None else []
-        )
-        entry["requirementsBeforeDRA"] = _requirements_json(
-            log.before_dra.get(nc.id) if log is not None else None
-        )
+        entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
+        entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
         entry["templateSlices"] = template_slices(nc.candidates)
         entry["devices"] = held
         entry["deviceTaints"] = device_taints(

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
+from allocator.model import ResourceClaim, ResourceSlice, Snapshot
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
-from allocator.scheduling.fit import (
-    NODEPOOL,
-    first_compatible_term,
-    instance_type_info,
-    max_capacity,
-    node_pool_requirements,
-    pod_requests,
-    pod_requirement_terms,
-    to_milli,
-    untolerated_taint,
-)
+from allocator.scheduling.existingnode import EXISTING, existing_nodes
+from allocator.scheduling.fit import instance_type_info
+from allocator.scheduling.hooks import NO_TOPOLOGY
 from allocator.scheduling.initialization import (
     PodClaims,
     allocated_device_seed,
@@ -29,9 +21,11 @@ from allocator.scheduling.initialization import (
     resolve_pod_claims,
     slice_universe,
 )
-from allocator.scheduling.loop import PoolPlan, Scheduler
-from allocator.scheduling.nodeclaims import EXISTING, existing_targets
+from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, node_claim_templates
 from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
+from allocator.scheduling.refusalcache import RefusalCache
+from allocator.scheduling.runstate import RunState
+from allocator.scheduling.scheduler import Scheduler
 from allocator.trace import Trace
 
 
@@ -84,7 +78,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
     _attach_extended_claims(snapshot, options, pods.pending, pod_claims)
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
-    targets = existing_targets(
+    existing = existing_nodes(
         snapshot,
         managed=managed,
         excluded_nodes=going_away,
@@ -94,22 +88,42 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
     counter = DeviceCounter(
         universe,
         seed,
-        {t.name: snapshot.nodes[t.name].labels for t in targets if t.kind == EXISTING},
+        {t.name: snapshot.nodes[t.name].labels for t in existing if t.kind == EXISTING},
     )
-    plans = _pool_plans(snapshot, per_pool, disrupted, infos)
-    reserved = set(snapshot.node_claims) | set(snapshot.nodes)
-    scheduler = Scheduler(
+    templates = node_claim_templates(snapshot, per_pool, disrupted, infos)
+    # Refusing by the funnel: an existing node whose cached count stage shows a pod's
+    # requests cannot be met is refused without running Allocate there; a retry in an
+    # unchanged state is skipped. NodeClaim caches: a NodeClaim's refusal is first found
+    # without its words (Allocate's ``explain`` off) and explained only when the pod fails
+    # everywhere. Both off only to prove that decisions do not depend on them.
+    funnel_refusal = getattr(options, "funnel_refusal", True)
+    nodeclaim_caches = getattr(options, "nodeclaim_caches", True)
+    allocator.fresh_funnels = {} if nodeclaim_caches else None
+    state = RunState(
         allocator=allocator,
-        existing=targets,
-        pools=plans,
+        cache=RefusalCache(
+            enabled=funnel_refusal,
+            nodeclaim_caches=nodeclaim_caches,
+            nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
+        ),
         deleting_pods=pods.deleting,
-        device_counter=counter,
-        reserved_names=reserved,
-        trace=trace,
         allocation_errors=(AllocationError,),
-        funnel_refusal=getattr(options, "funnel_refusal", True),
-        nodeclaim_caches=getattr(options, "nodeclaim_caches", True),
-        nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
+        counter=counter,
+        trace=trace,
+        topology=NO_TOPOLOGY,
+        filter_memo={} if nodeclaim_caches else None,
+    )
+    # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
+    from allocator.explanation.messages import HOLDERS, SELECTOR_WORDS, HolderIndex
+
+    allocator.extensions[HOLDERS] = HolderIndex(allocator, state.claim_users)
+    if funnel_refusal:  # selector refusals worded once per values read
+        allocator.extensions[SELECTOR_WORDS] = {}
+    scheduler = Scheduler(
+        state=state,
+        existing=existing,
+        templates=templates,
+        names=NodeClaimNames(set(snapshot.node_claims) | set(snapshot.nodes)),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
 
@@ -149,75 +163,3 @@ def _allocator_kwargs(snapshot: Snapshot, options, deleting: set[str]) -> dict:
         "binding_timeout_seconds": options.binding_timeout_seconds,
         "nodes": snapshot.nodes,
     }
-
-
-def _pool_plans(snapshot: Snapshot, per_pool, disrupted: list[str], infos) -> list[PoolPlan]:
-    """NodePools by weight descending then name, with limits and pre-run usage."""
-    usage: dict[str, dict[str, int]] = {}
-
-    def charge(pool: str | None, capacity: dict[str, int]) -> None:
-        if not pool:
-            return
-        bucket = usage.setdefault(pool, {})
-        for name, value in capacity.items():
-            bucket[name] = bucket.get(name, 0) + value
-
-    claim_nodes = {nc.node_name for nc in snapshot.node_claims.values() if nc.node_name}
-    for name, node in snapshot.nodes.items():
-        if name in disrupted:
-            continue
-        pool = node.labels.get(NODEPOOL)
-        if pool is None:
-            owner = next((nc for nc in snapshot.node_claims.values() if nc.node_name == name), None)
-            pool = owner.node_pool if owner else None
-        it_name = node.labels.get("node.kubernetes.io/instance-type")
-        capacity = infos[it_name].capacity if it_name in infos else to_milli(node.allocatable)
-        charge(pool, capacity)
-    for nc in snapshot.node_claims.values():
-        if nc.node_name in claim_nodes and nc.node_name in snapshot.nodes:
-            continue  # counted through its node
-        if nc.instance_type in infos:
-            charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
-
-    plans = []
-    daemons = daemonset_pods(snapshot.pods)
-    pools = sorted(snapshot.node_pools.values(), key=lambda p: (-p.weight, p.name))
-    for pool in pools:
-        requirements = node_pool_requirements(pool)
-        plans.append(
-            PoolPlan(
-                pool=pool,
-                requirements=requirements,
-                instance_types=per_pool.get(pool.name, []),
-                taints=list(pool.taints),
-                limits=to_milli(pool.limits) if pool.limits else None,
-                usage=usage.get(pool.name, {}),
-                daemon_overhead=daemon_overhead(daemons, requirements, pool.taints),
-            )
-        )
-    return plans
-
-
-def daemonset_pods(pods: list[Pod]) -> list[Pod]:
-    """One pod per DaemonSet (namespace, owner name): what a new node of a pool would run."""
-    seen: dict[tuple[str, str], Pod] = {}
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        for ref in (pod.raw.get("metadata") or {}).get("ownerReferences") or ():
-            if isinstance(ref, dict) and ref.get("kind") == "DaemonSet":
-                seen.setdefault((pod.namespace, str(ref.get("name"))), pod)
-    return list(seen.values())
-
-
-def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
-    """Karpenter's getDaemonOverhead: DaemonSet pods that tolerate the pool's taints and whose
-    node selector / required affinity is compatible with its requirements."""
-    total: dict[str, int] = {}
-    for pod in daemons:
-        if untolerated_taint(pod.tolerations, taints) is not None:
-            continue
-        term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
-        if term is None:
-            continue
-        for name, value in pod_requests(pod).items():
-            total[name] = total.get(name, 0) + value
-    return total

@@ -581,7 +581,7 @@ def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
     longer loads."""
     from allocator.scheduling.fit import add_into, format_quantity, node_pool_requirements
     from allocator.scheduling.fit import pod_requests as requests_of
-    from allocator.scheduling.setup import daemon_overhead, daemonset_pods
+    from allocator.scheduling.nodeclaimtemplate import daemon_overhead, daemonset_pods
 
     model = snapshot_model(snapshot)
     if model is None:

@@ -182,10 +182,10 @@ def test_pods_of_one_shape_failing_in_one_state_are_replayed_with_their_own_clai
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     options = SimulationOptions()
     built = build_run(snapshot, options, NULL_TRACE)
-    outcomes = built.scheduler.run(built.pods.pending, built.pod_claims)
+    outcomes = built.scheduler.solve(built.pods.pending, built.pod_claims)
     # The first pod's attempt validates the template's spec (the device-count pre-check then
     # applies: a change of state); the second's attempt stands for the last two.
-    assert built.scheduler.replayed == 2
+    assert built.scheduler.state.cache.replayed == 2
     for outcome in outcomes:
         claim = outcome.pod_claims.claims[0].key
         assert all(f"claim {claim} request gpu" in r for _, r in outcome.reasons)

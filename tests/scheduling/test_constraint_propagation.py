@@ -165,7 +165,7 @@ def test_instance_types_dropped_by_a_later_pod_are_released():
     ]
     snap = snapshot(docs)
     run_ = build_run(snap, SimulationOptions(), NULL_TRACE)
-    run_.scheduler.run(run_.pods.pending, run_.pod_claims)
+    run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
     (nc,) = run_.scheduler.node_claims
     assert nc.instance_types == ["g6.12xlarge"]
     assert [p.name for p in nc.pods] == ["small", "large"]

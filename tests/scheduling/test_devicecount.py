@@ -56,8 +56,8 @@ def _cluster(gpus_per_node: list[int], allocated: list[int], wants: list[int]) -
 def _placements(docs: list[dict], counter: bool) -> dict[str, tuple]:
     run_ = build_run(snapshot(docs), SimulationOptions(), NULL_TRACE)
     if not counter:
-        run_.scheduler.counter = None
-    outcomes = run_.scheduler.run(run_.pods.pending, run_.pod_claims)
+        run_.scheduler.state.counter = None
+    outcomes = run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
     return {
         o.pod.key: (
             o.target.name if o.target else None,
@@ -85,8 +85,8 @@ def _dfs_nodes(docs: list[dict], counter: bool) -> tuple[int, list]:
     trace = Trace()
     run_ = build_run(snapshot(docs), SimulationOptions(), trace)
     if not counter:
-        run_.scheduler.counter = None
-    outcomes = run_.scheduler.run(run_.pods.pending, run_.pod_claims)
+        run_.scheduler.state.counter = None
+    outcomes = run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
     calls = sum(
         1
         for n in trace.nodes

@@ -1,0 +1,75 @@
+"""What a target answers when asked whether it can take a pod (Karpenter's ``CanAdd``): a
+decision the scheduler may commit (``Add``), or a refusal the pod's result reports.
+
+Asking changes no placement state; only committing a decision does. A fix suggestion's trial
+is a decision that is never committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from allocator.model import ResourceClaim
+from allocator.requirements import Requirements
+from allocator.scheduling.fit import InstanceTypeInfo, Resources
+from allocator.scheduling.poddata import FunnelEntry, Target
+
+
+@dataclass(slots=True)
+class Refusal:
+    """Why a target cannot take the pod, in the words the result reports. The scheduler only
+    reads it: a refusal many targets give alike may be one shared object."""
+
+    reason: str
+    code: str = ""  # the trace's short reason (taint, resources, requirements, ...)
+    funnels: Sequence[FunnelEntry] = ()  # for the pod's funnel log
+    # Refused by the device-count pre-check: nothing was searched, so the funnel is worked
+    # out only if the pod fails everywhere (``trace_node``: the trace node to fill in then).
+    counted: bool = False
+    trace_node: int = -1
+    # Found without its words (a quick Allocate): they are built if the pod fails everywhere.
+    deferred: bool = False
+    # The in-cluster pools the refusal read (None: not known, any may matter).
+    reach: tuple | None = ()
+
+
+@dataclass(slots=True)
+class Plan:
+    """A NodeClaim's state after adding a pod (Karpenter's CanAdd output, applied by Add)."""
+
+    requirements: Requirements
+    candidates: list[InstanceTypeInfo]
+    requests: Resources
+    result: object | None  # AllocationResult, or None for a pod without claims
+    dra_resources: Resources
+    claims: list[ResourceClaim] = field(default_factory=list)
+    # For the NodeClaim report: the pod's requirement term and, per filtering stage, the
+    # instance type lists it started from and kept (references only; see report.PruneLog).
+    term: Requirements | None = None
+    stages: list[tuple] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Decision:
+    """Where the pod would go and what it would get there (a trial's answer too)."""
+
+    target: Target  # an ExistingNode or a NodeClaim
+    result: object | None  # AllocationResult, or None for a pod without claims
+    requirements: Requirements  # the target's requirements once the pod is added
+    dra_resources: Resources  # what the devices add to the pod's node resources
+
+
+@dataclass(slots=True)
+class ExistingNodeDecision(Decision):
+    requests: Resources = field(default_factory=dict)  # charged against what the node has left
+    claims: list[ResourceClaim] = field(default_factory=list)  # committed with ``result``
+
+
+@dataclass(slots=True)
+class NodeClaimDecision(Decision):
+    plan: Plan | None = None
+    # A NodeClaim to create (NodeClaimTemplate.can_add): the instance types it started from
+    # and what its NodePool's limits left (the NodeClaim report's first stage).
+    new: bool = False
+    remaining: Resources | None = None

@@ -1,0 +1,92 @@
+"""What the scheduler asks of topology, host ports and volumes, at the points Karpenter's
+scheduler asks (``existingnode.go``, ``nodeclaim.go``, ``scheduler.go``).
+
+The scheduler and its targets call these; a run is built with the implementations it uses
+(``setup.build_run``). ``NO_TOPOLOGY`` is the answer for a run in which no pod has spread
+constraints or pod (anti-)affinity and no running pod has anti-affinity: nothing to add.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from allocator.model import Pod, Taint
+from allocator.requirements import Requirements
+
+
+class Topology(Protocol):
+    """Karpenter's ``Topology``: domains counted from the cluster and the NodeClaims of the run."""
+
+    def add_requirements(
+        self,
+        pod: Pod,
+        taints: list[Taint],
+        pod_requirements: Requirements,
+        node_requirements: Requirements,
+        allow_undefined: frozenset[str],
+    ) -> tuple[Requirements | None, str | None]:
+        """What the pod's topology adds to a target's requirements, or why it cannot go there:
+        (requirements to add or None, None) or (None, the refusal in Karpenter's words).
+        Called by every ``can_add``, after the target's own requirements and devices."""
+        ...
+
+    def record(
+        self,
+        pod: Pod,
+        taints: list[Taint],
+        requirements: Requirements,
+        allow_undefined: frozenset[str],
+    ) -> None:
+        """Count the pod in the domains of the target it was added to (every ``add``)."""
+        ...
+
+    def register(self, key: str, domain: str) -> None:
+        """A domain that exists from now on (a new NodeClaim's hostname placeholder)."""
+        ...
+
+    def update(self, pod: Pod) -> None:
+        """The pod's groups after its preferences were relaxed (``Preferences.relax``)."""
+        ...
+
+
+class NoTopology:
+    """No pod constrains its topology and none is constrained by another's."""
+
+    __slots__ = ()
+
+    def add_requirements(self, pod, taints, pod_requirements, node_requirements, allow_undefined):
+        return None, None
+
+    def record(self, pod, taints, requirements, allow_undefined) -> None:
+        return None
+
+    def register(self, key: str, domain: str) -> None:
+        return None
+
+    def update(self, pod: Pod) -> None:
+        return None
+
+
+NO_TOPOLOGY = NoTopology()
+
+
+class HostPortUsage(Protocol):
+    """Karpenter's ``HostPortUsage`` of one target: the host ports its pods (and, for a new
+    NodeClaim, its DaemonSet pods) hold. The pod's ports are ``PodData.host_ports``."""
+
+    def conflicts(self, pod: Pod, ports: tuple) -> str | None:
+        """Why the pod's ports cannot be had here (None: they can)."""
+        ...
+
+    def add(self, pod: Pod, ports: tuple) -> None: ...
+
+    def copy(self) -> HostPortUsage: ...
+
+
+class VolumeUsage(Protocol):
+    """Karpenter's ``VolumeUsage`` of an existing node: attached volumes per CSI driver against
+    the node's attach limits. The pod's volumes are ``PodData.volumes``."""
+
+    def exceeds_limits(self, volumes: tuple) -> str | None: ...
+
+    def add(self, pod: Pod, volumes: tuple) -> None: ...

@@ -1,0 +1,477 @@
+"""A NodeClaim this run creates, as the scheduler tries pods on it (Karpenter's ``NodeClaim``;
+design: In-Flight / New NodeClaim Evaluation, Constraint Propagation).
+
+A NodeClaim is a superposition of candidate instance types. ``can_add`` works out what the
+NodeClaim would become with the pod (requirements tightened by the pod's terms and its devices'
+topology, instance types filtered again) and changes nothing; ``add`` commits that: the device
+allocation, the NodeClaim's new state, and the release of the instance types it lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
+from allocator.requirements import WELL_KNOWN_LABELS, Requirements
+from allocator.scheduling import explain
+from allocator.scheduling.decision import NodeClaimDecision, Plan, Refusal
+from allocator.scheduling.fit import (
+    HOSTNAME,
+    FilterOutcome,
+    InstanceTypeInfo,
+    Resources,
+    filter_instance_types,
+    first_compatible_term,
+    format_requirements,
+    format_resources,
+    format_taint,
+    merged,
+    untolerated_taint,
+)
+from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.poddata import PodData
+from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
+from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
+
+IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
+
+
+@dataclass(slots=True, eq=False)
+class NodeClaim:
+    """A NodeClaim this run creates: a superposition of candidate instance types."""
+
+    id: str
+    name: str
+    node_pool: str
+    requirements: Requirements
+    candidates: list[InstanceTypeInfo]  # in try order
+    taints: list[Taint]
+    order: int = 0  # creation order, for ties between NodeClaims with as many pods
+    requests: Resources = field(default_factory=dict)
+    pods: list[Pod] = field(default_factory=list)
+    # Host ports its pods and its DaemonSet pods hold (None: not counted).
+    host_port_usage: HostPortUsage | None = None
+    node_name: None = None
+    kind: str = IN_FLIGHT
+
+    @property
+    def instance_types(self) -> list[str]:
+        return [info.name for info in self.candidates]
+
+    @property
+    def reason_target(self) -> str:
+        # CONTRACT section 4 knows two target forms; a NodeClaim of this run is a node to be.
+        return f"node/{self.name}"
+
+    @property
+    def trace_label(self) -> str:
+        return f"nodeclaim/{self.name}"
+
+    def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
+        return {info.name: info.it.resource_slice_templates for info in self.candidates}
+
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        for info in self.candidates:
+            if info.name == name:
+                return info.requirements
+        return None
+
+    def target_json(self) -> dict:
+        return {"kind": "NodeClaim", "name": self.name, "new": True}
+
+    # --- CanAdd ------------------------------------------------------------------------------
+
+    def can_add(
+        self, pod: PodData, state: RunState, quick: bool = False, shape: tuple | None = None
+    ) -> NodeClaimDecision | Refusal:
+        """Whether this NodeClaim of the run can take the pod. ``quick``: a refusal comes
+        without its words (``deferred``: they are built if the pod fails everywhere). With
+        ``shape`` (the pod's, see RefusalCache.shape) a refusal in an unchanged state is
+        reused."""
+        allocator = state.allocator
+        allocator.last_funnels = []
+        taint = untolerated_taint(pod.pod.tolerations, self.taints)
+        if taint is not None:
+            reason = f"did not tolerate taint {format_taint(taint)}"
+            return Refusal(
+                state.refused(pod.trace_node, self.trace_label, "taint", reason), "taint"
+            )
+        cache = state.cache
+        key = None
+        if quick and shape is not None:
+            key = (self.id, shape)
+            nc_version = cache.nodeclaim_version(self.id)
+            hit = cache.nodeclaim_refusal(key, self.id)
+            if hit is not None:
+                allocator.dfs_nodes += hit.dfs_nodes
+                if hit.validated and not pod.outcome.validated:
+                    cache.mark_validated(pod.outcome)
+                return Refusal(hit.reason, deferred=hit.deferred)
+            nodes = allocator.dfs_nodes
+            validated = pod.outcome.validated
+        node = state.target_trace(pod.trace_node, self.trace_label)
+        plan = self.plan(pod, state, node, quick=quick)
+        if isinstance(plan, Refusal):
+            if key is not None:
+                cache.remember_nodeclaim_refusal(
+                    key,
+                    nc_version,
+                    plan,
+                    allocator.dfs_nodes - nodes,
+                    pod.outcome.validated and not validated,
+                )
+            state.trace.set(node, "failed", plan.code, plan.reason)
+            if not plan.deferred:
+                plan.funnels = [(self.reason_target, f, None) for f in allocator.last_funnels]
+            return plan
+        state.trace.set(node, "ok", "allocated")
+        return NodeClaimDecision(self, plan.result, plan.requirements, plan.dra_resources, plan)
+
+    def explain(self, pod: PodData, state: RunState) -> Refusal:
+        """The words and funnels of a refusal found quickly, asked again in full in the same
+        state (nothing was committed since)."""
+        state.allocator.last_funnels = []
+        plan = self.plan(pod, state, -1)
+        if not isinstance(plan, Refusal):
+            return Refusal("")  # cannot happen: refused in this very state
+        plan.funnels = [(self.reason_target, f, None) for f in state.allocator.last_funnels]
+        return plan
+
+    def plan(
+        self,
+        pod: PodData,
+        state: RunState,
+        trace_node: int,
+        *,
+        quick: bool = False,
+        candidates: list[InstanceTypeInfo] | None = None,
+        requests: Resources | None = None,
+        claims: list[ResourceClaim] | None = None,
+    ) -> Plan | Refusal:
+        """Karpenter's NodeClaim.CanAdd with the DRA steps of Constraint Propagation.
+
+        ``candidates``, ``requests``, ``claims``: for one group of instance types serving the
+        pod's extended resources alike (``_plan_extended``); by default the NodeClaim's
+        candidates, the pod's requests and its claims. ``quick``: Allocate first runs without
+        building its refusal's words; a refusal is ``deferred``; a success is the result
+        (Allocate words the reasons of the instance types it refused, as a full run gives them).
+        """
+        if candidates is None:
+            candidates = self.candidates
+        if requests is None:
+            requests = pod.requests
+        extended = pod.extended
+        if extended is not None and claims is None and candidates:
+            from allocator.features.extendedresources import instance_type_groups
+
+            groups = instance_type_groups(extended, candidates)
+            if len(groups) > 1 or groups[0][0]:
+                return self._plan_extended(groups, pod, state, trace_node)
+        if claims is None:
+            claims = pod.claims
+        term, reason = first_compatible_term(self.requirements, pod.terms, WELL_KNOWN_LABELS)
+        if term is None:
+            return Refusal(f"incompatible requirements, {reason}", "requirements")
+        if pod.host_ports and self.host_port_usage is not None:
+            conflict = self.host_port_usage.conflicts(pod.pod, pod.host_ports)
+            if conflict is not None:
+                return Refusal(f"checking host port usage, {conflict}", "host-ports")
+        reqs = self.requirements.copy()
+        reqs.add(term)
+        if not pod.volume_requirements:
+            return self._plan_with(
+                pod, state, trace_node, quick, candidates, requests, claims, term, reqs
+            )
+        # Karpenter's tryVolumeAlternative: each way the pod's volumes could be placed, in turn.
+        refusal = None
+        for volume in pod.volume_requirements:
+            problem = reqs.compatible(volume, allow_undefined=WELL_KNOWN_LABELS)
+            if problem is not None:
+                refusal = Refusal(f"incompatible volume requirements, {problem}", "volumes")
+                continue
+            with_volume = reqs.copy()
+            with_volume.add(volume)
+            found = self._plan_with(
+                pod, state, trace_node, quick, candidates, requests, claims, term, with_volume
+            )
+            if not isinstance(found, Refusal):
+                return found
+            refusal = found
+        return refusal
+
+    def _plan_with(
+        self,
+        pod: PodData,
+        state: RunState,
+        trace_node: int,
+        quick: bool,
+        candidates: list[InstanceTypeInfo],
+        requests: Resources,
+        claims: list[ResourceClaim],
+        term: Requirements,
+        reqs: Requirements,
+    ) -> Plan | Refusal:
+        """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
+        total = merged(self.requests, requests)
+        if not claims:
+            reqs, refused = _with_topology(pod, state, self.taints, term, reqs)
+            if refused is not None:
+                return refused
+        filtered = filter_instance_types(candidates, reqs, total, state.filter_memo)
+        if not filtered.remaining:
+            return Refusal(_no_instance_type(total, reqs, filtered), "instance-types")
+        stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
+        if not claims:
+            return Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
+        probe = Probe(self.id, self.node_pool, reqs, filtered.remaining)
+        if quick:
+            if self._count_bound_refuses(probe, pod, state, claims):
+                # Allocate would refuse every instance type at its count stage (no DFS node),
+                # past Request Validation: the pod counts as validated, as then.
+                state.cache.mark_validated(pod.outcome)
+                return Refusal("", "no-instance-type", deferred=True)
+            # A success found without words is the one found with them (Allocate words the
+            # instance types it refused then): it is not run again.
+            result = self._quick_allocate(probe, pod, state, term, claims)
+            if isinstance(result, Refusal):
+                return result
+        else:
+            try:
+                result = state.allocator.allocate(
+                    probe,
+                    claims,
+                    trace=state.trace,
+                    trace_parent=trace_node if trace_node >= 0 else None,
+                    pod=pod.pod,
+                )
+            except state.allocation_errors as err:
+                state.cache.note_validation(pod.outcome, err)
+                code = getattr(err, "code", "allocation")
+                return Refusal(explain.dra_reason(str(err)), code, reach=None)
+        state.cache.mark_validated(pod.outcome)
+        allowed = set(result.instance_types)
+        kept = [info for info in filtered.remaining if info.name in allowed]
+        if not kept:
+            return Refusal(
+                explain.dra_reason("no instance type can satisfy the allocation"),
+                "no-instance-type",
+                reach=None,
+            )
+        # Requirement tightening, then the FULL instance type filter again (design:
+        # Constraint Propagation): zones, offerings and resources may all change.
+        tightened = reqs.copy()
+        tightened.add(result.requirements)
+        dra = dra_node_resources(result)
+        problem = pod_level_problem(pod.pod, result)
+        if problem is not None:
+            return Refusal(explain.dra_reason(problem), "node-resources", reach=None)
+        tightened, refused = _with_topology(pod, state, self.taints, term, tightened)
+        if refused is not None:
+            return refused
+        refiltered = filter_instance_types(kept, tightened, merged(total, dra), state.filter_memo)
+        if not refiltered.remaining:
+            return Refusal(
+                explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
+                "instance-types",
+                reach=None,
+            )
+        stages.append((DRA_STAGE, filtered.remaining, result, kept))
+        stages.append((FILTER_STAGE, kept, tightened, merged(total, dra), refiltered.remaining))
+        return Plan(
+            tightened,
+            refiltered.remaining,
+            merged(total, dra),
+            result,
+            dra,
+            claims,
+            term=term,
+            stages=stages,
+        )
+
+    def _plan_extended(
+        self, groups, pod: PodData, state: RunState, trace_node: int
+    ) -> Plan | Refusal:
+        """DRAExtendedResource on a NodeClaim whose instance types offer some of the pod's
+        extended resources natively: each group of instance types offering the same ones is
+        planned with those counted against capacity and a claim for the rest; groups are tried
+        cheapest offering first, the first that takes the pod wins (the NodeClaim keeps only
+        its instance types); when none does, the first group's refusal is reported."""
+        from allocator.scheduling.fit import cheapest_offering
+
+        extended = pod.extended
+
+        def price(group) -> float:
+            prices = [cheapest_offering(info, self.requirements) for info in group[1]]
+            return min((p for p in prices if p is not None), default=float("inf"))
+
+        first: Refusal | None = None
+        ordered = sorted(groups, key=price)
+        for native, infos in ordered:
+            plan = self.plan(
+                pod,
+                state,
+                trace_node,
+                candidates=infos,
+                requests=merged(pod.requests, extended.native_requests(native)),
+                claims=extended.claims(pod.claims, native),
+            )
+            if isinstance(plan, Refusal):
+                first = first or plan
+                continue
+            from allocator.scheduling.report import EXTENDED_STAGE
+
+            dropped = [i for other, group in ordered if other != native for i in group]
+            shown = ", ".join(sorted(extended.resources))
+            how = "natively" if native else "through DRA"
+            message = (
+                f"serves {shown} differently: the NodeClaim kept the instance types that serve "
+                f"it {how} (cheapest offering first)"
+            )
+            plan.stages.insert(0, (EXTENDED_STAGE, dropped, message))
+            return plan
+        return first
+
+    def _count_bound_refuses(
+        self, probe: Probe, pod: PodData, state: RunState, claims: list[ResourceClaim]
+    ) -> bool:
+        """The device-count bound of a NodeClaim: when NodeClaims reach no in-cluster device, a
+        request for more devices than an instance type has template devices left on this
+        NodeClaim is refused by Allocate's count stage there. True when that holds for every
+        candidate; only for pods whose claim specs passed Request Validation (so Allocate
+        would get that far) and are simply unallocated."""
+        cache = state.cache
+        if cache.nodeclaims_reach_cluster or not cache.is_validated(pod.outcome):
+            return False
+        need = 0
+        for claim in claims:
+            if state.claim_state(claim) != "unallocated":
+                return False
+            for r in claim.spec.requests:
+                ex = r.exactly
+                if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                    need = max(need, ex.count)
+        if not need:
+            return False
+        held = state.allocator.tracker.templates.get(probe.id, {})
+        for info in probe.candidates:
+            total = cache.template_total(info)
+            if total is None or total - len(held.get(info.name, ())) >= need:
+                return False
+        return True
+
+    def _quick_allocate(
+        self,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        term: Requirements,
+        claims: list[ResourceClaim],
+    ):
+        """Allocate without words: its result, or a deferred Refusal. A refusal is reused
+        while nothing it read changed: the NodeClaim (its version), in-cluster devices (the
+        cluster version), the claims' specs, the requirements (the pod's term must be empty:
+        the NodeClaim's own then) and the instance types left to try."""
+        allocator = state.allocator
+        cache = state.cache
+        key = None
+        if len(term) == 0 and cache.knows_nodeclaim(probe.id):
+            specs = tuple(cache.funnel_key(c) for c in claims)
+            if None not in specs and all(state.claim_state(c) == "unallocated" for c in claims):
+                key = (probe.id, specs, tuple(probe.instance_types))
+                nc_version = cache.nodeclaim_version(probe.id)
+                hit = cache.allocate_refusal(key, probe.id)
+                if hit is not None:
+                    allocator.dfs_nodes += hit.dfs_nodes
+                    if hit.code != "validation":
+                        cache.mark_validated(pod.outcome)
+                    return Refusal("", hit.code, deferred=True, reach=hit.reach)
+        nodes = allocator.dfs_nodes
+        try:
+            return allocator.allocate(probe, claims, pod=pod.pod, explain=False)
+        except state.allocation_errors as err:
+            cache.note_validation(pod.outcome, err)
+            code = getattr(err, "code", "allocation")
+            # Only a finished search's refusal is reused (not a validation error or a timeout).
+            reach = getattr(err, "reach", None)
+            if key is not None and reach is not None:
+                cache.remember_allocate_refusal(
+                    key, nc_version, reach, code, allocator.dfs_nodes - nodes
+                )
+            return Refusal("", code, deferred=True, reach=reach)
+
+    # --- Add ---------------------------------------------------------------------------------
+
+    def add(self, pod: PodData, decision: NodeClaimDecision, state: RunState) -> None:
+        """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
+        plan = decision.plan
+        before = set(self.instance_types)
+        if plan.result is not None:
+            before.update(plan.result.instance_types)
+            state.commit(plan.result, plan.claims)
+        self.requirements = plan.requirements
+        self.candidates = plan.candidates
+        self.requests = plan.requests
+        kept = set(self.instance_types)
+        state.cache.nodeclaim_changed(self.id)
+        for name in sorted(before - kept):
+            state.allocator.release_instance_type(self.id, name)
+            state.cache.released(self.id)
+        state.prunes.applied(self.id, plan.term, plan.stages)
+        self.pods.append(pod.outcome.pod)
+        if pod.host_ports and self.host_port_usage is not None:
+            self.host_port_usage.add(pod.pod, pod.host_ports)
+        state.topology.register(HOSTNAME, self.name)
+        state.topology.record(pod.pod, self.taints, plan.requirements, WELL_KNOWN_LABELS)
+
+
+@dataclass(slots=True, eq=False)
+class Probe:
+    """What a NodeClaim would look like with one more pod: handed to Allocate before Add
+    (Karpenter's draNodeClaim). Allocate must see the tightened requirements and the
+    re-filtered instance types, but the NodeClaim itself changes only once the placement is
+    decided."""
+
+    id: str
+    node_pool: str | None
+    requirements: Requirements
+    candidates: list[InstanceTypeInfo]
+    node_name: None = None
+    _by_name: dict[str, Requirements] | None = field(default=None, repr=False)
+
+    @property
+    def instance_types(self) -> list[str]:
+        return [info.name for info in self.candidates]
+
+    def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
+        return {info.name: info.it.resource_slice_templates for info in self.candidates}
+
+    def instance_type_requirements(self, name: str) -> Requirements | None:
+        # Allocate asks for every candidate: indexed once (the first of a name wins).
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = {}
+            for info in self.candidates:
+                by_name.setdefault(info.name, info.requirements)
+        return by_name.get(name)
+
+
+def _with_topology(
+    pod: PodData, state: RunState, taints: list[Taint], term: Requirements, reqs: Requirements
+) -> tuple[Requirements, Refusal | None]:
+    """The NodeClaim's requirements narrowed by the pod's topology (last: it may pick one
+    domain of several), or the topology's refusal."""
+    extra, reason = state.topology.add_requirements(pod.pod, taints, term, reqs, WELL_KNOWN_LABELS)
+    if reason is not None:
+        # Domain counts change with every placement: never a refusal to remember.
+        return reqs, Refusal(reason, "topology", reach=None)
+    if extra:
+        reqs = reqs.copy()
+        reqs.add(extra)
+    return reqs, None
+
+
+def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:
+    return (
+        f"no instance type satisfied resources {format_resources(requests)} and requirements "
+        f"{format_requirements(reqs)} ({filtered.failure_reason()})"
+    )

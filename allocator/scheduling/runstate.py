@@ -1,0 +1,170 @@
+"""What every target's decision reads and every commit writes during one run: the allocator,
+the claims allocated so far and who uses them, the refusal cache, the device-count pre-check,
+the trace and the topology. Built once per run by ``setup.build_run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from allocator.model import DeviceID, ResourceClaim
+from allocator.scheduling.devicecount import DeviceCounter
+from allocator.scheduling.hooks import NO_TOPOLOGY, Topology
+from allocator.scheduling.initialization import claim_state_before_dfs
+from allocator.scheduling.poddata import PodOutcome
+from allocator.scheduling.refusalcache import RefusalCache
+from allocator.scheduling.report import PruneLog
+from allocator.trace import NULL_TRACE, Trace
+
+
+@dataclass(slots=True, eq=False)
+class RunState:
+    allocator: object  # allocator.Allocator
+    cache: RefusalCache
+    deleting_pods: set[str]
+    allocation_errors: tuple[type[BaseException], ...] = ()
+    counter: DeviceCounter | None = None  # the device-count pre-check of existing nodes
+    trace: Trace = NULL_TRACE
+    topology: Topology = NO_TOPOLOGY
+    prunes: PruneLog = field(default_factory=PruneLog)  # why NodeClaims lost instance types
+    # filter_instance_types' answers per requirements' content (None: not remembered).
+    filter_memo: dict | None = None
+    in_memory: set[str] = field(default_factory=set)  # claims allocated earlier in this run
+    claim_users: dict[str, set[str]] = field(default_factory=dict)  # claim -> pods placed here
+    maps_node_resources: dict[str, bool] = field(default_factory=dict)  # claim -> devices map
+
+    def claim_state(self, claim: ResourceClaim) -> str:
+        """How the allocator will classify the claim (``claim_state_before_dfs``)."""
+        return claim_state_before_dfs(
+            claim,
+            self.deleting_pods,
+            claim.key in self.in_memory,
+            self.allocator.pipeline.reallocation_predicates,
+        )
+
+    def to_allocate(self, claims: list[ResourceClaim]) -> list[ResourceClaim]:
+        """The claims the DFS will have to place (for the device-count pre-check)."""
+        return [c for c in claims if self.claim_state(c) in ("unallocated", "reallocated")]
+
+    def invalidate_caches(self) -> None:
+        """Forget every cached refusal: the allocation state changed other than through a
+        placement (a trial that frees devices ...)."""
+        self.cache.invalidate()
+        if self.allocator.fresh_funnels is not None:
+            self.allocator.fresh_funnels.clear()
+
+    def commit(self, result, claims: list[ResourceClaim]) -> None:
+        """Commit an allocation the scheduler decided on (design: Commit Protocol)."""
+        result.allocation.commit()
+        self.cache.committed(result)
+        for claim in result.claims:
+            if claim.state in ("unallocated", "reallocated"):
+                self.in_memory.add(claim.key)
+        if self.counter is not None:
+            self.counter.taken(
+                DeviceID(d.driver, d.pool, d.device)
+                for claim in result.claims
+                for d in claim.devices
+                # Admin access and shares of a multi-allocatable device hold nothing exclusively.
+                if d.source == "in-cluster"
+                and not d.extra.get("adminAccess")
+                and not d.extra.get("shareID")
+            )
+
+    def placed(self, outcome: PodOutcome, target) -> None:
+        """The pod's claims are used by it now (shared-claim checks, holders in messages)."""
+        for claim in outcome.pod_claims.claims:
+            self.claim_users.setdefault(claim.key, set()).add(outcome.pod.key)
+        for co in outcome.claim_outcomes:
+            if co.state in ("unallocated", "reallocated"):
+                self.maps_node_resources[co.key] = self._maps(
+                    co.devices_for(None), target.resource_slices()
+                )
+
+    def shared_mapping_problem(self, outcome: PodOutcome) -> str | None:
+        """DRANodeAllocatableResources: a claim whose devices map node resources directly
+        (not just overhead) cannot be shared by several pods; a pod naming such a claim that
+        another pod already has (reservedFor, or placed earlier in this run) is unschedulable."""
+        from allocator.claims import in_cluster_devices
+        from allocator.features.nodeallocatable import shared_mapping_claim_error
+
+        pod = outcome.pod
+        for claim in outcome.pod_claims.claims:
+            state = self.claim_state(claim)
+            if state == "allocated-in-memory":
+                maps = self.maps_node_resources.get(claim.key, False)
+            elif state == "allocated-in-cluster":
+                maps = self.maps_node_resources.get(claim.key)
+                if maps is None:
+                    maps = self._maps(in_cluster_devices(claim), None)
+                    self.maps_node_resources[claim.key] = maps
+            else:
+                continue
+            if not maps:
+                continue
+            users = set(self.claim_users.get(claim.key, ()))
+            users.update(
+                f"{claim.namespace}/{ref.name}"
+                for ref in claim.reserved_for
+                if ref.resource == "pods" and ref.api_group in ("", None)
+            )
+            users.add(pod.key)
+            problem = shared_mapping_claim_error(claim.key, users)
+            if problem is not None:
+                return problem
+        return None
+
+    def _maps(self, devices, templates_by_it) -> bool:
+        from allocator.features.nodeallocatable import claim_maps_node_resources
+
+        return claim_maps_node_resources(self.allocator, devices, templates_by_it)
+
+    # --- the trace -------------------------------------------------------------------------
+
+    def target_trace(self, pod_node: int, label: str) -> int:
+        if not self.trace.enabled:
+            return -1
+        return self.trace.add(pod_node, "target", label)
+
+    def refused(self, pod_node: int, label: str, code: str, reason: str) -> str:
+        """A target refused before any device search: one failed trace node says why."""
+        if self.trace.enabled:
+            self.trace.add(pod_node, "target", label, "failed", code, reason)
+        return reason
+
+    def trace_funnels(self, node: int, err: BaseException) -> None:
+        from allocator.explanation.funnel import funnel_json
+
+        funnels = getattr(err, "funnels", None)
+        if node >= 0 and funnels:
+            self.trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
+
+
+def target_code(err: BaseException) -> str:
+    """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
+    from allocator.explanation.funnel import decisive_reason
+
+    code = getattr(err, "code", "allocation")
+    funnels = getattr(err, "funnels", None)
+    if code == "no-instance-type" and funnels and all(f.whole is None for f in funnels):
+        return decisive_reason(funnels[0]) or code
+    return code
+
+
+def dra_node_resources(result) -> dict[str, int]:
+    """What the allocated devices add to the pod's node resources (DRANodeAllocatableResources),
+    in milli-units like every other request."""
+    return {name: q.milli_value() for name, q in result.node_resources.items()}
+
+
+def pod_level_problem(pod, result) -> str | None:
+    """Pod-level ``spec.resources.requests`` must cover the containers' requests plus what the
+    devices add (DRANodeAllocatableResources)."""
+    from allocator.features.nodeallocatable import NodeAllocatableError, pod_level_limit_problem
+
+    if not result.node_resources:
+        return None
+    try:
+        return pod_level_limit_problem(pod, result.node_resources)
+    except NodeAllocatableError as err:
+        return str(err)

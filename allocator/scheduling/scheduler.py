@@ -1,0 +1,380 @@
+"""Karpenter's provisioning scheduler (``scheduler.go``; CONTRACT section 3; design:
+Integration with Karpenter's Scheduler).
+
+``solve`` takes the pending pods in queue order and retries the failed ones, pass after pass,
+while the previous pass placed a pod. One attempt of one pod asks, in order, the existing nodes
+(``existingnode.py``), the NodeClaims of this run, fewest pods first (``nodeclaim.py``), then a
+new NodeClaim of each NodePool by weight (``nodeclaimtemplate.py``). Each target first decides
+(``can_add``: nothing changes) and the first that can take the pod commits it (``add``). A fix
+suggestion's ``trial`` is a decision without a commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from allocator.explanation.funnel import Funnel
+from allocator.model import Pod, ResourceClaim
+from allocator.scheduling import explain
+from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
+from allocator.scheduling.devicecount import claims_minimum
+from allocator.scheduling.existingnode import ExistingNode
+from allocator.scheduling.fit import pod_requests, pod_requirement_terms
+from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.nodeclaim import NodeClaim
+from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
+from allocator.scheduling.poddata import PodData, PodOutcome
+from allocator.scheduling.runstate import RunState
+from allocator.trace import NULL_TRACE
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        state: RunState,
+        existing: list[ExistingNode],
+        templates: list[NodeClaimTemplate],
+        names: NodeClaimNames,
+    ) -> None:
+        self.state = state
+        self.existing = existing  # initialized first, then the others, each by name
+        self.templates = templates  # by weight descending, then name
+        self.names = names
+        self.node_claims: list[NodeClaim] = []  # created in this run, in creation order
+
+    def claim_state(self, claim: ResourceClaim) -> str:
+        return self.state.claim_state(claim)
+
+    # --- Solve -------------------------------------------------------------------------------
+
+    def solve(
+        self,
+        pods: list[Pod],
+        pod_claims: dict[str, PodClaims],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[PodOutcome]:
+        outcomes = [PodOutcome(pod, pod_claims[pod.key]) for pod in pods]
+        cache = self.state.cache
+        queue = list(outcomes)
+        done = 0
+        while queue:
+            failed: list[PodOutcome] = []
+            placed_any = False
+            total = done + len(queue)
+            for outcome in queue:
+                if cache.unchanged(outcome, self.state.trace.enabled):
+                    # Nothing this pod's attempt read has changed since: the retry would
+                    # repeat it exactly (same reasons, same DFS work), so it is not run.
+                    self.state.allocator.dfs_nodes += outcome.dfs_nodes
+                    failed.append(outcome)
+                elif self._schedule(outcome, replay=True):
+                    placed_any = True
+                else:
+                    failed.append(outcome)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            if not placed_any or not failed:
+                break
+            queue = failed  # Karpenter retries while the previous pass made progress
+        return outcomes
+
+    def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
+        """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
+        a pod of the same shape as one that failed in this same state take that result."""
+        state = self.state
+        cache = state.cache
+        start_nodes = state.allocator.dfs_nodes
+        start_version = cache.state_version  # the attempt itself may change it (validation)
+        start_validated = outcome.validated
+        shape = cache.shape(outcome, state.claim_state, state.trace.enabled) if replay else None
+        if shape is not None:
+            seen = cache.seen_shape(shape)
+            if seen is not None:
+                cache.replay(outcome, seen, state.claim_state)
+                state.allocator.dfs_nodes += seen.dfs_nodes
+                outcome.seen_version = start_version
+                outcome.seen_validated = start_validated
+                return False
+        placed = self._attempt(outcome)
+        if not placed:
+            outcome.seen_version = start_version
+            outcome.seen_validated = start_validated
+            outcome.dfs_nodes = state.allocator.dfs_nodes - start_nodes
+            if shape is not None:
+                cache.remember_shape(shape, start_version, outcome)
+        return placed
+
+    def _attempt(self, outcome: PodOutcome) -> bool:
+        """Karpenter's ``add``: place the pod on the first target that can take it."""
+        state = self.state
+        trace = state.trace
+        pod = outcome.pod
+        outcome.attempts += 1
+        outcome.reasons = []
+        outcome.funnel_log = []
+        outcome.error = None
+        claims = outcome.pod_claims.claims
+        pod_node = trace.add(None, "pod", pod.key) if trace.enabled else -1
+        if outcome.pod_claims.error is not None:
+            outcome.error = outcome.pod_claims.error
+            outcome.funnel_log = [("", f, None) for f in _claim_error_funnels(outcome)]
+            trace.set(pod_node, "failed", "claim", outcome.error)
+            return False
+        shared = state.shared_mapping_problem(outcome)
+        if shared is not None:
+            # Pod-level, like kube-scheduler's PreFilter: no node can change it.
+            outcome.error = shared
+            outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
+            trace.set(pod_node, "failed", "node-resources", shared)
+            return False
+        data = self._pod_data(outcome, pod_node)
+        decision = self._decide(data, explain=True)
+        if decision is not None:
+            self._commit(data, decision)
+            return True
+        outcome.error = explain.summarize(outcome.reasons)
+        outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
+        trace.set(pod_node, "failed", "unschedulable", outcome.error)
+        return False
+
+    def pod_data(self, pod: Pod, pod_claims: PodClaims) -> PodData:
+        """What every target reads of ``pod`` in an (untraced) attempt starting now."""
+        return self._pod_data(PodOutcome(pod, pod_claims), -1)
+
+    def _pod_data(self, outcome: PodOutcome, pod_node: int) -> PodData:
+        """What every target reads of the pod in this attempt (Karpenter's updateCachedPodData)."""
+        state = self.state
+        pod = outcome.pod
+        requests = pod_requests(pod)
+        extended = outcome.pod_claims.extended
+        if extended is not None:
+            # DRAExtendedResource: where DRA serves them, not counted against allocatable.
+            requests = extended.without(requests)
+        terms = pod_requirement_terms(pod)
+        claims = outcome.pod_claims.claims
+        check_terms = len(terms) > 1 or bool(list(terms[0].keys()))
+        return PodData(
+            pod=pod,
+            outcome=outcome,
+            claims=claims,
+            extended=extended,
+            requests=requests,
+            wanted=[(k, v) for k, v in requests.items() if v > 0],
+            terms=terms,
+            check_terms=check_terms,
+            needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
+            specs=state.cache.specs(claims, state.claim_state),
+            trace_node=pod_node,
+            fast=not state.trace.enabled and not check_terms,
+        )
+
+    # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------
+
+    def _decide(self, pod: PodData, explain: bool) -> Decision | None:
+        """The first target that can take the pod, or None with the pod's outcome holding a
+        reason per target tried (and, with ``explain``, the words and funnels of every
+        refusal that was found without them)."""
+        state = self.state
+        cache = state.cache
+        outcome = pod.outcome
+        reasons = outcome.reasons
+        funnels = outcome.funnel_log
+
+        # Existing nodes. The device-count pre-check starts once the pod's claims passed
+        # Request Validation (see RefusalCache.note_validation).
+        counting = bool(pod.needed) and state.counter is not None
+        bounds = None
+        counted_out: list[tuple[int, ExistingNode, int]] = []  # + its trace node
+        for node in self.existing:
+            if bounds is None and counting and cache.is_validated(outcome):
+                bounds = state.counter.bounds
+            found = node.can_add(pod, state, bounds)
+            if isinstance(found, Refusal):
+                reasons.append((node.reason_target, found.reason))
+                if found.counted:
+                    counted_out.append((len(funnels), node, found.trace_node))
+                    funnels.append(None)  # its funnel, if the pod fails everywhere
+                else:
+                    funnels.extend(found.funnels)
+                continue
+            return found
+
+        # NodeClaims of this run: refusals are first found without their words, explained
+        # only when the pod fails everywhere (see _explain_deferred).
+        quick = cache.nodeclaim_caches and not state.trace.enabled
+        deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
+        shape = (
+            cache.shape(outcome, state.claim_state, state.trace.enabled)
+            if quick and self.node_claims
+            else None
+        )
+        for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):
+            found = nc.can_add(pod, state, quick, shape)
+            if isinstance(found, Refusal):
+                if found.deferred:
+                    deferred.append((len(reasons), len(funnels), partial(nc.explain, pod, state)))
+                else:
+                    funnels.extend(found.funnels)
+                reasons.append((nc.reason_target, found.reason))
+                continue
+            return found
+
+        # A new NodeClaim from each NodePool in turn.
+        for template in self.templates:
+            found = template.can_add(pod, state, self.names, quick)
+            if isinstance(found, Refusal):
+                if found.deferred:
+                    again = partial(template.explain, pod, state, self.names)
+                    deferred.append((len(reasons), len(funnels), again))
+                else:
+                    funnels.extend(found.funnels)
+                reasons.append((f"nodepool/{template.name}", found.reason))
+                continue
+            return found
+
+        if explain:
+            if deferred:
+                self._explain_deferred(pod, deferred)
+            self._explain_counted_out(pod, counted_out)
+        return None
+
+    # --- committing --------------------------------------------------------------------------
+
+    def _commit(self, pod: PodData, decision: Decision) -> None:
+        """Karpenter's ``Add`` on the chosen target, and the pod's outcome."""
+        state = self.state
+        target = decision.target
+        if isinstance(decision, NodeClaimDecision):
+            if decision.new:
+                template = next(t for t in self.templates if t.name == target.node_pool)
+                self.names.take(template.name)
+                target.order = len(self.node_claims)
+                state.prunes.started(
+                    target.id,
+                    template.name,
+                    template.requirements,
+                    template.instance_types,
+                    target.candidates,
+                    decision.remaining,
+                )
+                target.add(pod, decision, state)
+                self.node_claims.append(target)
+                template.launched.append(target)
+            else:
+                target.add(pod, decision, state)
+        else:
+            target.add(pod, decision, state)
+        state.cache.state_version += 1
+        outcome = pod.outcome
+        outcome.scheduled = True
+        outcome.target = target
+        outcome.error = None
+        outcome.reasons = []
+        outcome.funnel_log = []
+        result = decision.result
+        outcome.claim_outcomes = list(result.claims) if result is not None else []
+        outcome.dra_node_resources = decision.dra_resources
+        state.placed(outcome, target)
+        state.trace.set(pod.trace_node, "ok", "scheduled", f"{target.target_json()['name']}")
+
+    # --- explaining a pod that failed everywhere ---------------------------------------------
+
+    def _explain_deferred(
+        self, pod: PodData, deferred: list[tuple[int, int, Callable[[], Refusal]]]
+    ) -> None:
+        """The words and funnels of the NodeClaim refusals found quickly, now that the pod
+        failed everywhere: each target is asked again in full, in the same state (nothing was
+        committed since), so the words are those a full attempt gives. DFS nodes are counted
+        once (by the quick attempt)."""
+        allocator = self.state.allocator
+        outcome = pod.outcome
+        nodes = allocator.dfs_nodes
+        # From the last: a funnel list grows where an earlier target's funnels go.
+        for place, funnel_place, again in reversed(deferred):
+            refusal = again()
+            outcome.reasons[place] = (outcome.reasons[place][0], refusal.reason)
+            outcome.funnel_log[funnel_place:funnel_place] = refusal.funnels
+        allocator.dfs_nodes = nodes
+
+    def _explain_counted_out(
+        self, pod: PodData, counted_out: list[tuple[int, ExistingNode, int]]
+    ) -> None:
+        """Funnels of the nodes the device-count pre-check refused (nothing was searched
+        there), for a pod that failed everywhere: from the cache, or by an Allocate that only
+        explains (it changes no state and counts no DFS nodes)."""
+        state = self.state
+        allocator = state.allocator
+        trace = state.trace
+        claims = pod.claims
+        specs = pod.specs
+        outcome = pod.outcome
+        log = outcome.funnel_log
+        uneven = False
+        for place, target, node in counted_out:
+            found = state.cache.cached_funnels(target, specs) if specs else None
+            if found is None:
+                nodes = allocator.dfs_nodes
+                try:
+                    allocator.allocate(target, claims, pod=pod.pod)
+                    found = []  # cannot happen (the pre-check is sound); explain nothing
+                except state.allocation_errors as err:
+                    state.cache.remember(target, claims, err)
+                    found = [(target.reason_target, f, None) for f in getattr(err, "funnels", ())]
+                finally:
+                    allocator.dfs_nodes = nodes
+            if node >= 0 and found:
+                # Refused by counting: the trace node shows the funnel and its decisive cause.
+                from allocator.explanation.funnel import decisive_reason, funnel_json
+
+                funnels = [e[1].for_claim(e[2]) if e[2] else e[1] for e in found]
+                trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
+                trace.nodes[node]["reason"] = decisive_reason(funnels[0]) or "devices"
+            if len(found) == 1:
+                log[place] = found[0]
+            else:
+                log[place] = found  # type: ignore[call-overload]
+                uneven = True
+        if uneven:  # in the order the targets were tried
+            outcome.funnel_log = [
+                x for e in log for x in (e if isinstance(e, list) else (e,)) if x is not None
+            ]
+
+    # --- trials (allocator/explanation/suggestions.py) ---------------------------------------
+
+    def trial(self, pod: Pod, pod_claims: PodClaims, *, counting: bool = True) -> Decision | None:
+        """Where ``pod`` would go now: its placement decided on the current state and not
+        committed (no allocation, NodeClaim, name, resources or trace). ``counting`` False
+        switches off the device-count pre-check (its bounds know nothing of devices a trial
+        frees). Decisions, and the DFS budget, are those of an attempt of the loop."""
+        state = self.state
+        saved = (state.trace, state.counter, set(state.cache.validated_specs))
+        dfs_nodes = state.allocator.dfs_nodes  # stats.dfsNodes counts the run's own search only
+        state.trace = NULL_TRACE
+        if not counting:
+            state.counter = None
+        try:
+            data = self.pod_data(pod, pod_claims)
+            if pod_claims.error is not None or state.shared_mapping_problem(data.outcome):
+                return None
+            return self._decide(data, explain=False)
+        finally:
+            state.trace, state.counter, state.cache.validated_specs = saved
+            state.allocator.dfs_nodes = dfs_nodes
+
+    def invalidate_caches(self) -> None:
+        """Forget every cached refusal and replayable attempt: call it after changing the
+        allocation state other than through a placement (a trial that frees devices ...)."""
+        self.state.invalidate_caches()
+
+
+def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
+    """A pod whose claims cannot even be generated or found: refused as a whole."""
+    from allocator.explanation.funnel import whole_funnel
+
+    error = outcome.pod_claims.error or ""
+    claims = outcome.pod_claims.claims
+    claim = claims[0].key if claims else outcome.pod.key
+    return [whole_funnel(claim, "", 0, None, error)]
