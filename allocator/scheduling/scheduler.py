@@ -89,7 +89,7 @@ class Scheduler:
         start_nodes = state.allocator.dfs_nodes
         start_version = cache.state_version  # the attempt itself may change it (validation)
         start_validated = outcome.validated
-        shape = cache.shape(outcome, state.claim_state, state.trace.enabled) if replay else None
+        shape = self._shape(outcome) if replay else None
         if shape is not None:
             seen = cache.seen_shape(shape)
             if seen is not None:
@@ -168,8 +168,17 @@ class Scheduler:
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
-            fast=not state.trace.enabled and not check_terms,
+            fast=not state.trace.enabled and not check_terms and not state.topology.constrains(pod),
         )
+
+    def _shape(self, outcome: PodOutcome) -> tuple | None:
+        """What a pod's attempt reads (RefusalCache.shape); with topology, its labels too
+        (whether a topology selects it)."""
+        state = self.state
+        shape = state.cache.shape(outcome, state.claim_state, state.trace.enabled)
+        if shape is not None and not state.topology.empty:
+            shape = (*shape, tuple(sorted(outcome.pod.labels.items())))
+        return shape
 
     # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------
 
@@ -206,9 +215,10 @@ class Scheduler:
         # only when the pod fails everywhere (see _explain_deferred).
         quick = cache.nodeclaim_caches and not state.trace.enabled
         deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
+        # A refusal a topology may have decided depends on every placement: not remembered.
         shape = (
-            cache.shape(outcome, state.claim_state, state.trace.enabled)
-            if quick and self.node_claims
+            self._shape(outcome)
+            if quick and self.node_claims and not state.topology.constrains(pod.pod)
             else None
         )
         for nc in sorted(self.node_claims, key=lambda n: (len(n.pods), n.order)):

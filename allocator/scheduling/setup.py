@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from allocator.model import ResourceClaim, ResourceSlice, Snapshot
+from allocator.requirements import LABEL_HOSTNAME
+from allocator.scheduling import hooks
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
-from allocator.scheduling.existingnode import EXISTING, existing_nodes
+from allocator.scheduling.existingnode import EXISTING, existing_nodes, hostname
 from allocator.scheduling.fit import instance_type_info
-from allocator.scheduling.hooks import NO_TOPOLOGY
 from allocator.scheduling.initialization import (
     PodClaims,
     allocated_device_seed,
@@ -26,6 +27,8 @@ from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
 from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.scheduler import Scheduler
+from allocator.scheduling.topology import Topology, topology_needed
+from allocator.scheduling.topologydomaingroup import build_domain_groups
 from allocator.trace import Trace
 
 
@@ -110,7 +113,7 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         allocation_errors=(AllocationError,),
         counter=counter,
         trace=trace,
-        topology=NO_TOPOLOGY,
+        topology=_topology(snapshot, pods, existing, infos),
         filter_memo={} if nodeclaim_caches else None,
     )
     # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
@@ -126,6 +129,31 @@ def build_run(snapshot: Snapshot, options, trace: Trace, pipeline=None) -> Run:
         names=NodeClaimNames(set(snapshot.node_claims) | set(snapshot.nodes)),
     )
     return Run(scheduler, allocator, pods, pod_claims, generated, universe, disrupted, seed)
+
+
+def _topology(snapshot: Snapshot, pods: PodSets, existing, infos) -> hooks.Topology:
+    """Karpenter's NewTopology (before the existing nodes, which then register their
+    hostnames): none when no pod to schedule uses topology and no pod of the snapshot has a
+    required anti-affinity. Every NodePool is offered the whole catalog, as a cloud provider
+    offers its instance types to each (``buildDomainGroups`` intersects them)."""
+    if not topology_needed(pods.pending, snapshot.pods):
+        return hooks.NO_TOPOLOGY
+    catalog = [infos[name].requirements for name in sorted(infos)]
+    pools = sorted(snapshot.node_pools.values(), key=lambda p: p.name) if catalog else []
+    topology = Topology.build(
+        pods=pods.pending,
+        cluster_pods=snapshot.pods,
+        nodes=snapshot.nodes,
+        existing_nodes=[snapshot.nodes[t.node_name] for t in existing if t.node_name],
+        domain_groups=build_domain_groups((pool, catalog) for pool in pools),
+        namespaces=snapshot.namespaces,
+    )
+    if topology.empty:
+        return hooks.NO_TOPOLOGY
+    for target in existing:
+        source = snapshot.nodes.get(target.node_name or "") or snapshot.node_claims[target.name]
+        topology.register(LABEL_HOSTNAME, hostname(source.labels, target.name))
+    return topology
 
 
 def _attach_extended_claims(snapshot: Snapshot, options, pending, pod_claims) -> None:

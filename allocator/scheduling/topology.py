@@ -79,15 +79,23 @@ class PreferencePolicy(enum.Enum):
     IGNORE = "Ignore"
 
 
-def hostname_placeholder(n: int) -> str:
-    """The hostname a new NodeClaim has while the run decides (Karpenter's, numbered per run);
-    it never appears in a result."""
-    return f"hostname-placeholder-{n:04d}"
-
-
 def ignored_for_topology(pod: Pod) -> bool:
     """Karpenter's ``IgnoredForTopology``: not bound, terminal, or terminating."""
     return not pod.node_name or pod.phase in ("Succeeded", "Failed") or pod.deleting
+
+
+def uses_topology(pod: Pod) -> bool:
+    """Whether the pod has a spread constraint or a pod affinity or anti-affinity term."""
+    return bool(pod.topology_spread_constraints or pod.pod_affinity or pod.pod_anti_affinity)
+
+
+def topology_needed(pods: Iterable[Pod], cluster_pods: Iterable[Pod]) -> bool:
+    """Whether a run needs a ``Topology`` at all: a pod to schedule uses one, or a pod of the
+    snapshot has a required anti-affinity (which may keep others away). When not, the run
+    builds none (the common case: nothing to count)."""
+    return any(uses_topology(p) for p in pods) or any(
+        has_required_anti_affinity(p) for p in cluster_pods
+    )
 
 
 def has_required_anti_affinity(pod: Pod) -> bool:
@@ -515,6 +523,13 @@ class Topology:
             group.unregister(domain)
 
     # --- reading -----------------------------------------------------------------------------
+
+    def constrains(self, pod: Pod) -> bool:
+        """Whether any topology decides where the pod may go (its own, or another pod's
+        anti-affinity selecting it): then its answers depend on every placement of the run."""
+        if pod.key in self._owned:
+            return True
+        return any(group.selects(pod) for group in self._inverse.values())
 
     def groups(self) -> list[TopologyGroup]:
         """Every topology (the pods' own, then running pods' anti-affinities), for reports."""

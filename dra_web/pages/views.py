@@ -245,6 +245,7 @@ def _node_claims(view, model, run):
         "annotations",
         "pods",
         "cost",
+        "zones",
         "instanceTypesPruned",
         "requirementsBeforeDRA",
         "requirementsBefore",

@@ -30,7 +30,6 @@ from allocator.scheduling.topology import (
     Topology,
     TopologyError,
     TopologyType,
-    hostname_placeholder,
     ignored_for_topology,
 )
 from allocator.scheduling.topologydomaingroup import TopologyDomainGroup, build_domain_groups
@@ -118,9 +117,14 @@ def build(
     )
 
 
+def hostname_placeholder(n: int) -> str:
+    """A new NodeClaim's name, its hostname while the run decides."""
+    return f"gpu-{n}"
+
+
 def new_nodeclaim(n: int, zones: list[str] = ZONES, **labels: str) -> Requirements:
     """A new NodeClaim's requirements as the scheduler has them: the NodePool's zones and
-    its hostname placeholder."""
+    its hostname placeholder (its name)."""
     reqs = Requirements.from_node_selector_requirements(
         [
             {"key": ZONE, "operator": "In", "values": zones},
@@ -416,8 +420,8 @@ def test_three_vllm_replicas_with_hostname_anti_affinity_need_three_nodeclaims()
         topology.add_requirements(replicas[1], [], strict(replicas[1]), new_nodeclaim(1))
     assert str(err.value).startswith(
         "unsatisfiable topology constraint for pod anti-affinity, key=kubernetes.io/hostname "
-        "(counts = hostname-placeholder-0001: 1, podDomains = kubernetes.io/hostname Exists, "
-        "nodeDomains = kubernetes.io/hostname In [hostname-placeholder-0001]"
+        "(counts = gpu-1: 1, podDomains = kubernetes.io/hostname Exists, "
+        "nodeDomains = kubernetes.io/hostname In [gpu-1]"
     )
     assert err.value.causes[0].pods == ("inference/vllm-0",)
     place(topology, replicas[1], new_nodeclaim(2))
