@@ -202,8 +202,9 @@ class ExistingNode:
         if not topology.empty:
             # Karpenter's tryVolumeAlternative: the node's requirements with the pod's, narrowed
             # by the topologies (a node's domains are single values: kept or refused).
-            requirements = requirements.copy()
-            requirements.add(term)
+            if len(term):
+                requirements = requirements.copy()
+                requirements.add(term)
             try:
                 narrowed = topology.add_requirements(pod.pod, self.taints, term, requirements)
             except TopologyError as err:
@@ -214,6 +215,8 @@ class ExistingNode:
                 if problem is not None:
                     reason = state.refused(pod_node, label, "topology", problem)
                     return Refusal(reason, "topology")
+                if requirements is self.requirements:
+                    requirements = requirements.copy()
                 requirements.add(narrowed)
         if needed:
             # Where the DFS would run, the cheap count may already tell it would fail.

@@ -35,10 +35,12 @@ class Topology(Protocol):
         pod_requirements: Requirements,
         node_requirements: Requirements,
     ) -> Requirements | None:
-        """``node_requirements`` (the target's with the pod's term) narrowed to the domains the
-        pod's topologies allow, None when there is nothing to narrow; raises
-        ``topology.TopologyError`` (Karpenter's refusal) when a topology leaves no domain.
-        Called by every ``can_add``, after the target's own requirements and devices."""
+        """For each key a topology of the pod decides, ``node_requirements`` (the target's with
+        the pod's term) narrowed to the domains allowed there, None when no topology applies;
+        raises ``topology.TopologyError`` (Karpenter's refusal) when a topology leaves no
+        domain. The caller checks the result is compatible with its requirements, then adds it.
+        Called by every ``can_add``, after the target's own requirements (on a NodeClaim,
+        after its devices too: the last narrowing)."""
         ...
 
     def record(self, pod: Pod, taints: list[Taint], requirements: Requirements) -> None:

@@ -68,7 +68,6 @@ from allocator.scheduling.topologynodefilter import (
 # kube-apiserver labels every namespace with its own name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _ANY_NODE = TopologyNodeFilter()
-_COUNTS_SHOWN = 25  # Karpenter's pretty.Map limit in the refusal
 
 
 class PreferencePolicy(enum.Enum):
@@ -107,14 +106,6 @@ def _has_anti_affinity(pod: Pod) -> bool:
     return anti is not None and bool(anti.required or anti.preferred)
 
 
-def _pretty_counts(counts: Mapping[str, int]) -> str:
-    keys = sorted(counts)
-    shown = ", ".join(f"{k}: {counts[k]}" for k in keys[:_COUNTS_SHOWN])
-    if len(keys) > _COUNTS_SHOWN:
-        shown += f" and {len(keys) - _COUNTS_SHOWN} other(s)"
-    return shown
-
-
 class TopologyError(Exception):
     """No domain of one topology is left for the pod on this target (Karpenter's
     ``topologyError``), with what decided it: the group's type and key, its counts when it
@@ -126,6 +117,7 @@ class TopologyError(Exception):
         type_: TopologyType,
         key: str,
         counts: Mapping[str, int],
+        counts_text: str,
         pod_domains: Requirement,
         node_domains: Requirement,
         causes: tuple[DomainCause, ...],
@@ -135,6 +127,7 @@ class TopologyError(Exception):
         self.type = type_
         self.key = key
         self.counts = counts
+        self.counts_text = counts_text  # as Karpenter prints them
         self.pod_domains = pod_domains
         self.node_domains = node_domains
         self.causes = causes
@@ -144,7 +137,7 @@ class TopologyError(Exception):
         # Karpenter's words, its unclosed parenthesis included.
         return (
             f"unsatisfiable topology constraint for {self.type}, key={self.key} "
-            f"(counts = {_pretty_counts(self.counts)}, podDomains = {self.pod_domains}, "
+            f"(counts = {self.counts_text}, podDomains = {self.pod_domains}, "
             f"nodeDomains = {self.node_domains}"
         )
 
@@ -220,6 +213,10 @@ class Topology:
         self._excluded = excluded
         self._groups: dict[tuple, TopologyGroup] = {}
         self._inverse: dict[tuple, TopologyGroup] = {}
+        # Pod key -> the other pods' anti-affinities that select it (their node filter is the
+        # empty one: whether one counts a pod depends on the pod alone). Forgotten whenever an
+        # anti-affinity group is added.
+        self._selected_by: dict[str, list[TopologyGroup]] = {}
         self._by_key: dict[str, list[TopologyGroup]] = {}
         self._owned: dict[str, list[TopologyGroup]] = {}  # pod key -> groups it owns
         self._countable: dict[str, list[tuple[Pod, Node]]] | None = None
@@ -444,6 +441,7 @@ class Topology:
             group = self._inverse.get(identity)
             if group is None:
                 group = self._inverse[identity] = self._new_group(spec, identity, pod)
+                self._selected_by.clear()
                 self._by_key.setdefault(group.key, []).append(group)
             if labels is not None and group.key in labels:
                 group.record((labels[group.key],), pod.key)
@@ -451,16 +449,22 @@ class Topology:
 
     # --- deciding and committing -------------------------------------------------------------
 
-    def _matching(
-        self, pod: Pod, taints: Sequence[Taint], requirements: Requirements
-    ) -> Iterator[tuple[TopologyGroup, bool]]:
+    def _matching(self, pod: Pod) -> Iterator[tuple[TopologyGroup, bool]]:
         """The topologies that decide where the pod may go: its own, then other pods'
-        anti-affinities that select it (``inverse`` True)."""
+        anti-affinities that select it (``inverse`` True). (Karpenter asks each of the latter
+        whether it counts the pod on this target; with the empty node filter of pod
+        affinity terms that is whether it selects the pod.)"""
         for group in self._owned.get(pod.key, ()):
             yield group, False
-        for group in self._inverse.values():
-            if group.counts(pod, taints, requirements):
-                yield group, True
+        for group in self._inverse_selecting(pod):
+            yield group, True
+
+    def _inverse_selecting(self, pod: Pod) -> list[TopologyGroup]:
+        found = self._selected_by.get(pod.key)
+        if found is None:
+            found = [g for g in self._inverse.values() if g.selects(pod)]
+            self._selected_by[pod.key] = found
+        return found
 
     def add_requirements(
         self,
@@ -468,17 +472,23 @@ class Topology:
         taints: Sequence[Taint],
         pod_requirements: Requirements,
         node_requirements: Requirements,
-    ) -> Requirements:
-        """Karpenter's ``AddRequirements``: ``node_requirements`` (the target's, with the pod's
-        added) narrowed to the domains every topology of the pod allows. ``pod_requirements``
+    ) -> Requirements | None:
+        """Karpenter's ``AddRequirements``: what the pod's topologies make of
+        ``node_requirements`` (the target's, with the pod's added): for each key a topology
+        decides, the node's requirement narrowed to the domains every topology of that key
+        allows; None when no topology applies to the pod. (Karpenter returns the node's whole
+        requirements with these added; the other keys are unchanged, so the caller's
+        compatibility check and addition read the same with only these.) ``pod_requirements``
         are the pod's strict ones (node selector and required affinity: a preference does not
         narrow the domains a pod could use). Changes nothing; raises ``TopologyError``.
 
-        (Karpenter also passes compatibility options here; its node filter never reads them.)"""
-        requirements = node_requirements.copy()
+        ``taints`` are the target's, as Karpenter passes them (and compatibility options) for
+        other pods' anti-affinities to filter nodes by; their filter is the empty one, which
+        reads neither."""
         if self.empty:
-            return requirements
-        for group, inverse in self._matching(pod, taints, node_requirements):
+            return None
+        added: Requirements | None = None
+        for group, inverse in self._matching(pod):
             pod_domains = pod_requirements.get(group.key)
             node_domains = node_requirements.get(group.key)
             domains = group.get(pod, pod_domains, node_domains)
@@ -487,13 +497,18 @@ class Topology:
                     group.type,
                     group.key,
                     group.counts_view(),
+                    group.counts_text(),
                     pod_domains,
                     node_domains,
                     group.causes(pod_domains, node_domains),
                     inverse,
                 )
-            requirements.add(domains)
-        return requirements
+            if added is None:
+                added = Requirements()
+            if domains.key not in added and node_requirements.has(domains.key):
+                added.add_requirement(node_requirements.get(domains.key))
+            added.add_requirement(domains)
+        return added
 
     def record(self, pod: Pod, taints: Sequence[Taint], requirements: Requirements) -> None:
         """Karpenter's ``Record``: the pod was placed on a target with these taints and (final)
@@ -529,7 +544,7 @@ class Topology:
         anti-affinity selecting it): then its answers depend on every placement of the run."""
         if pod.key in self._owned:
             return True
-        return any(group.selects(pod) for group in self._inverse.values())
+        return bool(self._inverse_selecting(pod))
 
     def groups(self) -> list[TopologyGroup]:
         """Every topology (the pods' own, then running pods' anti-affinities), for reports."""

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from allocator.model import LabelSelector, Pod, Taint
-from allocator.requirements import LABEL_HOSTNAME, Requirement, Requirements
+from allocator.requirements import LABEL_HOSTNAME, NORMALIZED_LABELS, Requirement, Requirements
 from allocator.scheduling.topologynodefilter import TopologyNodeFilter
 
 MAX_INT32 = 2**31 - 1  # maxSkew of pod affinity terms, and the "no count yet" minimum
 # Pods remembered per domain to name in a refusal (the count says how many there are).
 _MEMBERS_PER_DOMAIN = 5
 _CAUSE_DOMAINS = 10
+_COUNTS_SHOWN = 25  # Karpenter's pretty.Map limit in a refusal
 
 
 class TopologyType(enum.Enum):
@@ -52,18 +53,11 @@ def selector_identity(selector: LabelSelector | None) -> tuple | None:
     )
 
 
-def _in(key: str, domains: Iterable[str]) -> Requirement:
-    return Requirement.new(key, "In", domains)
-
-
-def _none(key: str) -> Requirement:
-    return Requirement.new(key, "DoesNotExist")
-
-
 class TopologyGroup:
     __slots__ = (
         "type",
         "key",
+        "_requirement_key",
         "namespaces",
         "selector",
         "max_skew",
@@ -76,6 +70,8 @@ class TopologyGroup:
         "_members",
         "_sorted",
         "_counts_view",
+        "_counts_text",
+        "_min_all",
     )
 
     def __init__(
@@ -92,6 +88,9 @@ class TopologyGroup:
     ) -> None:
         self.type = type_
         self.key = key
+        # The key of the requirements it answers with (a deprecated key read as its stable one,
+        # as Karpenter's NewRequirement does).
+        self._requirement_key = NORMALIZED_LABELS.get(key, key)
         self.namespaces = namespaces
         # None selects no pod (a term without labelSelector is a no-op).
         self.selector = selector
@@ -105,6 +104,10 @@ class TopologyGroup:
         self._members: dict[str, list[str]] = {}
         self._sorted: list[str] | None = None
         self._counts_view: Mapping[str, int] | None = None
+        self._counts_text: str | None = None
+        # (minimum count, domains) over all domains: a pod that may use any domain reads it
+        # on every target (forgotten with the counts).
+        self._min_all: tuple[int, int] | None = None
         for domain in domains:
             self.domains[domain] = 0
             self.empty_domains.add(domain)
@@ -135,6 +138,8 @@ class TopologyGroup:
             self.domains[domain] = count + 1
             self.empty_domains.discard(domain)
             self._counts_view = None
+            self._counts_text = None
+            self._min_all = None
             if pod is not None:
                 members = self._members.setdefault(domain, [])
                 if len(members) < _MEMBERS_PER_DOMAIN:
@@ -146,12 +151,16 @@ class TopologyGroup:
             self.empty_domains.add(domain)
             self._sorted = None
             self._counts_view = None
+            self._counts_text = None
+            self._min_all = None
 
     def unregister(self, domain: str) -> None:
         if domain in self.domains:
             del self.domains[domain]
             self._sorted = None
             self._counts_view = None
+            self._counts_text = None
+            self._min_all = None
         self.empty_domains.discard(domain)
 
     def sorted_domains(self) -> list[str]:
@@ -165,6 +174,18 @@ class TopologyGroup:
             self._counts_view = MappingProxyType(dict(self.domains))
         return self._counts_view
 
+    def counts_text(self) -> str:
+        """The counts as Karpenter's refusal prints them (pretty.Map: the first 25 domains by
+        name, then how many others), kept until the counts change: every target refused by
+        this group in between words them alike."""
+        if self._counts_text is None:
+            keys = sorted(self.domains)
+            text = ", ".join(f"{k}: {self.domains[k]}" for k in keys[:_COUNTS_SHOWN])
+            if len(keys) > _COUNTS_SHOWN:
+                text += f" and {len(keys) - _COUNTS_SHOWN} other(s)"
+            self._counts_text = text
+        return self._counts_text
+
     # --- choosing domains --------------------------------------------------------------------
 
     def get(self, pod: Pod, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
@@ -175,6 +196,12 @@ class TopologyGroup:
         if self.type is TopologyType.POD_AFFINITY:
             return self._next_affinity(pod, pod_domains, node_domains)
         return self._next_anti_affinity(pod_domains, node_domains)
+
+    def _in(self, domains: Iterable[str]) -> Requirement:
+        return Requirement(self._requirement_key, False, frozenset(domains))
+
+    def _none(self) -> Requirement:
+        return Requirement(self._requirement_key, False)
 
     def _single_hostname(self, node_domains: Requirement) -> str | None:
         # A new NodeClaim's hostname is not registered before it takes its first pod, so its
@@ -202,8 +229,8 @@ class TopologyGroup:
         if host is not None:
             # Karpenter can always open a new hostname domain: the global minimum is 0.
             if self.domains.get(host, 0) + self_selecting <= self.max_skew:
-                return _in(self.key, [host])
-            return _none(self.key)
+                return self._in([host])
+            return self._none()
         best = ""
         best_count = MAX_INT32
         for domain in self._candidates(node_domains):
@@ -211,19 +238,29 @@ class TopologyGroup:
             if count - minimum <= self.max_skew and count < best_count:
                 best, best_count = domain, count
         if best == "":  # as Karpenter: an empty domain name is no choice
-            return _none(self.key)
-        return _in(self.key, [best])
+            return self._none()
+        return self._in([best])
 
     def _domain_min_count(self, pod_domains: Requirement) -> int:
         if self.key == LABEL_HOSTNAME:
             return 0  # a new hostname domain can always be created
-        minimum = MAX_INT32
-        supported = 0
-        for domain, count in self.domains.items():
-            if pod_domains.has(domain):
-                supported += 1
-                if count < minimum:
-                    minimum = count
+        unconstrained = (
+            pod_domains.operator() == "Exists"
+            and pod_domains.greater_than is None
+            and pod_domains.less_than is None
+        )
+        if unconstrained and self._min_all is not None:
+            minimum, supported = self._min_all
+        else:
+            minimum = MAX_INT32
+            supported = 0
+            for domain, count in self.domains.items():
+                if pod_domains.has(domain):
+                    supported += 1
+                    if count < minimum:
+                        minimum = count
+            if unconstrained:
+                self._min_all = (minimum, supported)
         if self.min_domains is not None and supported < self.min_domains:
             minimum = 0
         return minimum
@@ -245,10 +282,10 @@ class TopologyGroup:
         host = self._single_hostname(node_domains)
         if host is not None:
             if not pod_domains.has(host):
-                return _none(self.key)
+                return self._none()
             if self.domains.get(host, 0) > 0 or self._bootstraps(pod, pod_domains):
-                return _in(self.key, [host])
-            return _none(self.key)
+                return self._in([host])
+            return self._none()
         options: set[str] = set()
         if node_domains.operator() == "In":
             for domain in node_domains.values():
@@ -259,7 +296,7 @@ class TopologyGroup:
                 if count > 0 and pod_domains.has(domain) and node_domains.has(domain):
                     options.add(domain)
         if options:
-            return _in(self.key, options)
+            return self._in(options)
         if self._bootstraps(pod, pod_domains):
             # The first domain (by name) the pod and the node share, and the first the pod
             # can use at all; the node's requirements then keep what it can take.
@@ -272,7 +309,7 @@ class TopologyGroup:
                 if pod_domains.has(domain):
                     options.add(domain)
                     break
-        return _in(self.key, options) if options else _none(self.key)
+        return self._in(options) if options else self._none()
 
     def _next_anti_affinity(
         self, pod_domains: Requirement, node_domains: Requirement
@@ -280,14 +317,14 @@ class TopologyGroup:
         host = self._single_hostname(node_domains)
         if host is not None:
             if self.domains.get(host, 0) == 0:
-                return _in(self.key, [host])
-            return _none(self.key)
+                return self._in([host])
+            return self._none()
         empty = self.empty_domains
         if node_domains.operator() == "In" and len(node_domains) < len(empty):
             options = {d for d in node_domains.values() if d in empty and pod_domains.has(d)}
         else:
             options = {d for d in empty if node_domains.has(d) and pod_domains.has(d)}
-        return _in(self.key, options) if options else _none(self.key)
+        return self._in(options) if options else self._none()
 
     # --- explaining a refusal ----------------------------------------------------------------
 

@@ -148,7 +148,9 @@ def place(topology: Topology, p: Pod, node_requirements: Requirements, taints=()
     """What a target's CanAdd then Add do with topology: narrow, then record."""
     narrowed = topology.add_requirements(p, list(taints), strict(p), node_requirements)
     final = node_requirements.copy()
-    final.add(narrowed)
+    if narrowed is not None:
+        assert final.compatible(narrowed) is None
+        final.add(narrowed)
     topology.record(p, list(taints), final)
     return final
 
@@ -463,7 +465,7 @@ def test_running_pods_anti_affinity_keeps_selected_pods_out_of_its_domain():
     # A pod the running pod's selector does not pick is free to go there.
     other = pod("prefill-0", labels={"role": "prefill"})
     topology = build([other], running=[kv_cache], nodes=nodes)
-    assert topology.add_requirements(other, [], strict(other), on(nodes[1])) == on(nodes[1])
+    assert topology.add_requirements(other, [], strict(other), on(nodes[1])) is None
 
 
 def test_a_placed_pods_anti_affinity_keeps_later_pods_away():
@@ -486,8 +488,8 @@ def test_finished_pods_and_pods_on_missing_nodes_do_not_hold_anti_affinity():
     gone = pod("kv-cache-1", node="ip-10-0-9", pod_anti_affinity=anti)
     decoder = pod("decoder-0", labels={"role": "decoder"})
     topology = build([decoder], running=[done, gone], nodes=nodes)
-    narrowed = topology.add_requirements(decoder, [], strict(decoder), on(nodes[0]))
-    assert narrowed.get(ZONE).values() == {"us-west-2b"}
+    assert topology.empty
+    assert topology.add_requirements(decoder, [], strict(decoder), on(nodes[0])) is None
 
 
 # --- pod affinity ----------------------------------------------------------------------------
@@ -672,8 +674,7 @@ def test_update_after_relaxing_a_preferred_anti_affinity_releases_the_pod():
     relaxed = dataclasses.replace(replicas[1], pod_anti_affinity=PodAffinity())
     topology.update(relaxed)
     assert topology.owned(relaxed) == []
-    narrowed = topology.add_requirements(relaxed, [], strict(relaxed), new_nodeclaim(1))
-    assert narrowed.get(HOSTNAME).values() == {hostname_placeholder(1)}
+    assert topology.add_requirements(relaxed, [], strict(relaxed), new_nodeclaim(1)) is None
 
 
 def test_ignore_policy_drops_preferences_and_schedule_anyway_spread():
@@ -691,8 +692,7 @@ def test_a_cluster_without_topology_builds_no_group():
     pods = [pod(f"train-{i}", ns="ml", labels={"job-name": "train"}) for i in range(50)]
     topology = build(pods, running=[vllm(10, node="ip-10-0-0")], nodes=nodes)
     assert topology.empty
-    target = on(nodes[0])
-    assert topology.add_requirements(pods[0], [], strict(pods[0]), target) == target
+    assert topology.add_requirements(pods[0], [], strict(pods[0]), on(nodes[0])) is None
 
 
 def test_unregister_forgets_a_domain():
@@ -777,3 +777,29 @@ def test_a_selected_pod_counts_for_spread_only_once_its_zone_is_one_value():
     assert group.domains == dict.fromkeys(ZONES, 0)
     topology.record(plain, [], new_nodeclaim(2, ["us-west-2b"]))
     assert group.domains == {"us-west-2a": 0, "us-west-2b": 1, "us-west-2c": 0}
+
+
+def test_a_node_without_the_topology_label_is_refused_by_the_compatibility_check():
+    """The topology narrows a node that has no zone label to a zone; as Karpenter checks the
+    narrowed requirements against the node's (strictly, for a node), the node is refused."""
+    bare = Node("cpu-0", labels={HOSTNAME: "cpu-0"})
+    p = vllm(0, topology_spread_constraints=(spread(),))
+    topology = build([p], nodes=[bare])
+    narrowed = topology.add_requirements(p, [], strict(p), on(bare))
+    assert zone_of(narrowed) == ["us-west-2a"]
+    assert on(bare).compatible(narrowed, frozenset()) == (
+        'label "topology.kubernetes.io/zone" does not have known values'
+    )
+
+
+def test_a_refusal_prints_the_first_25_domains_by_name_and_how_many_others():
+    nodes = [node(f"ip-10-0-1-{i:02d}", "us-west-2a") for i in range(30)]
+    running = [vllm(10, node="ip-10-0-1-07")]
+    p = vllm(0, pod_anti_affinity=PodAffinity(required=(term(),)))
+    topology = build([p], running=running, nodes=nodes, pools=[])
+    with pytest.raises(TopologyError) as err:
+        topology.add_requirements(p, [], strict(p), on(nodes[7]))
+    counts = str(err.value).split("(counts = ")[1].split(", podDomains")[0]
+    shown = [f"ip-10-0-1-{i:02d}: {1 if i == 7 else 0}" for i in range(25)]
+    assert counts == ", ".join(shown) + " and 5 other(s)"
+    assert err.value.counts["ip-10-0-1-29"] == 0 and len(err.value.counts) == 30
