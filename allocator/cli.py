@@ -468,6 +468,14 @@ def gates_line(result: dict) -> str:
     return head + (f"; set: {', '.join(changed)}" if changed else "")
 
 
+def _zones_cell(requirements: list[dict]) -> str:
+    """The zones a NodeClaim may launch in (its zone requirement), ``any`` when unconstrained."""
+    for r in requirements:
+        if r["key"] == "topology.kubernetes.io/zone" and r["operator"] == "In":
+            return ", ".join(r["values"])
+    return "any"
+
+
 def summary(result: dict, node_pools: int | None = None) -> str:
     """The human summary of a result. ``node_pools``: how many NodePools the snapshot has (a
     line says so when there are none: no pod can get a new NodeClaim)."""
@@ -510,10 +518,12 @@ def summary(result: dict, node_pools: int | None = None) -> str:
             shown = ", ".join(its[:3]) + (f" +{len(its) - 3}" if len(its) > 3 else "")
             price = f"${nc['price']:.4f}/h" if nc.get("price") is not None else "-"
             drivers = nc["annotations"].get("karpenter.sh/requested-dra-drivers", "-")
-            rows.append([nc["name"], nc["nodePool"], shown, price, str(len(nc["pods"])), drivers])
-        out.append(
-            _table(["NAME", "NODEPOOL", "INSTANCE TYPES", "CHEAPEST", "PODS", "DRA DRIVERS"], rows)
-        )
+            zones = _zones_cell(nc["requirements"])
+            rows.append(
+                [nc["name"], nc["nodePool"], shown, zones, price, str(len(nc["pods"])), drivers]
+            )
+        header = ["NAME", "NODEPOOL", "INSTANCE TYPES", "ZONES", "CHEAPEST", "PODS", "DRA DRIVERS"]
+        out.append(_table(header, rows))
     failures = [p for p in result["pods"] if not p["scheduled"]]
     if failures:
         out.append("\nFailures:\n")

@@ -361,6 +361,93 @@ class PodResourceClaim:
     resource_claim_template_name: str | None = None
 
 
+# --- pod topology: affinity, anti-affinity, spread (read by scheduling/topology.py) --------
+#
+# Frozen so that a pod relaxed by preferences is ``dataclasses.replace(pod, ...)`` with fewer
+# terms, sharing the rest.
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelector:
+    """A metav1.LabelSelector (an empty one selects everything; a pod term without one, None,
+    selects nothing)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()  # as written
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for expr in self.match_expressions:
+            value = labels.get(expr.key)
+            op = expr.operator
+            if op == "In":
+                if value is None or value not in expr.values:
+                    return False
+            elif op == "NotIn":
+                if value is not None and value in expr.values:
+                    return False
+            elif op == "Exists":
+                if value is None:
+                    return False
+            elif op == "DoesNotExist":
+                if value is not None:
+                    return False
+            else:
+                return False
+        return True
+
+
+@dataclass(slots=True, frozen=True)
+class PodAffinityTerm:
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(slots=True, frozen=True)
+class PodAffinity:
+    """``spec.affinity.podAffinity`` or ``podAntiAffinity``."""
+
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class PreferredSchedulingTerm:
+    weight: int
+    preference: dict  # raw NodeSelectorTerm (validated on load)
+
+
+@dataclass(slots=True, frozen=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None  # Honor | Ignore; None: unset (Honor)
+    node_taints_policy: str | None = None  # Honor | Ignore; None: unset (Ignore)
+    match_label_keys: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class Pod:
     namespace: str
@@ -392,6 +479,14 @@ class Pod:
     conditions: tuple[PodCondition, ...] = ()  # status.conditions
     owner_references: tuple[OwnerReference, ...] = ()
     # --- end of volumes, host ports and provisioning ---
+    # --- topology (scheduling/topology.py): labels, pod (anti-)affinity, preferred node
+    # affinity, spread constraints; the preferred terms are what relaxation removes.
+    labels: dict[str, str] = field(default_factory=dict)
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+    preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    # --- end topology
     raw: dict = field(default_factory=dict)
 
     @property

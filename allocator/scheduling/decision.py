@@ -14,6 +14,7 @@ from allocator.model import ResourceClaim
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import InstanceTypeInfo, Resources
 from allocator.scheduling.poddata import FunnelEntry, Target
+from allocator.scheduling.topology import TopologyError
 
 
 @dataclass(slots=True)
@@ -32,6 +33,8 @@ class Refusal:
     deferred: bool = False
     # The in-cluster pools the refusal read (None: not known, any may matter).
     reach: tuple | None = ()
+    # A topology refused the pod: which, and the domains and pods that kept it out.
+    topology: TopologyError | None = None
 
 
 @dataclass(slots=True)

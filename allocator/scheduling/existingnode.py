@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 
 from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
-from allocator.requirements import WELL_KNOWN_LABELS, Requirements, node_requirements
+from allocator.requirements import (
+    LABEL_HOSTNAME,
+    WELL_KNOWN_LABELS,
+    Requirement,
+    Requirements,
+    node_requirements,
+)
 from allocator.scheduling import explain
 from allocator.scheduling.decision import ExistingNodeDecision, Refusal
 from allocator.scheduling.fit import (
@@ -39,6 +45,7 @@ from allocator.scheduling.runstate import (
     pod_level_problem,
     target_code,
 )
+from allocator.scheduling.topology import TopologyError
 from allocator.scheduling.volumes import VolumeAlternative
 
 # Target kinds (what ``target`` reports and how fit treats taints and requirements).
@@ -180,6 +187,7 @@ class ExistingNode:
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
         allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         requirements = self.requirements
+        term = pod.terms[0]
         if pod.check_terms:
             term, reason = first_compatible_term(requirements, pod.terms, allow)
             if term is None:
@@ -191,14 +199,27 @@ class ExistingNode:
             requirements, reason = _volume_alternative(requirements, pod.volume_requirements, allow)
             if requirements is None:
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
-        extra, reason = state.topology.add_requirements(
-            pod.pod, self.taints, pod.strict, requirements, allow
-        )
-        if reason is not None:
-            return Refusal(state.refused(pod_node, label, "topology", reason), "topology")
-        if extra:
-            requirements = requirements.copy()
-            requirements.add(extra)
+        topology = state.topology
+        if not topology.empty:
+            # Karpenter's tryVolumeAlternative: the node's requirements with the pod's, narrowed
+            # by the topologies (a node's domains are single values: kept or refused). The pod's
+            # domains are its strict requirements (no preferences, no volume requirements).
+            if len(term):
+                requirements = requirements.copy()
+                requirements.add(term)
+            try:
+                narrowed = topology.add_requirements(pod.pod, self.taints, pod.strict, requirements)
+            except TopologyError as err:
+                reason = state.refused(pod_node, label, "topology", str(err))
+                return Refusal(reason, "topology", topology=err)
+            if narrowed is not None:
+                problem = requirements.compatible(narrowed, allow)
+                if problem is not None:
+                    reason = state.refused(pod_node, label, "topology", problem)
+                    return Refusal(reason, "topology")
+                if requirements is self.requirements:
+                    requirements = requirements.copy()
+                requirements.add(narrowed)
         if needed:
             # Where the DFS would run, the cheap count may already tell it would fail.
             bound = bounds.get(self.id)
@@ -263,8 +284,7 @@ class ExistingNode:
             self.host_port_usage.add(pod.pod, pod.host_ports)
         if pod.volumes and self.volume_usage is not None:
             self.volume_usage.add(pod.pod, pod.volumes)
-        allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
-        state.topology.record(pod.pod, self.taints, decision.requirements, allow)
+        state.topology.record(pod.pod, self.taints, decision.requirements)
 
 
 def _volume_alternative(
@@ -282,6 +302,18 @@ def _volume_alternative(
             return out, None
         reason = f"incompatible volume requirements, {problem} ({volume.describe()})"
     return None, reason
+
+
+def hostname(labels: dict[str, str], name: str) -> str:
+    """Karpenter's ``StateNode.HostName``: the hostname label, else the node's name."""
+    return labels.get(LABEL_HOSTNAME) or name
+
+
+def _with_hostname(requirements: Requirements, labels: dict[str, str], name: str) -> Requirements:
+    # Karpenter's NewExistingNode: a node's hostname is a requirement even before the kubelet
+    # labels it (topology counts it as that domain).
+    requirements.add(Requirement.new(LABEL_HOSTNAME, "In", [hostname(labels, name)]))
+    return requirements
 
 
 def exceeds(requests: Resources, available: Resources) -> str:
@@ -358,7 +390,7 @@ def existing_nodes(
             kind=EXISTING if is_init else PRE_INITIALIZED,
             node_name=name,
             node_pool=pool,
-            requirements=node_requirements(node.labels, name),
+            requirements=_with_hostname(node_requirements(node.labels, name), node.labels, name),
             instance_types=[it_name] if it_name else [],
             templates={} if is_init else templates_of(it_name),
             taints=list(node.taints) if is_init else held(node.taints, pool),
@@ -382,6 +414,7 @@ def existing_nodes(
             ]
         )
         reqs.add(Requirements.from_labels(labels))
+        reqs = _with_hostname(reqs, labels, name)
         capacity = dict(infos[nc.instance_type].capacity) if nc.instance_type in infos else {}
         pending.append(
             ExistingNode(

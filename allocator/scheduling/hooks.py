@@ -17,7 +17,18 @@ from allocator.scheduling.volumes import VolumeLimitExceeded, Volumes
 
 
 class Topology(Protocol):
-    """Karpenter's ``Topology``: domains counted from the cluster and the NodeClaims of the run."""
+    """Karpenter's ``Topology`` (``scheduling/topology.py``): domains counted from the cluster
+    and the NodeClaims of the run."""
+
+    @property
+    def empty(self) -> bool:
+        """No topology at all: nothing to add, nothing to record (callers may skip both)."""
+        ...
+
+    def constrains(self, pod: Pod) -> bool:
+        """Whether a topology decides where the pod may go: its answers then depend on every
+        placement of the run (no refusal of it may be reused)."""
+        ...
 
     def add_requirements(
         self,
@@ -25,20 +36,16 @@ class Topology(Protocol):
         taints: list[Taint],
         pod_requirements: Requirements,
         node_requirements: Requirements,
-        allow_undefined: frozenset[str],
-    ) -> tuple[Requirements | None, str | None]:
-        """What the pod's topology adds to a target's requirements, or why it cannot go there:
-        (requirements to add or None, None) or (None, the refusal in Karpenter's words).
-        Called by every ``can_add``, after the target's own requirements and devices."""
+    ) -> Requirements | None:
+        """For each key a topology of the pod decides, ``node_requirements`` (the target's with
+        the pod's term) narrowed to the domains allowed there, None when no topology applies;
+        raises ``topology.TopologyError`` (Karpenter's refusal) when a topology leaves no
+        domain. The caller checks the result is compatible with its requirements, then adds it.
+        Called by every ``can_add``, after the target's own requirements (on a NodeClaim,
+        after its devices too: the last narrowing)."""
         ...
 
-    def record(
-        self,
-        pod: Pod,
-        taints: list[Taint],
-        requirements: Requirements,
-        allow_undefined: frozenset[str],
-    ) -> None:
+    def record(self, pod: Pod, taints: list[Taint], requirements: Requirements) -> None:
         """Count the pod in the domains of the target it was added to (every ``add``)."""
         ...
 
@@ -56,10 +63,17 @@ class NoTopology:
 
     __slots__ = ()
 
-    def add_requirements(self, pod, taints, pod_requirements, node_requirements, allow_undefined):
-        return None, None
+    @property
+    def empty(self) -> bool:
+        return True
 
-    def record(self, pod, taints, requirements, allow_undefined) -> None:
+    def constrains(self, pod: Pod) -> bool:
+        return False
+
+    def add_requirements(self, pod, taints, pod_requirements, node_requirements) -> None:
+        return None
+
+    def record(self, pod, taints, requirements) -> None:
         return None
 
     def register(self, key: str, domain: str) -> None:

@@ -33,6 +33,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
+from allocator.scheduling.topology import TopologyError
 
 IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
 
@@ -423,7 +424,7 @@ class NodeClaim:
         if pod.host_ports and self.host_port_usage is not None:
             self.host_port_usage.add(pod.pod, pod.host_ports)
         state.topology.register(HOSTNAME, self.name)
-        state.topology.record(pod.pod, self.taints, plan.requirements, WELL_KNOWN_LABELS)
+        state.topology.record(pod.pod, self.taints, plan.requirements)
 
 
 @dataclass(slots=True, eq=False)
@@ -462,15 +463,21 @@ def _with_topology(
 ) -> tuple[Requirements, Refusal | None]:
     """The NodeClaim's requirements narrowed by the pod's topology (last: it may pick one
     domain of several), or the topology's refusal."""
-    extra, reason = state.topology.add_requirements(
-        pod.pod, taints, pod.strict, reqs, WELL_KNOWN_LABELS
-    )
-    if reason is not None:
+    topology = state.topology
+    if topology.empty:
+        return reqs, None
+    try:
+        narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
+    except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
-        return reqs, Refusal(reason, "topology", reach=None)
-    if extra:
-        reqs = reqs.copy()
-        reqs.add(extra)
+        return reqs, Refusal(str(err), "topology", reach=None, topology=err)
+    if narrowed is None:
+        return reqs, None
+    problem = reqs.compatible(narrowed, WELL_KNOWN_LABELS)
+    if problem is not None:
+        return reqs, Refusal(problem, "topology", reach=None)
+    reqs = reqs.copy()
+    reqs.add(narrowed)
     return reqs, None
 
 

@@ -20,7 +20,13 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 
-from allocator.model import Pod, Toleration
+from allocator.model import (
+    Pod,
+    PodAffinity,
+    PreferredSchedulingTerm,
+    Toleration,
+    TopologySpreadConstraint,
+)
 from allocator.requirements import RequirementError, Requirements
 from allocator.scheduling.gosort import slice_sort
 
@@ -132,7 +138,12 @@ def _preferred_node_affinity(pod: Pod) -> tuple[Pod, Relaxation] | None:
     if not terms:
         return None
     raw = _with_node_affinity(pod, _PREFERRED, terms[1:])
-    return dataclasses.replace(pod, raw=raw), Relaxation(PREFERRED_NODE_AFFINITY, terms[0])
+    typed = tuple(
+        PreferredSchedulingTerm(weight=_weight(t), preference=t.get("preference") or {})
+        for t in terms[1:]
+    )
+    relaxed = dataclasses.replace(pod, raw=raw, preferred_node_affinity=typed)
+    return relaxed, Relaxation(PREFERRED_NODE_AFFINITY, terms[0])
 
 
 def _topology_spread_schedule_anyway(pod: Pod) -> tuple[Pod, Relaxation] | None:
@@ -144,7 +155,10 @@ def _topology_spread_schedule_anyway(pod: Pod) -> tuple[Pod, Relaxation] | None:
             constraints[i] = constraints[-1]
             constraints.pop()
             raw = _with_spec(pod, {**spec, "topologySpreadConstraints": constraints})
-            return dataclasses.replace(pod, raw=raw), Relaxation(TOPOLOGY_SPREAD, tsc)
+            relaxed = dataclasses.replace(
+                pod, raw=raw, topology_spread_constraints=_swap_remove_anyway(pod)
+            )
+            return relaxed, Relaxation(TOPOLOGY_SPREAD, tsc)
     return None
 
 
@@ -171,7 +185,29 @@ def _drop_heaviest(pod: Pod, kind: str, relaxation: str) -> tuple[Pod, Relaxatio
     terms.sort(key=lambda t: -_weight(t))  # Go's SliceStable by weight, descending
     changed = {**affinity, kind: {**section, _PREFERRED: terms[1:]}}
     raw = _with_spec(pod, {**_spec(pod), "affinity": changed})
-    return dataclasses.replace(pod, raw=raw), Relaxation(relaxation, terms[0])
+    # The typed terms (what topology reads) lose the same term, in the same order.
+    affinity_kind = kind == "podAffinity"
+    typed: PodAffinity | None = pod.pod_affinity if affinity_kind else pod.pod_anti_affinity
+    if typed is not None and typed.preferred:
+        ordered = sorted(typed.preferred, key=lambda t: -t.weight)
+        typed = dataclasses.replace(typed, preferred=tuple(ordered[1:]))
+    if affinity_kind:
+        relaxed = dataclasses.replace(pod, raw=raw, pod_affinity=typed)
+    else:
+        relaxed = dataclasses.replace(pod, raw=raw, pod_anti_affinity=typed)
+    return relaxed, Relaxation(relaxation, terms[0])
+
+
+def _swap_remove_anyway(pod: Pod) -> tuple[TopologySpreadConstraint, ...]:
+    """The typed constraints with the first ScheduleAnyway one replaced by the last, as the
+    document's list (Karpenter's removeTopologySpreadScheduleAnyway)."""
+    constraints = list(pod.topology_spread_constraints)
+    for i, tsc in enumerate(constraints):
+        if tsc.when_unsatisfiable == "ScheduleAnyway":
+            constraints[i] = constraints[-1]
+            constraints.pop()
+            break
+    return tuple(constraints)
 
 
 # --- reading and copying the pod document ----------------------------------------------------

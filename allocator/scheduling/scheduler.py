@@ -133,8 +133,7 @@ class Scheduler:
         start_nodes = state.allocator.dfs_nodes
         start_version = cache.state_version  # the attempt itself may change it (validation)
         start_validated = outcome.validated
-        traced = state.trace.enabled
-        shape = cache.shape(outcome.pod, outcome, state.claim_state, traced) if replay else None
+        shape = self._shape(outcome.pod, outcome) if replay else None
         if shape is not None:
             seen = cache.seen_shape(shape)
             if seen is not None:
@@ -241,12 +240,28 @@ class Scheduler:
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
-            # Host ports and volumes refuse before devices do: no shortcut past them.
-            fast=not (state.trace.enabled or check_terms or ports or volumes or alternatives),
+            # Host ports, volumes and topologies refuse before devices do: no shortcut past them.
+            fast=not (
+                state.trace.enabled
+                or check_terms
+                or ports
+                or volumes
+                or alternatives
+                or state.topology.constrains(pod)
+            ),
             host_ports=ports,
             volumes=volumes,
             volume_requirements=alternatives,
         )
+
+    def _shape(self, pod: Pod, outcome: PodOutcome) -> tuple | None:
+        """What a pod's attempt reads (RefusalCache.shape; ``pod``: as relaxed so far); with
+        topology, its labels too (whether a topology selects it)."""
+        state = self.state
+        shape = state.cache.shape(pod, outcome, state.claim_state, state.trace.enabled)
+        if shape is not None and not state.topology.empty:
+            shape = (*shape, tuple(sorted(pod.labels.items())))
+        return shape
 
     # --- deciding: existing nodes, NodeClaims of the run, new NodeClaims ---------------------
 
@@ -283,9 +298,10 @@ class Scheduler:
         # only when the pod fails everywhere (see _explain_deferred).
         quick = cache.nodeclaim_caches and not state.trace.enabled
         deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
+        # A refusal a topology may have decided depends on every placement: not remembered.
         shape = (
-            cache.shape(pod.pod, outcome, state.claim_state, state.trace.enabled)
-            if quick and self.node_claims
+            self._shape(pod.pod, outcome)
+            if quick and self.node_claims and not state.topology.constrains(pod.pod)
             else None
         )
         # Karpenter re-sorts its NodeClaims in place by pod count before each pod, with Go's

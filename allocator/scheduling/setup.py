@@ -11,11 +11,12 @@ from allocator.explanation.messages import HolderIndex
 from allocator.features.gates import FeatureGates
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.pipeline import Pipeline
+from allocator.requirements import LABEL_HOSTNAME
+from allocator.scheduling import hooks
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
-from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes
+from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes, hostname
 from allocator.scheduling.fit import instance_type_info
-from allocator.scheduling.hooks import NO_TOPOLOGY
 from allocator.scheduling.hostports import usage_of as host_port_usage_of
 from allocator.scheduling.initialization import (
     PodClaims,
@@ -34,6 +35,8 @@ from allocator.scheduling.queue import PodSets, collect_pods, deleting_nodes
 from allocator.scheduling.refusalcache import RefusalCache
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.scheduler import Scheduler
+from allocator.scheduling.topology import Topology, topology_needed
+from allocator.scheduling.topologydomaingroup import build_domain_groups
 from allocator.scheduling.tuning import DEFAULT_TUNING, Tuning
 from allocator.scheduling.volumes import RunVolumes, Storage
 from allocator.scheduling.volumes import usage_of as volume_usage_of
@@ -125,7 +128,7 @@ def build_run(
         deleting_pods=pods.deleting,
         counter=counter,
         trace=trace,
-        topology=NO_TOPOLOGY,
+        topology=_topology(snapshot, pods, existing, infos),
         volumes=RunVolumes(storage, pods.volume_topology),
         filter_memo={} if tuning.nodeclaim_caches else None,
     )
@@ -164,6 +167,31 @@ def _count_usage(
         csi_node = snapshot.csi_nodes.get(node.node_name) if node.node_name else None
         node.host_port_usage = host_port_usage_of(pods)
         node.volume_usage = volume_usage_of(csi_node, pods, storage)
+
+
+def _topology(snapshot: Snapshot, pods: PodSets, existing, infos) -> hooks.Topology:
+    """Karpenter's NewTopology (before the existing nodes, which then register their
+    hostnames): none when no pod to schedule uses topology and no pod of the snapshot has a
+    required anti-affinity. Every NodePool is offered the whole catalog, as a cloud provider
+    offers its instance types to each (``buildDomainGroups`` intersects them)."""
+    if not topology_needed(pods.pending, snapshot.pods):
+        return hooks.NO_TOPOLOGY
+    catalog = [infos[name].requirements for name in sorted(infos)]
+    pools = sorted(snapshot.node_pools.values(), key=lambda p: p.name) if catalog else []
+    topology = Topology.build(
+        pods=pods.pending,
+        cluster_pods=snapshot.pods,
+        nodes=snapshot.nodes,
+        existing_nodes=[snapshot.nodes[t.node_name] for t in existing if t.node_name],
+        domain_groups=build_domain_groups((pool, catalog) for pool in pools),
+        namespaces=snapshot.namespaces,
+    )
+    if topology.empty:
+        return hooks.NO_TOPOLOGY
+    for target in existing:
+        source = snapshot.nodes.get(target.node_name or "") or snapshot.node_claims[target.name]
+        topology.register(LABEL_HOSTNAME, hostname(source.labels, target.name))
+    return topology
 
 
 def _attach_extended_claims(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from allocator.model import Namespace, Node, Pod, PodResourceClaim, Taint, Toleration
 from allocator.quantity import Quantity
+from allocator.snapshot import affinity
 from allocator.snapshot.fields import Context
 from allocator.snapshot.provisioning import (
     read_conditions,
@@ -206,5 +207,12 @@ def build_pod(ctx: Context, obj: dict) -> Pod:
         has_status=isinstance(obj.get("status"), dict),
         conditions=read_conditions(ctx, status),
         owner_references=read_owner_references(md),
+        # --- topology (scheduling/topology.py)
+        labels=ctx.string_map(md, "labels", "metadata.labels"),
+        pod_affinity=affinity.read_pod_affinity(ctx, spec, "podAffinity"),
+        pod_anti_affinity=affinity.read_pod_affinity(ctx, spec, "podAntiAffinity"),
+        preferred_node_affinity=affinity.read_preferred_node_affinity(ctx, spec),
+        topology_spread_constraints=affinity.read_spread_constraints(ctx, spec),
+        # --- end topology
         raw=obj,
     )

@@ -236,6 +236,7 @@ _READ_BY_BUILDER = {
     "Namespace": ("labels",),
     "Node": ("labels", "annotations"),
     "NodeClaim": ("labels", "annotations"),
+    "Pod": ("labels",),
 }
 
 

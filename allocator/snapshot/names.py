@@ -46,3 +46,32 @@ def name_problem(name: str, rule: str, what: str) -> str | None:
         "digits, '-' and '.', starting and ending with a letter or digit, at most 253 "
         "characters)"
     )
+
+
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid label key (``IsQualifiedName``: an optional DNS subdomain
+    prefix and '/', then a name of at most 63 characters); None when it is."""
+    prefix, _, name = key.rpartition("/")
+    bad = not name or len(name) > 63 or not _QUALIFIED_NAME.match(name)
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        bad = True
+    if not bad:
+        return None
+    return (
+        f"invalid label key {key!r}: must be a name of at most 63 characters (letters, digits, "
+        "'-', '_' and '.', starting and ending with a letter or digit) with an optional DNS "
+        "subdomain prefix and '/'"
+    )
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid label value (empty is valid); None when it is."""
+    if len(value) <= 63 and _LABEL_VALUE.match(value):
+        return None
+    return (
+        f"invalid label value {value!r}: must be at most 63 characters (letters, digits, '-', "
+        "'_' and '.', starting and ending with a letter or digit), or empty"
+    )

@@ -160,6 +160,7 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
     node_claims = list(result.get("nodeClaims") or [])
     for nc in node_claims:
         nc["cost"] = node_claim_cost(nc)
+        nc["zones"] = node_claim_zones(nc)
     stats = dict(result.get("stats") or {})
     stats.setdefault("pods", len(pods))
     stats.setdefault("scheduled", len(scheduled))
@@ -181,6 +182,18 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
         "warnings": result.get("warnings") or [],
         "total_cost": sum(nc["cost"]["price"] or 0 for nc in node_claims),
     }
+
+
+def node_claim_zones(nc: dict[str, Any]) -> list[str]:
+    """The zones the NodeClaim may launch in, from its zone requirement ([] when any zone)."""
+    for r in nc.get("requirements") or []:
+        if (
+            isinstance(r, dict)
+            and r.get("key") == "topology.kubernetes.io/zone"
+            and r.get("operator") == "In"
+        ):
+            return [str(v) for v in r.get("values") or []]
+    return []
 
 
 def node_claim_cost(nc: dict[str, Any]) -> dict[str, Any]:

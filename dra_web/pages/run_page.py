@@ -39,6 +39,7 @@ _NODE_CLAIM_FIELDS_SHOWN = {
     "annotations",
     "pods",
     "cost",
+    "zones",
     "instanceTypesPruned",
     "requirementsBeforeDRA",
     "requirementsBefore",

@@ -432,3 +432,31 @@ def test_placements_list_the_pods_karpenter_ignores(browser_client, snapshot, ma
 def test_a_run_without_ignored_pods_shows_no_ignored_list(browser_client, run):
     html = _run_html(browser_client, run)
     assert 'id="ignored"' not in html and "ignored by Karpenter" not in html
+
+
+def test_nodeclaims_name_the_zone_they_launch_in(browser_client, snapshot, maria):
+    """A NodeClaim narrowed to one zone (a topology spread, a pod affinity, a zonal device)
+    shows it in the launch table and its NodeClaim entry; an unconstrained one says any."""
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    nc = result["nodeClaims"][0]
+    others = [r for r in nc["requirements"] if r["key"] != "topology.kubernetes.io/zone"]
+    nc["requirements"] = [
+        *others,
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2b"]},
+    ]
+    second = dict(nc, name="gpu-pool-2", pods=[], requirements=others)
+    result["nodeClaims"].append(second)
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _run_html(browser_client, run)
+    launch = _between(html, 'id="launch-h"', "</tfoot>")
+    rows = launch.split("<tr>")
+    first_row = next(r for r in rows if ">gpu-pool-1<" in r)
+    second_row = next(r for r in rows if ">gpu-pool-2<" in r)
+    assert '<span class="tag mono">us-west-2b</span>' in first_row
+    assert '<span class="muted">any</span>' in second_row
+    tab = _between(html, 'id="panel-nodeclaims"', 'id="taint-h"')
+    assert '<span class="muted">zone</span> <span class="mono">us-west-2b</span>' in tab
+    assert '<span class="muted">any zone</span>' in tab

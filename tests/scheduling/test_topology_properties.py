@@ -1,0 +1,119 @@
+"""Topology decisions do not depend on the scheduler's shortcuts: the refusal caches and the
+replay of a pod shape's attempt skip work, never change where a pod goes (a refusal a topology
+may have decided depends on every placement, so it is never reused).
+
+Random GPU clusters (those of test_nodeclaim_cache_properties) whose pods carry an app label
+and one of: nothing, a zone spread over their app, a hostname or zone anti-affinity to their
+app, a zone affinity to another app. The result with every shortcut on is the one with them
+off, apart from clock readings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocator.simulation import SimulationOptions, simulate
+from allocator.snapshot import load_files
+from tests.contract.conftest import node, pod
+from tests.scheduling.test_nodeclaim_cache_properties import cluster, it_spec, node_spec, pod_spec
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+APPS = ("vllm", "ray-worker")
+RULES = ("none", "zone-spread", "hostname-anti", "zone-anti", "zone-affinity")
+
+
+def with_topology(doc: dict, app: str, rule: str) -> dict:
+    doc["metadata"]["labels"] = {"app": app}
+    selector = {"matchLabels": {"app": app}}
+    spec = doc["spec"]
+    if rule == "zone-spread":
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            }
+        ]
+    elif rule in ("hostname-anti", "zone-anti"):
+        key = HOSTNAME if rule == "hostname-anti" else ZONE
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": key, "labelSelector": selector}
+                ]
+            }
+        }
+    elif rule == "zone-affinity":
+        other = APPS[1] if app == APPS[0] else APPS[0]
+        spec["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": other}}}
+                ]
+            }
+        }
+    return doc
+
+
+def run(docs: list[dict], shortcuts: bool) -> dict:
+    snapshot = load_files([("cluster.json", json.dumps(docs))])
+    options = SimulationOptions(suggestions=False)
+    options.nodeclaim_caches = shortcuts
+    options.funnel_refusal = shortcuts
+    result = simulate(snapshot, options).result
+    result["stats"].pop("seconds")
+    return result
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.lists(node_spec, max_size=3),
+    its=st.lists(it_spec, min_size=1, max_size=3),
+    pods=st.lists(
+        st.tuples(pod_spec, st.sampled_from(APPS), st.sampled_from(RULES)),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_topology_decisions_do_not_depend_on_the_shortcuts(nodes, its, pods) -> None:
+    docs = cluster(nodes, its, [spec for spec, _, _ in pods], 0, False)
+    pod_docs = [d for d in docs if d["kind"] == "Pod" and not d["spec"].get("nodeName")]
+    for doc, (_, app, rule) in zip(pod_docs, pods, strict=True):
+        with_topology(doc, app, rule)
+    assert run(docs, True) == run(docs, False)
+
+
+def test_a_pod_alike_but_for_its_labels_is_not_given_anothers_refusal() -> None:
+    """Two pending pods with the same spec (no claims), one labelled app=vllm: a running pod's
+    zone anti-affinity against vllm pods keeps the first out of the only zone, not the second
+    (an attempt replayed by shape would have refused both)."""
+    its = [("H100", 4, 16, ("us-west-2a",))]
+    first = pod("train-0", cpu="2", created="2026-12-01T10:00:00Z")
+    second = pod("train-1", cpu="2", created="2026-12-01T10:00:01Z")
+    docs = [*cluster([], its, [], 0, False), first, second]
+    first["metadata"]["labels"] = {"app": "vllm"}
+    second["metadata"]["labels"] = {"app": "ray-worker"}
+    docs += [
+        node("kv-node-a", cpu="8", memory="64Gi", labels={ZONE: "us-west-2a"}),
+        pod("kv-cache-0", node_name="kv-node-a", created="2026-12-01T09:00:00Z"),
+    ]
+    guard = docs[-1]
+    guard["metadata"]["labels"] = {"app": "kv-cache"}
+    guard["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "vllm"}}}
+            ]
+        }
+    }
+    result = run(docs, True)
+    assert result == run(docs, False)
+    placed = {p["pod"]: p["scheduled"] for p in result["pods"]}
+    assert placed == {"default/train-0": False, "default/train-1": True}
+    (refused,) = [p for p in result["pods"] if not p["scheduled"]]
+    assert "unsatisfiable topology constraint for pod anti-affinity" in refused["error"]
