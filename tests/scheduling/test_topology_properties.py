@@ -15,6 +15,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from tests.contract.conftest import node, pod
@@ -63,9 +64,8 @@ def with_topology(doc: dict, app: str, rule: str) -> dict:
 def run(docs: list[dict], shortcuts: bool) -> dict:
     snapshot = load_files([("cluster.json", json.dumps(docs))])
     options = SimulationOptions(suggestions=False)
-    options.nodeclaim_caches = shortcuts
-    options.funnel_refusal = shortcuts
-    result = simulate(snapshot, options).result
+    tuning = Tuning(funnel_refusal=shortcuts, nodeclaim_caches=shortcuts)
+    result = simulate(snapshot, options, tuning=tuning).result
     result["stats"].pop("seconds")
     return result
 
