@@ -27,18 +27,9 @@ def _at(obj: object, *path: str) -> object:
     return obj
 
 
-def _dicts(value: object) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def _pending(pod: dict) -> bool:
     """Still to be scheduled (no node yet): the pods a pod-level row matters for."""
     return not _at(pod, "spec", "nodeName")
-
-
-def _min_values(pool: dict) -> bool:
-    requirements = _at(pool, "spec", "template", "spec", "requirements")
-    return any(r.get("minValues") is not None for r in _dicts(requirements))
 
 
 def _nonempty(*path: str) -> Callable[[dict], bool]:
@@ -67,57 +58,11 @@ class KindRow:
 FIELDS: tuple[FieldRow, ...] = (
     FieldRow(
         "Pod",
-        "spec.topologySpreadConstraints",
-        "topology spread is not simulated: pods may be packed into one zone or node where the "
-        "cluster would spread them (and launch other NodeClaims)",
-        _nonempty("spec", "topologySpreadConstraints"),
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
-        "spec.affinity.podAffinity",
-        "pod affinity is not simulated: a pod may be placed away from the pods it must run beside",
-        _nonempty("spec", "affinity", "podAffinity"),
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
-        "spec.affinity.podAntiAffinity",
-        "pod anti-affinity is not simulated (neither a pending pod's nor that of running pods "
-        "towards it): pods may share a node or zone they must not",
-        _nonempty("spec", "affinity", "podAntiAffinity"),
-    ),
-    FieldRow(
-        "Pod",
-        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-        "preferred node affinity is ignored: Karpenter first treats preferences as required "
-        "(and relaxes them only when that fails), so it may choose other nodes or instance types",
-        _nonempty(
-            "spec", "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"
-        ),
-        pending_only=True,
-    ),
-    FieldRow(
-        "Pod",
         "spec.priorityClassName",
         "priority and preemption are not simulated: a pending pod never preempts running "
         "pods of lower priority (kube-scheduler may, instead of waiting for a new node)",
         _nonempty("spec", "priorityClassName"),
         pending_only=True,
-    ),
-    FieldRow(
-        "NodePool",
-        "spec.template.spec.requirements[].minValues",
-        "minValues is not enforced: a NodeClaim may keep fewer instance types (or zones, "
-        "families) than the NodePool asks for, where Karpenter would not launch it",
-        _min_values,
-    ),
-    FieldRow(
-        "NodePool",
-        "spec.limits.nodes",
-        "the limit on the number of nodes is not enforced: more NodeClaims may be launched "
-        "than the NodePool allows (its cpu, memory and other resource limits are)",
-        lambda pool: _at(pool, "spec", "limits", "nodes") is not None,
     ),
 )
 

@@ -92,6 +92,12 @@ def _min_values() -> dict:
 
 # One realistic object per row of the table: the row's field set, nothing else.
 EXAMPLES = {
+    "spec.priorityClassName": lambda: pod(priorityClassName="training-high"),
+}
+
+# Fields the simulation honours (topology, preferences, NodePool minValues and the nodes
+# limit): none of them is reported as not simulated.
+SIMULATED = {
     "spec.topologySpreadConstraints": lambda: pod(topologySpreadConstraints=SPREAD),
     "spec.affinity.podAffinity": lambda: pod(
         affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": AFFINITY_TERM}}
@@ -121,10 +127,15 @@ EXAMPLES = {
             }
         }
     ),
-    "spec.priorityClassName": lambda: pod(priorityClassName="training-high"),
     "spec.template.spec.requirements[].minValues": _min_values,
     "spec.limits.nodes": lambda: node_pool(limits={"cpu": "1000", "nodes": "10"}),
 }
+
+
+@pytest.mark.parametrize("field", SIMULATED)
+def test_fields_the_simulation_honours_give_no_warning(field):
+    obj = SIMULATED[field]()
+    assert field_warnings([(obj["kind"], obj)]) == []
 
 
 def test_every_row_has_an_example_and_a_reason():
@@ -152,7 +163,7 @@ def test_objects_without_those_fields_give_no_warning():
 
 
 def test_one_warning_per_field_with_a_count_and_a_few_examples():
-    pods = [pod(f"train-{i}", topologySpreadConstraints=SPREAD) for i in range(7)]
+    pods = [pod(f"train-{i}", priorityClassName="training-high") for i in range(7)]
     (warning,) = field_warnings([("Pod", p) for p in pods])
     assert (
         "on 7 pending pods (ml-training/train-0, ml-training/train-1, ml-training/train-2 and 4 more)"
@@ -166,14 +177,13 @@ def test_pod_rows_that_concern_only_the_pod_itself_skip_bound_pods():
         "web-0",
         "shop",
         nodeName="ip-10-0-1-23.us-west-2.compute.internal",
-        topologySpreadConstraints=SPREAD,
-        affinity={
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": AFFINITY_TERM}
-        },
+        priorityClassName="training-high",
     )
-    (warning,) = field_warnings([("Pod", bound)])
-    # A running pod's anti-affinity keeps pending pods away from it; its spread does nothing.
-    assert "podAntiAffinity on 1 pod (shop/web-0)" in warning
+    # A running pod's priority changes nothing for the pods still to be placed.
+    assert field_warnings([("Pod", bound)]) == []
+    pending = pod("web-1", "shop", priorityClassName="training-high")
+    (warning,) = field_warnings([("Pod", bound), ("Pod", pending)])
+    assert "priorityClassName on 1 pending pod (shop/web-1)" in warning
 
 
 @pytest.mark.parametrize(

@@ -105,14 +105,7 @@ def _spread_snapshot(owner):
     docs = synthetic_cluster(nodes=2, pending_pods=2)
     for doc in docs:
         if doc["kind"] == "Pod" and not doc["spec"].get("nodeName"):
-            doc["spec"]["topologySpreadConstraints"] = [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": "topology.kubernetes.io/zone",
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": "trainer"}},
-                }
-            ]
+            doc["spec"]["priorityClassName"] = "training-high"
     docs.append(
         {
             "apiVersion": "policy/v1",
@@ -128,7 +121,7 @@ def test_the_snapshot_page_lists_what_is_not_simulated(browser_client, maria):
     snapshot = _spread_snapshot(maria)
     html = browser_client.get(reverse("pages:snapshot", args=[snapshot.pk])).content.decode()
     assert "Not simulated" in html and "data-unsimulated" in html
-    assert "Pod spec.topologySpreadConstraints on 2 pending pods" in html
+    assert "Pod spec.priorityClassName on 2 pending pods" in html
     assert "not simulated: 1 PodDisruptionBudget (ml-training/trainer) skipped" in html
     dashboard = browser_client.get("/").content.decode()
     assert '<span class="badge warn">2</span>' in dashboard
@@ -137,7 +130,7 @@ def test_the_snapshot_page_lists_what_is_not_simulated(browser_client, maria):
 def test_the_run_page_lists_what_is_not_simulated(browser_client, maria, capture):
     run = _start(browser_client, _spread_snapshot(maria), capture)
     assert run.status == "succeeded", run.error
-    assert any("topologySpreadConstraints" in w for w in run.result["warnings"])
+    assert any("priorityClassName" in w for w in run.result["warnings"])
     html = browser_client.get(reverse("pages:run", args=[run.pk])).content.decode()
     assert "2 snapshot warnings" in html
-    assert "not simulated: Pod spec.topologySpreadConstraints on 2 pending pods" in html
+    assert "not simulated: Pod spec.priorityClassName on 2 pending pods" in html

@@ -107,3 +107,17 @@ def test_nodes_limit_reached_sends_the_pod_to_the_next_nodepool():
     entry = _pod(result, "default/finetune-0")
     assert entry["target"] == {"kind": "NodeClaim", "name": "burst-h100-1", "new": True}
     assert [nc["nodePool"] for nc in result["nodeClaims"]] == ["burst-h100"]
+
+
+def test_a_preferred_anti_affinity_is_held_until_a_limit_forces_its_relaxation():
+    """Relaxing the preference removes the term topology counts: the replicas then share the
+    one NodeClaim the cpu limit allows, each naming the term it gave up."""
+    result = _result("topology-vllm-preferred-anti-affinity.yaml")
+    assert [nc["name"] for nc in result["nodeClaims"]] == ["gpu-1"]
+    first, *others = result["pods"]
+    assert first["target"]["name"] == "gpu-1" and "relaxed" not in first
+    for pod in others:
+        assert pod["scheduled"] and pod["target"]["name"] == "gpu-1"
+        assert [r["kind"] for r in pod["relaxed"]] == ["preferred-pod-anti-affinity"]
+        term = pod["relaxed"][0]["term"]["podAffinityTerm"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
