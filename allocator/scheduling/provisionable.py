@@ -21,16 +21,11 @@ from enum import StrEnum
 
 from allocator.model import Pod
 from allocator.requirements import (
-    LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
-    LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
-    LABEL_OS,
-    LABEL_REGION,
-    LABEL_WINDOWS_BUILD,
-    LABEL_ZONE,
     NORMALIZED_LABELS,
+    WELL_KNOWN_LABELS,
     RequirementError,
     Requirements,
 )
@@ -139,19 +134,9 @@ def provisionable_problem(pod: Pod) -> IgnoreReason | None:
 
 # --- Validate ----------------------------------------------------------------------------------
 
-# Karpenter's v1.WellKnownLabels (the API's list: kubernetes.io/hostname is not among them).
-KARPENTER_WELL_KNOWN_LABELS = frozenset(
-    {
-        LABEL_NODEPOOL,
-        LABEL_ZONE,
-        LABEL_REGION,
-        LABEL_INSTANCE_TYPE,
-        LABEL_ARCH,
-        LABEL_OS,
-        LABEL_CAPACITY_TYPE,
-        LABEL_WINDOWS_BUILD,
-    }
-)
+# Karpenter's v1.WellKnownLabels: the scheduler's well-known labels but kubernetes.io/hostname,
+# which the API's list does not have.
+KARPENTER_WELL_KNOWN_LABELS = WELL_KNOWN_LABELS - {LABEL_HOSTNAME}
 RESTRICTED_LABEL_DOMAINS = frozenset({"karpenter.sh"})
 RESTRICTED_LABELS = frozenset({LABEL_HOSTNAME})
 WELL_KNOWN_VALUES = {LABEL_CAPACITY_TYPE: ("on-demand", "reserved", "spot")}

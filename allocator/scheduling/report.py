@@ -37,6 +37,7 @@ from allocator.scheduling.fit import (
     offering_allowed,
 )
 from allocator.scheduling.gating import NOT_PUBLISHED, requested_drivers
+from allocator.scheduling.zonepinning import zone_pins
 
 DEVICES = "devices"
 REQUIREMENTS = "requirements"
@@ -516,3 +517,27 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
         )
         entry["bindingConditions"] = binding_conditions(entry["pods"], pod_entries)
         entry["initializationGating"] = new_node_claim_gating(nc.name, entry["annotations"])
+        entry["zonePinnedBy"] = [
+            pin.to_json()
+            for pin in zone_pins(
+                _template_requirements(scheduler, nc.node_pool),
+                nc.pods,
+                scheduler.state.volumes.alternatives,
+                {
+                    key: [
+                        c["nodeSelector"]
+                        for c in pod_entries[key]["claims"]
+                        if isinstance(c.get("nodeSelector"), dict)
+                    ]
+                    for key in entry["pods"]
+                },
+            )
+        ]
+
+
+def _template_requirements(scheduler, node_pool: str) -> Requirements:
+    """The requirements a NodeClaim of ``node_pool`` starts from (its NodePool's)."""
+    for template in scheduler.templates:
+        if template.name == node_pool:
+            return template.requirements
+    return Requirements()

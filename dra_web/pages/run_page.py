@@ -40,6 +40,7 @@ _NODE_CLAIM_FIELDS_SHOWN = {
     "pods",
     "cost",
     "zones",
+    "zonePinnedBy",
     "instanceTypesPruned",
     "requirementsBeforeDRA",
     "requirementsBefore",

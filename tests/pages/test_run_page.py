@@ -460,3 +460,31 @@ def test_nodeclaims_name_the_zone_they_launch_in(browser_client, snapshot, maria
     tab = _between(html, 'id="panel-nodeclaims"', 'id="taint-h"')
     assert '<span class="muted">zone</span> <span class="mono">us-west-2b</span>' in tab
     assert '<span class="muted">any zone</span>' in tab
+
+
+def test_a_nodeclaim_says_what_pins_its_zone(browser_client, snapshot, maria):
+    """The NodeClaims tab lists what narrowed the zone (a pod's volume here), linking the pod."""
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    nc = result["nodeClaims"][0]
+    pod = nc["pods"][0]
+    nc["zonePinnedBy"] = [
+        {
+            "source": "volume",
+            "pod": pod,
+            "detail": "PersistentVolume pv-cache of PersistentVolumeClaim ml/model-cache: "
+            "topology.kubernetes.io/zone In [us-west-2b]",
+        }
+    ]
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _run_html(browser_client, run)
+    tab = _between(html, 'id="panel-nodeclaims"', 'id="taint-h"')
+    pins = _between(tab, "data-zone-pins", "</ul>")
+    assert "What pins its zone" in tab
+    assert '<span class="tag">volume</span>' in pins
+    assert 'href="#pod-' in pins and pod in pins
+    assert "PersistentVolume pv-cache of PersistentVolumeClaim ml/model-cache" in pins
+    # Not shown among the NodeClaim's other, unrecognised fields.
+    assert "zonePinnedBy" not in tab
