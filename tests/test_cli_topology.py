@@ -88,3 +88,29 @@ def test_decoder_follows_the_kv_cache_into_its_zone():
     # us-west-2a is the cheapest zone; the affinity to the running kv-cache pod wins.
     assert zones(nodeclaim) == ["us-west-2b"]
     assert nodeclaim["pods"] == ["inference/decoder-0"]
+
+
+def test_an_anti_affinity_refusal_names_the_pod_in_the_way(tmp_path):
+    """With the NodePool's cpu limit allowing one p5.48xlarge, the second and third replicas
+    cannot get a node of their own: the refusal keeps Karpenter's words and names the replica
+    already on gpu-1."""
+    import yaml
+
+    docs = list(yaml.safe_load_all((EXAMPLES / "topology-vllm-anti-affinity.yaml").read_text()))
+    for doc in docs:
+        if doc and doc["kind"] == "NodePool":
+            doc["spec"]["limits"] = {"cpu": "200"}
+    path = tmp_path / "limited.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["simulate", str(path), "--json"], stdout=out, stderr=err) == 0
+    first, *others = json.loads(out.getvalue())["pods"]
+    assert first["scheduled"]
+    for pod in others:
+        assert not pod["scheduled"]
+        reason = dict((r["target"], r["reason"]) for r in pod["reasons"])["node/gpu-1"]
+        assert reason.startswith(
+            "unsatisfiable topology constraint for pod anti-affinity, key=kubernetes.io/hostname "
+            "(counts = gpu-1: 1"
+        )
+        assert f"[pods it selects in kubernetes.io/hostname=gpu-1: 1 ({first['pod']})]" in reason

@@ -210,7 +210,7 @@ class ExistingNode:
             try:
                 narrowed = topology.add_requirements(pod.pod, self.taints, pod.strict, requirements)
             except TopologyError as err:
-                reason = state.refused(pod_node, label, "topology", str(err))
+                reason = state.refused(pod_node, label, "topology", err.explained())
                 return Refusal(reason, "topology", topology=err)
             if narrowed is not None:
                 problem = requirements.compatible(narrowed, allow)

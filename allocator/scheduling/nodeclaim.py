@@ -470,7 +470,7 @@ def _with_topology(
         narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
     except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
-        return reqs, Refusal(str(err), "topology", reach=None, topology=err)
+        return reqs, Refusal(err.explained(), "topology", reach=None, topology=err)
     if narrowed is None:
         return reqs, None
     problem = reqs.compatible(narrowed, WELL_KNOWN_LABELS)

@@ -141,6 +141,18 @@ class TopologyError(Exception):
             f"nodeDomains = {self.node_domains}"
         )
 
+    def explained(self) -> str:
+        """Karpenter's words, then the domains and pods that caused the refusal (a refusal's
+        reason: bounded, a few domains with a few pods each)."""
+        if not self.causes:
+            return str(self)
+        held = "; ".join(
+            f"{self.key}={c.domain}: {c.count}" + (f" ({', '.join(c.pods)})" if c.pods else "")
+            for c in self.causes
+        )
+        whose = "anti-affinity of the pods in" if self.inverse else "pods it selects in"
+        return f"{self} [{whose} {held}]"
+
 
 @dataclass(slots=True, frozen=True)
 class _GroupSpec:
