@@ -216,6 +216,7 @@ def pod(
     affinity_preferences: list[tuple[int, dict]] | None = None,
     anti_affinity_preferences: list[tuple[int, dict]] | None = None,
     tolerations: list[dict] | None = None,
+    pvcs: tuple[str, ...] = (),
     node_name: str | None = None,
     phase: str | None = None,
     deleting: bool = False,
@@ -268,6 +269,11 @@ def pod(
         spec["topologySpreadConstraints"] = spread
     if tolerations:
         spec["tolerations"] = tolerations
+    if pvcs:
+        spec["volumes"] = [
+            {"name": f"data-{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(pvcs)
+        ]
     md: dict[str, Any] = {
         "name": name,
         "namespace": namespace,

@@ -3,20 +3,11 @@ the simulation's public entry (snapshot documents in, result document out; see h
 harness: Karpenter's fake cloud provider, ExpectProvisioned, ExpectSkew). Each test keeps its
 Describe / Context as the class and its title as the docstring.
 
-Ported: 86 of the file's 103 titles (Describe "Topology": 82 of 98, "Taints": 4 of 4,
-"Topology with Volume Requirements": 0 of 1). Left out (17), and why:
+Ported: 91 of the file's 103 titles (Describe "Topology": 86 of 98, "Taints": 4 of 4,
+"Topology with Volume Requirements": 1 of 1). Left out (12), and why:
 
 - Context "DefaultConstraints" (12 titles): cluster-wide default spread constraints come from
   Karpenter's ``--scheduler-config``; a snapshot has no such input and the project none.
-- "Topology with Volume Requirements" / "should schedule pod with PVC and TSC minDomains=3 when
-  pods are spread across 3 zones": a PersistentVolume's zone (volume topology) is not read on
-  this branch.
-- Four titles need preference relaxation (a preferred term or a ScheduleAnyway constraint is
-  required until relaxed, then dropped; not on this branch, where it stays required):
-  CapacityType "should violate max-skew when unsat = schedule anyway (capacity type)";
-  Pod Affinity/Anti-Affinity "should allow violation of preferred pod affinity", "should allow
-  violation of preferred pod anti-affinity", "should allow violation of a pod affinity
-  preference with a conflicting required constraint".
 
 Differences of the harness, not of the titles: "should not spread an invalid label selector" is
 skipped by Karpenter on Kubernetes >= 1.24 (admission refuses the selector); here the snapshot
@@ -25,9 +16,12 @@ loader refuses it, which is what the port asserts. In "should only count running
 does not provision for it (IsProvisionable), which this branch does not decide yet.
 
 Karpenter picks among tied domains in Go's map order (so its tests assert counts, not which
-zone); here ties go to the zone sorted first, and the assertions are Karpenter's. Context
-"Combined Hostname and Zonal Topology" has two titles "should spread pods while respecting both
-constraints"; the second is ported as ..._capacity_type_and_hostname (what it constrains).
+zone); here ties go to the zone sorted first, and the assertions are Karpenter's. In "should
+schedule pod with PVC and TSC minDomains=3 ...", Karpenter's PersistentVolume is in zone-1, the
+zone a tie picks here anyway; the port puts it in zone-3 so that the zone assertion fails if
+the volume's zone were not read. Context "Combined Hostname and Zonal Topology" has two titles
+"should spread pods while respecting both constraints"; the second is ported as
+..._capacity_type_and_hostname (what it constrains).
 """
 
 from __future__ import annotations
@@ -58,6 +52,7 @@ from tests.scheduling.karpenter.harness import (
     spread,
     term,
 )
+from tests.scheduling.karpenter.kit import pv, pvc
 
 LABELS = {"app": "inference"}
 AFF = {"security": "s2"}
@@ -366,6 +361,17 @@ class TestCapacityType:
         cluster.apply(default_pool(requirements=[req(CAPACITY_TYPE, "In", ON_DEMAND)]))
         cluster.provision(*pods(5, labels=LABELS, cpu="1.1", spread=[capacity_spread()]))
         assert cluster.skew("default", CAPACITY_TYPE, LABELS) == [1, 2]
+
+    def test_should_violate_max_skew_when_unsat_schedule_anyway_capacity_type(self, cluster):
+        """Karpenter: should violate max-skew when unsat = schedule anyway (capacity type)."""
+        tsc = capacity_spread(when="ScheduleAnyway")
+        cluster.apply(default_pool(requirements=[req(CAPACITY_TYPE, "In", SPOT)]))
+        cluster.provision(pod(labels=LABELS, cpu="1.1", spread=[tsc]))
+        assert cluster.skew("default", CAPACITY_TYPE, LABELS) == [1]
+        cluster.apply(default_pool(requirements=[req(CAPACITY_TYPE, "In", ON_DEMAND)]))
+        cluster.provision(*pods(5, labels=LABELS, cpu="1.1", spread=[tsc]))
+        # Only on-demand is left: the spread is relaxed away and all five go there.
+        assert cluster.skew("default", CAPACITY_TYPE, LABELS) == [1, 5]
 
     def test_should_only_count_running_scheduled_pods_with_matching_labels_scheduled_to_nodes_with_a_corresponding_domain(  # noqa: E501
         self, cluster
@@ -867,6 +873,22 @@ class TestPodAffinityAntiAffinity:
         assert n2["metadata"]["labels"][ZONE] == ZONE3
         assert n1["metadata"]["name"] != n2["metadata"]["name"]
 
+    def test_should_allow_violation_of_preferred_pod_affinity(self, cluster):
+        """Karpenter: should allow violation of preferred pod affinity."""
+        spread_pods = pods(10, labels=LABELS, spread=[spread(HOSTNAME, labels=LABELS)])
+        follower = pod(affinity_preferences=[(50, aff_term(HOSTNAME))])
+        cluster.provision(*spread_pods, follower)
+        # No pod it prefers exists, but that is only a preference: relaxed, it schedules.
+        assert cluster.scheduled(follower)
+
+    def test_should_allow_violation_of_preferred_pod_anti_affinity(self, cluster):
+        """Karpenter: should allow violation of preferred pod anti-affinity."""
+        avoiders = pods(10, anti_affinity_preferences=[(50, aff_term(ZONE, LABELS))])
+        zonal_pods = pods(3, labels=LABELS, spread=[zonal()])
+        cluster.provision(*zonal_pods, *avoiders)
+        # The three spread pods take every zone: the avoiders schedule once relaxed.
+        assert all(cluster.scheduled(p) for p in avoiders)
+
     def test_should_separate_nodes_using_simple_pod_anti_affinity_on_hostname(self, cluster):
         """Karpenter: should separate nodes using simple pod anti-affinity on hostname."""
         # Anti-affinity works both ways: whichever of the two is placed first.
@@ -971,6 +993,26 @@ class TestPodAffinityAntiAffinity:
         target = pod(labels=AFF)
         cluster.provision(target)
         assert cluster.scheduled(target)
+
+    def test_should_allow_violation_of_a_pod_affinity_preference_with_a_conflicting_required_constraint(  # noqa: E501
+        self, cluster
+    ):
+        """Karpenter: should allow violation of a pod affinity preference with a conflicting
+        required constraint."""
+        constraint = spread(HOSTNAME, labels=LABELS)
+        target = pod(labels=AFF)
+        # One per host, each preferring the target's host.
+        followers = pods(
+            3,
+            labels=LABELS,
+            spread=[constraint],
+            affinity_preferences=[(50, aff_term(HOSTNAME))],
+        )
+        placed = [*followers, target]
+        cluster.provision(*placed)
+        assert all(cluster.scheduled(p) for p in placed)
+        # The spread is required: three nodes, whatever the preference.
+        assert cluster.skew("", HOSTNAME, LABELS) == [1, 1, 1]
 
     def test_should_support_pod_anti_affinity_with_a_zone_topology(self, cluster):
         """Karpenter: should support pod anti-affinity with a zone topology."""
@@ -1134,3 +1176,31 @@ class TestTaints:
         p = pod(tolerations=[{"key": "test-key", "operator": "Exists", "effect": "NoExecute"}])
         cluster.provision(p)
         assert cluster.node_of(p)["spec"]["taints"] == []
+
+
+class TestTopologyWithVolumeRequirements:
+    """Describe("Topology with Volume Requirements"), in the same file: its NodePool is
+    on-demand only."""
+
+    def test_should_schedule_pod_with_pvc_and_tsc_min_domains_3_when_pods_are_spread_across_3_zones(  # noqa: E501
+        self, cluster
+    ):
+        """Karpenter: should schedule pod with PVC and TSC minDomains=3 when pods are spread
+        across 3 zones."""
+        labels = {"app": "checkpoint-writer"}
+        tsc = spread(ZONE, labels=labels, minDomains=3)
+        # Karpenter binds the volume to zone-1; here zone-3, as ties go to zone-1 (see above).
+        volume = pv("checkpoints-pv", zones=(ZONE3,))
+        claim = pvc("checkpoints", volume="checkpoints-pv")
+        cluster.apply(
+            default_pool(requirements=[req(CAPACITY_TYPE, "In", ON_DEMAND)]), volume, claim
+        )
+        initial = pods(3, labels=labels, spread=[tsc])
+        cluster.provision(*initial)
+        assert all(cluster.scheduled(p) for p in initial)
+        assert cluster.skew("default", ZONE, labels) == [1, 1, 1]
+        # The volume pins the NodeClaim to its zone; it must not shrink the spread's domains.
+        with_pvc = pod(labels=labels, spread=[tsc], pvcs=("checkpoints",))
+        cluster.provision(with_pvc)
+        assert cluster.node_of(with_pvc)["metadata"]["labels"][ZONE] == ZONE3
+        assert cluster.skew("default", ZONE, labels) == [1, 1, 2]
