@@ -13,6 +13,8 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from allocator.explanation.suggestions import apply_change
 from tests.explanation.test_suggestions import failed, first, placed_after
@@ -349,3 +351,111 @@ def test_nodes_limit_with_a_cpu_limit_left_alone_raises_only_nodes():
     assert s["change"]["value"] == {"cpu": "1k", "nodes": "3"}
     assert "cpu" not in s["message"]
     placed_after(docs, s)
+
+
+def test_storage_class_allowed_topologies_zone_the_nodepool_shuts_out_gets_it_allowed():
+    # An unbound claim (WaitForFirstConsumer) whose StorageClass provisions only in us-west-2c.
+    zones = {"key": ZONE, "operator": "In", "values": ["us-west-2a"]}
+    docs = zonal_cluster(zones)
+    docs[0]["allowedTopologies"] = [
+        {"matchLabelExpressions": [{"key": ZONE, "values": ["us-west-2c"]}]}
+    ]
+    docs[0]["metadata"]["name"] = "gp3-us-west-2c"
+    docs[2] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "model-cache", "namespace": "default"},
+        "spec": {
+            "storageClassName": "gp3-us-west-2c",
+            "resources": {"requests": {"storage": "1Ti"}},
+        },
+        "status": {"phase": "Pending"},
+    }
+    del docs[1]  # no PersistentVolume yet
+    s = first(failed(docs), "nodepool-requirement")
+    assert "StorageClass gp3-us-west-2c" in s["message"]
+    assert s["change"]["value"][1] == {
+        "key": ZONE,
+        "operator": "In",
+        "values": ["us-west-2a", "us-west-2c"],
+    }
+    placed_after(docs, s)
+
+
+# --- generated clusters: every suggestion, applied to the snapshot, places the pod -------------
+
+ZONES = ["us-west-2a", "us-west-2b", "us-west-2c"]
+
+
+def exporter_daemonset(port: int) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "node-exporter", "namespace": "default", "uid": "ds-uid"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "node-exporter"}},
+            "template": {
+                "metadata": {"labels": {"app": "node-exporter"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "node-exporter",
+                            "image": "quay.io/prometheus/node-exporter:v1.8.2",
+                            "ports": [{"containerPort": port, "hostPort": port}],
+                            "resources": {"requests": {"cpu": "100m", "memory": "180Mi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+@st.composite
+def scheduling_clusters(draw) -> list[dict]:
+    docs: list[dict] = []
+    for i in range(draw(st.integers(0, 2))):
+        name = f"ip-10-0-{i}-7.us-west-2.compute.internal"
+        docs.append(
+            node(name, zone=draw(st.sampled_from(ZONES)), instance_type="g6e.2xlarge", cpu="8")
+        )
+        port = draw(st.sampled_from([None, 9100, 9101]))
+        if port:
+            docs.append(with_host_port(pod(f"exporter-{i}", node_name=name, cpu="100m"), port))
+    if draw(st.booleans()):
+        docs.append(exporter_daemonset(draw(st.sampled_from([9100, 9102]))))
+    requirements = [*_families(*draw(st.sampled_from([["g6e"], ["g6e", "g6"]])))]
+    if draw(st.booleans()):
+        requirements[0]["minValues"] = draw(st.integers(2, 3))
+    allowed = draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True))
+    requirements.append({"key": ZONE, "operator": "In", "values": sorted(allowed)})
+    limits = {"nodes": "0"} if draw(st.integers(0, 3)) == 0 else None
+    docs.append(node_pool("inference", requirements=requirements, limits=limits))
+    offerings = [offering(z, 2.0 + k / 10) for k, z in enumerate(ZONES)]
+    docs.append(instance_type("g6e.2xlarge", cpu="8", memory="64Gi", offerings=offerings))
+    docs.append(instance_type("g6.2xlarge", cpu="8", memory="32Gi", offerings=offerings))
+    train = pod("train-0", cpu="4", memory=draw(st.sampled_from(["16Gi", "48Gi"])))
+    port = draw(st.sampled_from([None, 9100, 9101]))
+    if port:
+        with_host_port(train, port)
+    zone = draw(st.sampled_from([None, *ZONES]))
+    if zone:
+        docs += cache_volume(zone)
+        with_volume(train)
+    docs.append(train)
+    return docs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scheduling_clusters())
+def test_every_suggestion_for_a_scheduling_cause_places_the_pod_where_it_said(docs):
+    entry = pod_result(run(docs), "default/train-0")
+    if entry["scheduled"]:
+        assert entry["suggestions"] == []
+        return
+    for suggestion in entry["suggestions"]:
+        again = pod_result(
+            run(apply_change(docs, suggestion["change"]), suggestions=False), "default/train-0"
+        )
+        assert again["scheduled"], (suggestion, again["error"])
+        assert again["target"] == suggestion["target"], suggestion
