@@ -963,7 +963,7 @@ def _host_ports(ctx: _Context, outcome) -> list[_Candidate]:
         shown = f"hostPort {cp.host_port}/{cp.protocol} of container {cp.container}"
         more = len(holders) - 3
         named = ", ".join(holders[:3]) + (f" and {more} more" if more > 0 else "")
-        held = f"port {cp.host_port}/{cp.protocol} is held by pod {named}"
+        held = f"port {cp.host_port}/{cp.protocol} is held by pod {named}" + _owner_note(pod)
         field_path = f"spec.containers[{ci}].ports[{pi}].hostPort"
         free = _free_port(usages, pod, port)
         if free is not None:
@@ -984,6 +984,15 @@ def _host_ports(ctx: _Context, outcome) -> list[_Candidate]:
             )
         )
     return out[: MAX_PER_KIND + 1]
+
+
+def _owner_note(pod: Pod) -> str:
+    """Where the change is made: a pod's container ports cannot change in place, so through
+    the pod template of the workload that owns it."""
+    owners = [o for o in pod.owner_references if o.controller] or list(pod.owner_references)
+    if not owners:
+        return "; the pod is recreated with it"
+    return f"; set in the pod template of {owners[0].kind} {owners[0].name}, which recreates it"
 
 
 def _port_slot(pod: Pod, cp) -> tuple[int, int] | None:

@@ -459,3 +459,36 @@ def test_every_suggestion_for_a_scheduling_cause_places_the_pod_where_it_said(do
         )
         assert again["scheduled"], (suggestion, again["error"])
         assert again["target"] == suggestion["target"], suggestion
+
+
+def test_vllm_replica_with_its_nodepool_out_of_nodes_gets_another_port_or_one_more_node():
+    # Two vLLM replicas run on the two nodes the NodePool may have, each binding 8000. The
+    # third replica finds 8000 taken on both and the NodePool out of nodes: another port puts
+    # it next to a replica, one more node gives it its own.
+    docs = [
+        node_pool("gpu", requirements=_families("g6e"), limits={"nodes": "2"}),
+        instance_type("g6e.12xlarge", cpu="48", memory="384Gi"),
+    ]
+    for i in range(2):
+        name = f"ip-10-0-4{i}-7.us-west-2.compute.internal"
+        docs.append(node(name, pool="gpu", instance_type="g6e.12xlarge", cpu="47", memory="370Gi"))
+        replica = pod(f"vllm-{i}", namespace="inference", node_name=name, cpu="8", memory="48Gi")
+        docs.append(with_host_port(replica, 8000))
+    docs.append(with_host_port(pod("vllm-2", namespace="inference", cpu="8", memory="48Gi"), 8000))
+    entry = failed(docs, "inference/vllm-2")
+    port = first(entry, "change-host-port")
+    assert port["change"]["value"] == 8001
+    assert "inference/vllm-0, inference/vllm-1" in port["message"]
+    assert port["target"] == {
+        "kind": "Node",
+        "name": "ip-10-0-40-7.us-west-2.compute.internal",
+        "new": False,
+    }
+    placed_after(docs, port, "inference/vllm-2")
+    limit = first(entry, "nodepool-limit")
+    assert limit["change"]["value"] == {"nodes": "3"}
+    assert limit["target"] == {"kind": "NodeClaim", "name": "gpu-1", "new": True}
+    placed_after(docs, limit, "inference/vllm-2")
+    # Another port is the pod's own change: it comes first.
+    kinds = [s["kind"] for s in entry["suggestions"]]
+    assert kinds.index("change-host-port") < kinds.index("nodepool-limit")
