@@ -54,7 +54,8 @@ from allocator.scheduling.fit import (
     pod_requests,
     untolerated_taint,
 )
-from allocator.scheduling.hostports import HostPort
+from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.hostports import HostPort, host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.poddata import PodOutcome
 
@@ -928,7 +929,7 @@ def _namespace_override(ctx: _Context, name: str, labelled):
 # --- the pod's own host ports ----------------------------------------------------------------
 
 
-def _port_usages(ctx: _Context) -> list:
+def _port_usages(ctx: _Context) -> list[HostPortUsage]:
     """Every target's host port usage: existing nodes, NodeClaims of the run, and what each
     NodePool's DaemonSet pods hold on a new node."""
     sched = ctx.scheduler
@@ -939,16 +940,16 @@ def _port_usages(ctx: _Context) -> list:
 
 
 def _host_ports(ctx: _Context, outcome) -> list[_Candidate]:
-    """A host port of the pod that another pod holds wherever the pod could go: bind another
-    port (the first one above it that no pod in reach holds), or bind none. Both change only
-    the pod, so they rank with a toleration."""
+    """A host port of the pod that another pod holds on a target (an existing node, a NodeClaim
+    of the run, a NodePool's new node with its DaemonSet pods): bind another port (the first
+    one above it that no pod in reach holds), or bind none. Both change only the pod, so they
+    rank with a toleration."""
     pod = outcome.pod
     if not pod.host_ports:
         return []
     usages = _port_usages(ctx)
     out: list[_Candidate] = []
-    for cp in pod.host_ports:
-        port = HostPort(cp.host_ip or "0.0.0.0", cp.host_port, cp.protocol)
+    for cp, port in zip(pod.host_ports, host_ports(pod), strict=True):
         holders: list[str] = []
         for usage in usages:
             conflict = usage.conflicts(pod, (port,))
@@ -1012,7 +1013,7 @@ def _port_slot(pod: Pod, cp) -> tuple[int, int] | None:
     return None
 
 
-def _free_port(usages: list, pod: Pod, port: HostPort) -> int | None:
+def _free_port(usages: list[HostPortUsage], pod: Pod, port: HostPort) -> int | None:
     """The first port above ``port`` that no pod in reach binds (nor the pod itself)."""
     taken = {
         (held.port, held.protocol)
