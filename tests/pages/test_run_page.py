@@ -398,7 +398,7 @@ def test_demo_run_page_shows_the_allocator_report(browser_client, maria):
 
 def test_placements_list_the_pods_karpenter_ignores(browser_client, snapshot, maria):
     from dra_web.runs.models import Run
-    from dra_web.runs.services import store_output
+    from dra_web.runs.worker import store_output
     from tests.pages.builders import gpu_training_result, gpu_training_trace
 
     result = gpu_training_result()
