@@ -39,10 +39,11 @@ from allocator.model import (
     Taint,
     Toleration,
 )
-from allocator.requirements import Requirements
+from allocator.requirements import LABEL_HOSTNAME, Requirements
 from allocator.scheduling.decision import Decision
 from allocator.scheduling.fit import (
     _BINARY,
+    NODES,
     cheapest_offering,
     fits,
     format_quantity,
@@ -53,6 +54,8 @@ from allocator.scheduling.fit import (
     pod_requests,
     untolerated_taint,
 )
+from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.hostports import HostPort, host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.poddata import PodOutcome
 
@@ -62,11 +65,13 @@ MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders .
 # Least invasive first: the pod's own objects, then cluster-wide ones, then other workloads.
 RANK = {
     "tolerate-taint": 0,
+    "change-host-port": 0,
     "reduce-count": 1,
     "relax-selector": 2,
     "drop-constraint": 3,
     "nodepool-requirement": 4,
     "label-namespace": 4,
+    "lower-min-values": 4,
     "nodepool-limit": 5,
     "instance-type-resources": 6,
     "add-instance-type": 6,
@@ -205,13 +210,16 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     candidates: list[_Candidate] = []
     for build in (
         _tolerations,
+        _host_ports,
         _counts,
         _extended_counts,
         _selectors,
         _constraints,
         _admin_namespace,
         _pod_requirements,
+        _volume_zones,
         _pool_requirements,
+        _min_values,
         _pool_limits,
         _instance_types,
         _free_devices,
@@ -918,6 +926,128 @@ def _namespace_override(ctx: _Context, name: str, labelled):
     return scope
 
 
+# --- the pod's own host ports ----------------------------------------------------------------
+
+
+def _port_usages(ctx: _Context) -> list[HostPortUsage]:
+    """Every target's host port usage: existing nodes, NodeClaims of the run, and what each
+    NodePool's DaemonSet pods hold on a new node."""
+    sched = ctx.scheduler
+    usages = [t.host_port_usage for t in sched.existing]
+    usages += [nc.host_port_usage for nc in sched.node_claims]
+    usages += [plan.daemon_host_ports for plan in sched.templates]
+    return [u for u in usages if u is not None]
+
+
+def _host_ports(ctx: _Context, outcome) -> list[_Candidate]:
+    """A host port of the pod that another pod holds on a target (an existing node, a NodeClaim
+    of the run, a NodePool's new node with its DaemonSet pods): bind another port (the first
+    one above it that no pod in reach holds), or bind none. Both change only the pod, so they
+    rank with a toleration."""
+    pod = outcome.pod
+    if not pod.host_ports:
+        return []
+    usages = _port_usages(ctx)
+    out: list[_Candidate] = []
+    for cp, port in zip(pod.host_ports, host_ports(pod), strict=True):
+        holders: list[str] = []
+        for usage in usages:
+            conflict = usage.conflicts(pod, (port,))
+            if conflict is not None and conflict.holder not in holders:
+                holders.append(conflict.holder)
+        if not holders:
+            continue
+        slot = _port_slot(pod, cp)
+        if slot is None:
+            continue  # not written where a user could change it (no such container port)
+        ci, pi = slot
+        shown = f"hostPort {cp.host_port}/{cp.protocol} of container {cp.container}"
+        more = len(holders) - 3
+        named = ", ".join(holders[:3]) + (f" and {more} more" if more > 0 else "")
+        held = f"port {cp.host_port}/{cp.protocol} is held by pod {named}" + _owner_note(pod)
+        field_path = f"spec.containers[{ci}].ports[{pi}].hostPort"
+        free = _free_port(usages, pod, port)
+        if free is not None:
+            out.append(
+                _Candidate(
+                    "change-host-port",
+                    {"object": f"Pod {pod.key}", "field": field_path, "op": "set", "value": free},
+                    f"change {shown} of pod {pod.key} to {free} ({held})",
+                    pod=_with_host_port(pod, cp, ci, pi, free),
+                )
+            )
+        out.append(
+            _Candidate(
+                "change-host-port",
+                {"object": f"Pod {pod.key}", "field": field_path, "op": "set", "value": None},
+                f"drop {shown} of pod {pod.key}, reaching it through a Service instead ({held})",
+                pod=_with_host_port(pod, cp, ci, pi, None),
+            )
+        )
+    return out[: MAX_PER_KIND + 1]
+
+
+def _owner_note(pod: Pod) -> str:
+    """Where the change is made: a pod's container ports cannot change in place, so through
+    the pod template of the workload that owns it."""
+    owners = [o for o in pod.owner_references if o.controller] or list(pod.owner_references)
+    if not owners:
+        return "; the pod is recreated with it"
+    return f"; set in the pod template of {owners[0].kind} {owners[0].name}, which recreates it"
+
+
+def _port_slot(pod: Pod, cp) -> tuple[int, int] | None:
+    """(container index, port index) of the container port that binds ``cp``."""
+    containers = ((pod.raw or {}).get("spec") or {}).get("containers") or []
+    for ci, container in enumerate(containers):
+        if not isinstance(container, dict) or (container.get("name") or "") != cp.container:
+            continue
+        for pi, port in enumerate(container.get("ports") or []):
+            if (
+                isinstance(port, dict)
+                and port.get("hostPort") == cp.host_port
+                and (port.get("protocol") or "TCP") == cp.protocol
+                and (port.get("hostIP") or "") == cp.host_ip
+            ):
+                return ci, pi
+    return None
+
+
+def _free_port(usages: list[HostPortUsage], pod: Pod, port: HostPort) -> int | None:
+    """The first port above ``port`` that no pod in reach binds (nor the pod itself)."""
+    taken = {
+        (held.port, held.protocol)
+        for usage in usages
+        for holder, ports in usage.holders().items()
+        if holder != pod.key
+        for held in ports
+    }
+    taken |= {(p.host_port, p.protocol) for p in pod.host_ports}
+    for number in range(port.port + 1, _MAX_PORT + 1):
+        if (number, port.protocol) not in taken:
+            return number
+    return None
+
+
+_MAX_PORT = 65535
+
+
+def _with_host_port(pod: Pod, cp, ci: int, pi: int, number: int | None) -> Pod:
+    """The pod binding ``number`` instead of ``cp`` (None: no host port), its spec to match
+    (the scheduler's caches read the spec)."""
+    raw = copy.deepcopy(pod.raw)
+    entry = raw["spec"]["containers"][ci]["ports"][pi]
+    if number is None:
+        entry.pop("hostPort", None)
+        ports = tuple(p for p in pod.host_ports if p is not cp)
+    else:
+        entry["hostPort"] = number
+        ports = tuple(
+            dataclasses.replace(p, host_port=number) if p is cp else p for p in pod.host_ports
+        )
+    return dataclasses.replace(pod, host_ports=ports, raw=raw)
+
+
 # --- requirements: the pod's, then the NodePools' ------------------------------------------
 
 
@@ -1013,6 +1143,120 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
     return out[: MAX_PER_KIND + 1]
 
 
+def _volume_zones(ctx: _Context, outcome) -> list[_Candidate]:
+    """A volume that pins the pod (a bound PersistentVolume's node affinity, an unbound claim's
+    StorageClass ``allowedTopologies``) to a zone, or another label value, that a NodePool's
+    requirements shut out: allow that value in the NodePool (the volume cannot move)."""
+    pod = outcome.pod
+    alternatives = ctx.scheduler.state.volumes.alternatives(pod)
+    out: list[_Candidate] = []
+    for plan in ctx.scheduler.templates:
+        if untolerated_taint(pod.tolerations, plan.taints) is not None:
+            continue
+        for alternative in alternatives:
+            for pinned in alternative.requirements:
+                if pinned.key == LABEL_HOSTNAME or pinned.operator() != "In":
+                    continue
+                if not plan.requirements.has(pinned.key):
+                    continue
+                allowed = plan.requirements.get(pinned.key)
+                if any(allowed.has(v) for v in pinned.values()):
+                    continue  # the NodePool allows it: something else refuses the pod
+                found = _allow_value(ctx, plan, pinned.key, sorted(pinned.values()))
+                if found is None:
+                    continue  # no instance type of the catalog offers it: not a NodePool edit
+                value, widened, replacement = found
+                sources = "; ".join(str(src) for src in alternative.sources)
+                out.append(
+                    _Candidate(
+                        "nodepool-requirement",
+                        {
+                            "object": f"NodePool {plan.pool.name}",
+                            "field": "spec.template.spec.requirements",
+                            "op": "set",
+                            "value": widened,
+                        },
+                        f"allow {pinned.key} {value} in NodePool {plan.pool.name} ({sources} "
+                        f"pins the pod to {pinned.key} In [{' '.join(sorted(pinned.values()))}], "
+                        f"which the NodePool's requirement {allowed} shuts out)",
+                        override=_plan_override(ctx, plan, replacement),
+                    )
+                )
+    return out[:MAX_PER_KIND]
+
+
+def _allow_value(ctx: _Context, plan, key: str, values: list[str]):
+    """(value, the NodePool's requirements widened to allow it, its replanned template) for the
+    first of ``values`` that an instance type of the widened NodePool offers; None if none."""
+    for value in values:
+        widened = []
+        for req in plan.pool.requirements:
+            if not isinstance(req, dict) or req.get("key") != key:
+                widened.append(req)
+                continue
+            op = req.get("operator")
+            if op == "In":
+                widened.append({**req, "values": sorted({*req.get("values", []), value})})
+            elif op == "NotIn":
+                kept = [v for v in req.get("values", []) if v != value]
+                if kept:
+                    widened.append({**req, "values": kept})
+            elif op == "Exists":
+                widened.append(req)
+            # DoesNotExist / Gt / Lt that shut it out: dropped.
+        pool = dataclasses.replace(plan.pool, requirements=widened)
+        replacement = _replan(ctx, plan, pool)
+        if any(
+            i.requirements.has(key) and i.requirements.get(key).has(value)
+            for i in replacement.instance_types
+        ):
+            return value, widened, replacement
+    return None
+
+
+def _min_values(ctx: _Context, outcome) -> list[_Candidate]:
+    """A NodePool requirement's ``minValues`` (Strict) that the instance types fitting the pod
+    fall short of: the largest lower ``minValues`` that places the pod (the smallest change)."""
+    out: list[_Candidate] = []
+    for plan in ctx.scheduler.templates:
+        if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
+            continue
+        for ri, req in enumerate(plan.pool.requirements):
+            if not isinstance(req, dict) or not isinstance(req.get("minValues"), int):
+                continue
+            if req["minValues"] <= 1:
+                continue
+            out.append(
+                _Candidate("lower-min-values", {}, "", search=_min_values_search(ctx, plan, ri))
+            )
+    return out[:MAX_PER_KIND]
+
+
+def _min_values_search(ctx: _Context, plan, ri: int):
+    req = plan.pool.requirements[ri]
+    before = req["minValues"]
+
+    def candidate(count: int) -> _Candidate:
+        lowered = [dict(r) for r in plan.pool.requirements]
+        lowered[ri]["minValues"] = count
+        replacement = _replan(ctx, plan, dataclasses.replace(plan.pool, requirements=lowered))
+        return _Candidate(
+            "lower-min-values",
+            {
+                "object": f"NodePool {plan.pool.name}",
+                "field": f"spec.template.spec.requirements[{ri}].minValues",
+                "op": "set",
+                "value": count,
+            },
+            f"lower minValues of requirement {_req_text(req)} of NodePool {plan.pool.name} "
+            f"from {before} to {count} (the instance types that fit the pod offer fewer "
+            f"{req.get('key')} values; the largest minValues that places it)",
+            override=_plan_override(ctx, plan, replacement),
+        )
+
+    return lambda attempt: _largest_count(candidate, attempt, 1, before - 1)
+
+
 def _replan(ctx: _Context, plan, pool: NodePool):
     """The NodeClaimTemplate of a changed NodePool (requirements recomputed, catalog refiltered).
     The same change is asked for by many failed pods: computed once per run."""
@@ -1088,7 +1332,9 @@ def _limit_raise(ctx: _Context, plan, remaining, capacity) -> _Candidate | None:
     raised = dict(plan.limits)
     grew = []
     for name, limit in plan.limits.items():
-        short = capacity.get(name, 0) - remaining.get(name, 0)
+        # A node count is used up by one more node, not by the instance type's size.
+        needed = 1000 if name == NODES else capacity.get(name, 0)
+        short = needed - remaining.get(name, 0)
         if short > 0:
             raised[name] = _round_up(name, limit + short)
             short = raised[name] - limit

@@ -99,6 +99,10 @@ class HostPortUsage(Protocol):
 
     def copy(self) -> HostPortUsage: ...
 
+    def holders(self) -> dict[str, tuple[HostPort, ...]]:
+        """Pod (``namespace/name``) -> the host ports it binds (a fix suggestion's free port)."""
+        ...
+
 
 class VolumeUsage(Protocol):
     """Karpenter's ``VolumeUsage`` of an existing node: attached volumes per CSI driver against
