@@ -810,9 +810,25 @@ def compile_regex(pattern: str) -> re.Pattern:
     try:
         return re.compile("".join(out), flags)
     except re.error as e:
-        raise ValueError(f"error parsing regexp: {e}") from None
+        raise ValueError(f"error parsing regexp: {_go_words(e, pattern)}") from None
     except (OverflowError, RecursionError) as e:
         raise ValueError(f"error parsing regexp: {e}") from None
+
+
+def _go_words(error: re.error, pattern: str) -> str:
+    """Python's complaint about a pattern as Go's regexp words it, where they differ on
+    patterns users write (unclosed classes and groups); Python's own words otherwise."""
+    message = error.msg
+    if message.startswith("unterminated character set"):
+        start = pattern.rfind("[")
+        return f"missing closing ]: `{pattern[start:] if start >= 0 else pattern}`"
+    if message.startswith("missing ), unterminated subpattern"):
+        return f"missing closing ): `{pattern}`"
+    if message.startswith("unbalanced parenthesis"):
+        return f"unexpected ): `{pattern}`"
+    if message.startswith("nothing to repeat"):
+        return "missing argument to repetition operator"
+    return str(error)
 
 
 def regex(pattern: Any) -> re.Pattern:
