@@ -505,6 +505,8 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
     log: PruneLog = scheduler.state.prunes
     devices = _Devices(snapshot, run.allocator)
     by_name = {nc.name: nc for nc in scheduler.node_claims}
+    # The requirements a NodeClaim of each NodePool starts from (its NodePool's).
+    starts = {template.name: template.requirements for template in scheduler.templates}
     for entry in entries:
         nc = by_name[entry["name"]]
         held = held_devices(entry["pods"], pod_entries)
@@ -520,7 +522,7 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
         entry["zonePinnedBy"] = [
             pin.to_json()
             for pin in zone_pins(
-                _template_requirements(scheduler, nc.node_pool),
+                starts.get(nc.node_pool) or Requirements(),
                 nc.pods,
                 scheduler.state.volumes.alternatives,
                 {
@@ -533,11 +535,3 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
                 },
             )
         ]
-
-
-def _template_requirements(scheduler, node_pool: str) -> Requirements:
-    """The requirements a NodeClaim of ``node_pool`` starts from (its NodePool's)."""
-    for template in scheduler.templates:
-        if template.name == node_pool:
-            return template.requirements
-    return Requirements()
