@@ -447,7 +447,30 @@ def _suggestion_line(pod: dict) -> str:
         return ""
     first = suggestions[0]
     more = f" (+{len(suggestions) - 1} more, see --json)" if len(suggestions) > 1 else ""
-    return f"  suggestion [{first['kind']}]: {first['message']}{more}\n"
+    line = f"  suggestion [{first['kind']}]: {first['message']}{more}\n"
+    return line + _patch_lines(first)
+
+
+def _patch_lines(suggestion: dict) -> str:
+    """The suggestion's JSON patch as ``kubectl patch --type json`` takes it, and the recreate
+    steps when the object cannot change in place (allocator/edits.py)."""
+    out = []
+    for entry in suggestion.get("changes") or [suggestion]:
+        change = entry.get("change") if isinstance(entry.get("change"), dict) else entry
+        patch = entry.get("patch")
+        if not patch:
+            continue
+        kind, _, ref = str(change.get("object") or "").partition(" ")
+        ns, slash, name = ref.partition("/")
+        where = f"-n {ns} {name}" if slash else ref
+        body = json.dumps(patch, separators=(",", ":"))
+        if not entry.get("recreate"):
+            out.append(f"    patch: kubectl patch {kind.lower()} {where} --type json -p '{body}'\n")
+        else:  # the API server refuses it in place: it edits the manifest that is recreated
+            out.append(f"    patch of the saved manifest: {body}\n")
+            out.append(f"    recreate ({entry.get('workload') or 'the object'}):\n")
+            out.extend(f"      {step}\n" for step in entry.get("recreateSteps") or [])
+    return "".join(out)
 
 
 def gates_line(result: dict) -> str:

@@ -7,6 +7,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
+from allocator.edits import annotate_all
 from allocator.explanation.funnel import aggregate
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
@@ -222,15 +223,17 @@ def build_result(
         "warnings": [*snapshot.warnings, *snapshot.unsimulated],
     }
     if suggestions is not None:
-        _add_suggestions(result, suggestions)
+        _add_suggestions(result, suggestions, snapshot)
     return result
 
 
-def _add_suggestions(result: dict, report) -> None:
+def _add_suggestions(result: dict, report, snapshot: Snapshot) -> None:
     """``pods[].suggestions`` (``[]`` for placed pods and when no single change helps) and
-    their cost in ``stats`` (allocator/explanation/suggestions.py)."""
+    their cost in ``stats`` (allocator/explanation/suggestions.py); each with its JSON patch,
+    manifest and ``recreate`` (allocator/edits.py)."""
     for entry in result["pods"]:
         entry["suggestions"] = report.by_pod.get(entry["pod"], [])
+    annotate_all((e["suggestions"] for e in result["pods"]), snapshot.documents)
     result["stats"]["suggestionSeconds"] = round(report.seconds, 6)
     result["stats"]["suggestionTrials"] = report.trials
 
