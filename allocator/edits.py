@@ -502,3 +502,11 @@ def apply_edits(
         else:
             out.insert(0, (kind, changed))
     return out
+
+
+def patch_between(before: dict, after: dict) -> list[dict]:
+    """The RFC 6902 patch that turns ``before`` into ``after`` (an object edited as a whole,
+    e.g. as YAML on the snapshot page)."""
+    if not isinstance(after, dict):
+        raise EditError("the edited object must be a mapping (a Kubernetes object)")
+    return jsonpatch.make_patch(before, after).patch

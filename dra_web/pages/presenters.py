@@ -7,6 +7,7 @@ every field is read with a default and unknown fields are passed through, never 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Collection
@@ -548,11 +549,15 @@ def suggestion_view(
             objects = change.get("objects") or [change.get("object")]
             patch = delete_commands([o for o in objects if o])
             language = "shell"
+        elif isinstance(s.get("patch"), list):
+            patch = kubectl_patch_text(s)
+            language = "shell"
         else:
             patch = set_patch_yaml(
                 change.get("object") or "", change.get("field") or "", change.get("value")
             )
             language = "yaml"
+        edits = what_if_edits(s)
         out.append(
             {
                 "kind": s.get("kind") or "",
@@ -563,9 +568,61 @@ def suggestion_view(
                 "patch": patch,
                 "language": language,
                 "target": suggestion_target_text(s.get("target"), node_claims or ()),
+                "recreate": bool(s.get("recreate")),
+                "workload": s.get("workload") or "",
+                "recreate_steps": [str(x) for x in s.get("recreateSteps") or []],
+                "edits_json": json.dumps(edits) if edits else "",
             }
         )
     return out
+
+
+def _changes(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries of a suggestion that each carry one change and its patch (``changes`` of a
+    two-change suggestion, else the suggestion itself)."""
+    changes = s.get("changes")
+    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else [s]
+
+
+def _change_of(entry: dict[str, Any]) -> dict[str, Any]:
+    inner = entry.get("change")
+    return inner if isinstance(inner, dict) else entry
+
+
+def what_if_edits(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """A suggestion as the edits of a what-if (``POST /api/snapshots/{id}/variants/``): its
+    patches, or the deletion of the objects it deletes; [] when it has neither."""
+    edits: list[dict[str, Any]] = []
+    for entry in _changes(s):
+        change = _change_of(entry)
+        if change.get("op") == "delete":
+            objects = change.get("objects") or [change.get("object")]
+            edits.extend({"object": o, "delete": True} for o in objects if isinstance(o, str))
+        elif isinstance(entry.get("patch"), list) and change.get("object"):
+            edits.append({"object": change["object"], "patch": entry["patch"]})
+        else:
+            return []
+    return edits
+
+
+def kubectl_patch_text(s: dict[str, Any]) -> str:
+    """The ``kubectl patch --type json`` line of each change (the patch alone, for the saved
+    manifest, when the object must be recreated)."""
+    lines = []
+    for entry in _changes(s):
+        change = _change_of(entry)
+        patch = entry.get("patch")
+        if not isinstance(patch, list):
+            continue
+        kind, namespace, name = _object_ref(str(change.get("object") or ""))
+        body = json.dumps(patch, separators=(",", ":"))
+        if entry.get("recreate"):
+            lines.append(f"# {kind} {name}: patch of its saved manifest (it is recreated)")
+            lines.append(body)
+        else:
+            ns = f" -n {namespace}" if namespace else ""
+            lines.append(f"kubectl patch {kind.lower()}{ns} {name} --type json -p '{body}'")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 # --- downloads: each new NodeClaim as Karpenter would create it -------------------------------
@@ -896,3 +953,25 @@ def version_choices(
         {"value": "all", "label": "every DRA feature on (a debugger's default)"},
         *({"value": v, "label": f"Kubernetes {v} defaults"} for v in KUBERNETES_VERSIONS),
     ]
+
+
+# --- what-if diffs -------------------------------------------------------------------------------
+
+
+def input_changes_view(changes: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The edits between the two snapshots of a diff, each with its patch as indented JSON."""
+    out = []
+    for c in changes or []:
+        if not isinstance(c, dict):
+            continue
+        deleted = c.get("delete") is True
+        out.append(
+            {
+                "object": str(c.get("object") or ""),
+                "snapshot": c.get("snapshot"),
+                "author": c.get("author") or "",
+                "delete": deleted,
+                "patch": "" if deleted else json.dumps(c.get("patch") or [], indent=2),
+            }
+        )
+    return out

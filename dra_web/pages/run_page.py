@@ -148,9 +148,15 @@ def _node_claims(view: dict, model, run: Run) -> list[dict[str, Any]]:
     return out
 
 
-def other_runs(run: Run):
-    """The runs the page offers to compare this one with."""
-    return run_selectors.run_list().exclude(pk=run.pk)[:OTHER_RUNS_SHOWN]
+def other_runs(run: Run) -> list[Run]:
+    """The runs the page offers to compare this one with: those of the same snapshot lineage
+    (the snapshot, what-ifs derived from it, the one it derives from) first, newest first."""
+    family = run_selectors.lineage_runs(run)[:OTHER_RUNS_SHOWN]
+    shown = {r.pk for r in family}
+    rest = run_selectors.run_list().exclude(pk__in=shown | {run.pk})[
+        : max(OTHER_RUNS_SHOWN - len(family), 0)
+    ]
+    return [*family, *rest]
 
 
 def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:

@@ -10,6 +10,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import yaml
+
+from allocator.edits import EditError, index_documents, patch_between
 from dra_web.pages import presenters
 from dra_web.runs import selectors as run_selectors
 from dra_web.snapshots.services import load_snapshot
@@ -389,3 +392,23 @@ def pod_reason_groups(run, pod: dict, node_claims) -> tuple[list[dict], int]:
 
     key = (run.pk, str(run.finished_at), pod.get("pod"))
     return _remember(_reason_group_cache, key, build, kept=_REASON_GROUPS_KEPT)
+
+
+def object_patch(snapshot, ref: str, text: str) -> list[dict]:
+    """The JSON patch from the snapshot's object ``ref`` ("Kind ns/name") to ``text`` (its
+    edited YAML, managedFields left out as the page shows it). ValueError names what is wrong."""
+    stored = index_documents(snapshot.documents()).get(ref)
+    if stored is None:
+        raise ValueError(f"{ref or 'object'}: not in the snapshot")
+    try:
+        edited = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{ref}: the edited YAML does not parse: {exc}") from None
+    before = presenters.without_managed_fields(stored[1])
+    try:
+        patch = patch_between(before, edited)
+    except EditError as exc:
+        raise ValueError(f"{ref}: {exc}") from None
+    if not patch:
+        raise ValueError(f"{ref}: nothing was changed")
+    return patch

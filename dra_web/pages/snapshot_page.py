@@ -7,6 +7,7 @@ from typing import Any
 
 from django.http import Http404
 
+from allocator.edits import object_name
 from allocator.features.gates import GATE_NAMES
 from dra_web.pages import presenters
 from dra_web.pages import selectors as page_selectors
@@ -26,8 +27,11 @@ def snapshot_page(snapshot: Snapshot, kind: str | None, number: str | None) -> d
     kind = kind or (kinds[0] if kinds else "")
     if kind and kind not in by_kind:
         raise Http404(f"no {kind} in this snapshot")
+    for obj in by_kind.get(kind, []):
+        obj["ref"] = object_name(kind, obj["raw"]) if isinstance(obj["raw"], dict) else ""
     return {
         "snapshot": snapshot,
+        "edits": presenters.input_changes_view(snapshot.edits),
         "kinds": [(k, len(by_kind[k])) for k in kinds],
         "kind": kind,
         "objects": presenters.page_of(by_kind.get(kind, []), OBJECTS_PER_PAGE, number),

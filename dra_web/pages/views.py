@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.contrib import messages
@@ -171,6 +172,60 @@ def run_diff(request, run_a, run_b):
     a = run_selectors.get_run(run_a)
     b = run_selectors.get_run(run_b)
     return render(request, "pages/diff.html", diff_page(a, b))
+
+
+# --- what-if ------------------------------------------------------------------------------------
+
+
+def _what_if(request, parent, edits, options, back_url: str, compare_with=None):
+    """Make the derived snapshot and run it; the diff against ``compare_with`` when given, else
+    the new run's page. A refused edit goes back with the message."""
+    try:
+        _, run = run_services.start_what_if(
+            request.user, parent, edits, run_options={"options": options}
+        )
+    except (snapshot_services.SnapshotUploadError, run_services.RunOptionsError) as exc:
+        problems = getattr(exc, "problems", None) or [str(exc)]
+        messages.error(request, "What-if not made: " + "; ".join(problems))
+        return redirect(back_url)
+    if compare_with is not None:
+        return redirect("pages:diff", run_a=compare_with.pk, run_b=run.pk)
+    return redirect("pages:run", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def try_fix(request, run_id):
+    """ "Try this fix": the run's snapshot with a suggestion's edits, run with the same options,
+    compared with this run."""
+    run = run_selectors.get_run(run_id)
+    back = reverse("pages:run", args=[run.pk])
+    try:
+        edits = json.loads(request.POST.get("edits") or "")
+    except ValueError:
+        messages.error(request, "What-if not made: edits: not JSON")
+        return redirect(back)
+    return _what_if(request, run.snapshot, edits, run.options, back, compare_with=run)
+
+
+@login_required
+@require_POST
+def edit_object(request, snapshot_id):
+    """The edit box of the snapshot page: one object as edited YAML, made into a patch, run as
+    a what-if and compared with the latest succeeded run of this snapshot (when there is one)."""
+    snapshot = snapshot_selectors.get_snapshot(snapshot_id)
+    back = reverse("pages:snapshot", args=[snapshot.pk])
+    ref = request.POST.get("object") or ""
+    try:
+        patch = page_selectors.object_patch(snapshot, ref, request.POST.get("yaml") or "")
+    except ValueError as exc:
+        messages.error(request, f"What-if not made: {exc}")
+        return redirect(back)
+    latest = run_selectors.latest_succeeded_run(snapshot)
+    options = latest.options if latest is not None else {}
+    return _what_if(
+        request, snapshot, [{"object": ref, "patch": patch}], options, back, compare_with=latest
+    )
 
 
 # --- review ------------------------------------------------------------------------------------

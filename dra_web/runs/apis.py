@@ -19,8 +19,13 @@ from dra_web.runs.serializers import (
     RunSerializer,
     RunUpdateSerializer,
     TraceNodeSerializer,
+    VariantResultSerializer,
 )
+from dra_web.snapshots import selectors as snapshot_selectors
+from dra_web.snapshots.apis import problems_response
 from dra_web.snapshots.models import Snapshot
+from dra_web.snapshots.serializers import VariantCreateSerializer
+from dra_web.snapshots.services import SnapshotUploadError
 
 STATUS_VALUES = [s for s, _ in Run.STATUSES]
 
@@ -219,3 +224,38 @@ class RunDiffApi(APIView):
                     status.HTTP_409_CONFLICT, f"run {run.pk} is {run.status}: compare finished runs"
                 )
         return Response(selectors.diff_runs(a, b))
+
+
+class SnapshotVariantApi(APIView):
+    """A what-if: a snapshot derived from another by JSON patches, and optionally its run."""
+
+    @extend_schema(
+        operation_id="snapshots_variants_create",
+        request=VariantCreateSerializer,
+        responses={201: VariantResultSerializer, 400: ProblemSerializer},
+        description="Derive a snapshot from this one by RFC 6902 patches of its objects (its "
+        "parent and edits recorded, the caller its author); with `run`, queue a run of it. "
+        "400 names the edit whose patch does not apply.",
+    )
+    def post(self, request, snapshot_id: int):
+        parent = snapshot_selectors.get_snapshot(snapshot_id)
+        data = request.data if isinstance(request.data, dict) else {}
+        if not isinstance(request.data, dict):
+            return problem(400, "body: a JSON object with 'edits'")
+        run = data.get("run")
+        try:
+            snapshot, queued = services.start_what_if(
+                request.user,
+                parent,
+                data.get("edits"),
+                name=data.get("name") if isinstance(data.get("name"), str) else None,
+                run_options=({} if run is True else run) if run not in (None, False) else None,
+            )
+        except SnapshotUploadError as exc:
+            return problems_response(exc)
+        except services.RunOptionsError as exc:
+            return problem(400, str(exc))
+        if queued is not None:
+            queued.refresh_from_db()
+        body = VariantResultSerializer({"snapshot": snapshot, "run": queued}).data
+        return Response(body, status=status.HTTP_201_CREATED)

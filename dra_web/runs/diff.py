@@ -110,6 +110,7 @@ def diff_results(a: dict | None, b: dict | None) -> dict[str, Any]:
     sa, sb = (a or {}).get("stats") or {}, (b or {}).get("stats") or {}
     return {
         "stats": {"a": sa, "b": sb},
+        "cost": cost(a, b),
         "pods": {
             "newlyPlaced": newly_placed,
             "newlyFailed": newly_failed,
@@ -124,6 +125,33 @@ def diff_results(a: dict | None, b: dict | None) -> dict[str, Any]:
             "removed": [nca[n] for n in sorted(set(nca) - set(ncb))],
             "changed": changed_ncs,
         },
+    }
+
+
+def launch_cost(result: dict | None) -> tuple[float, int]:
+    """(per hour, NodeClaims without a price): the sum of each new NodeClaim's cheapest
+    offering that its requirements allow (so its NodePool's capacity types), as the result
+    records it in ``nodeClaims[].price``."""
+    total, unpriced = 0.0, 0
+    for nc in (result or {}).get("nodeClaims") or []:
+        price = nc.get("price") if isinstance(nc, dict) else None
+        if isinstance(price, int | float) and not isinstance(price, bool):
+            total += float(price)
+        else:
+            unpriced += 1
+    return round(total, 6), unpriced
+
+
+def cost(a: dict | None, b: dict | None) -> dict[str, Any]:
+    """``{"before", "after"}`` per hour of the new NodeClaims of run A (before) and B (after),
+    their difference, and how many NodeClaims of each had no price."""
+    before, unpriced_a = launch_cost(a)
+    after, unpriced_b = launch_cost(b)
+    return {
+        "before": before,
+        "after": after,
+        "delta": round(after - before, 6),
+        "unpriced": {"before": unpriced_a, "after": unpriced_b},
     }
 
 

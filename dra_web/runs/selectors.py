@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404
 from allocator.trace import parse_new_nodeclaim_label
 from dra_web.runs import diff
 from dra_web.runs.models import Run, TraceNode
+from dra_web.snapshots.models import Snapshot
 
 DEFAULT_LIMIT = 200
 
@@ -393,10 +394,78 @@ def trace_json_bytes(run: Run) -> bytes:
 # --- diffs -------------------------------------------------------------------------------------
 
 
+def diff_order(a: Run, b: Run) -> tuple[Run, Run]:
+    """The pair as (before, after), whichever way it was asked for, so that a diff reads the
+    same in both directions: a run of an ancestor snapshot (a what-if's parent) comes first;
+    otherwise the run queued first."""
+    if snapshot_lineage(a.snapshot, b.snapshot) is not None:
+        return a, b
+    if snapshot_lineage(b.snapshot, a.snapshot) is not None:
+        return b, a
+    return (a, b) if (a.queued_at, a.pk) <= (b.queued_at, b.pk) else (b, a)
+
+
+MAX_LINEAGE = 50
+
+
+def snapshot_lineage(ancestor, descendant) -> list | None:
+    """The snapshots from ``ancestor`` (excluded) down to ``descendant`` (included), each a
+    what-if of the one before; [] for the same snapshot; None when ``descendant`` does not
+    derive from ``ancestor``."""
+    chain = []
+    node = descendant
+    for _ in range(MAX_LINEAGE):
+        if node is None:
+            return None
+        if node.pk == ancestor.pk:
+            return chain[::-1]
+        chain.append(node)
+        node = node.parent
+    return None
+
+
+def latest_succeeded_run(snapshot) -> Run | None:
+    return run_list(snapshot=snapshot, status=Run.SUCCEEDED).order_by("-queued_at", "-id").first()
+
+
+def lineage_runs(run: Run) -> QuerySet[Run]:
+    """Runs of the snapshots related to this run's by what-if derivation (its ancestors, their
+    descendants), this run left out, newest first."""
+    root = run.snapshot
+    for _ in range(MAX_LINEAGE):
+        if root.parent_id is None:
+            break
+        root = root.parent
+    family, frontier = {root.pk}, [root.pk]
+    for _ in range(MAX_LINEAGE):
+        if not frontier:
+            break
+        frontier = list(
+            Snapshot.objects.filter(parent_id__in=frontier)
+            .exclude(pk__in=family)
+            .values_list("pk", flat=True)[:500]
+        )
+        family.update(frontier)
+    return run_list().filter(snapshot_id__in=family).exclude(pk=run.pk)
+
+
+def input_changes(before: Run, after: Run) -> list[dict]:
+    """The edits that lead from the before run's snapshot to the after run's (empty for the
+    same snapshot or unrelated ones), each with the snapshot that made it and its author."""
+    chain = snapshot_lineage(before.snapshot, after.snapshot) or []
+    out = []
+    for snap in chain:
+        for edit in snap.edits or []:
+            if isinstance(edit, dict):
+                out.append({**edit, "snapshot": snap.pk, "author": snap.owner.get_username()})
+    return out
+
+
 def diff_runs(a: Run, b: Run) -> dict:
-    """The diff of two runs; cached, since a finished run never changes (a re-store moves
-    ``finished_at``, which is part of the key)."""
-    key = _finished_key("diff", a, b)
+    """The diff of two runs, ordered before/after (``diff_order``); cached, since a finished
+    run never changes (a re-store moves ``finished_at``, which is part of the key)."""
+    a, b = diff_order(a, b)
+    key = _finished_key("diff-ordered", a, b)
     cached = cache.get(key) if a.finished and b.finished else None
     if cached is not None:
         return cached
@@ -410,4 +479,6 @@ def _diff_runs(a: Run, b: Run) -> dict:
     out = diff.diff(a.result, b.result, a.trace(), b.trace())
     out["a"] = {"id": a.pk, "status": a.status, "snapshot": a.snapshot_id, "options": a.options}
     out["b"] = {"id": b.pk, "status": b.status, "snapshot": b.snapshot_id, "options": b.options}
+    out["before"], out["after"] = a.pk, b.pk
+    out["inputChanges"] = input_changes(a, b)
     return out

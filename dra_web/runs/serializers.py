@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from dra_web.runs.models import Run
 from dra_web.runs.storage import run_storage
+from dra_web.snapshots.serializers import SnapshotUploadResultSerializer
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -129,3 +130,18 @@ class TraceNodeSerializer(serializers.Serializer):
     childCount = serializers.IntegerField()
     descendants = serializers.IntegerField()
     failedDescendants = serializers.IntegerField()
+
+
+class VariantResultSerializer(serializers.Serializer):
+    """What ``POST /api/snapshots/{id}/variants/`` answers: the derived snapshot and its run."""
+
+    snapshot = serializers.SerializerMethodField()
+    run = serializers.SerializerMethodField()
+
+    @extend_schema_field(SnapshotUploadResultSerializer)
+    def get_snapshot(self, obj) -> dict:
+        return SnapshotUploadResultSerializer(obj["snapshot"]).data
+
+    @extend_schema_field(RunSerializer(allow_null=True))
+    def get_run(self, obj) -> dict | None:
+        return RunSerializer(obj["run"]).data if obj["run"] is not None else None

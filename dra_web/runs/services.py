@@ -20,6 +20,7 @@ from dra_web.celery import app as celery_app
 from dra_web.runs import task_names
 from dra_web.runs.models import Run
 from dra_web.snapshots.selectors import object_refs, with_run_defaults
+from dra_web.snapshots.services import create_variant
 
 log = logging.getLogger(__name__)
 
@@ -210,3 +211,21 @@ def delete_run(run: Run, user) -> None:
     if run.owner_id != user.pk and not user.is_superuser:
         raise PermissionDenied("only the owner can delete this run")
     run.delete()
+
+
+# --- what-if runs ------------------------------------------------------------------------------
+
+
+def start_what_if(
+    owner, parent, edits: object, *, name: str | None = None, run_options: object = None
+) -> tuple[object, Run | None]:
+    """A derived snapshot of ``parent`` with ``edits`` and, when ``run_options`` is not None, a
+    queued run of it; one transaction, so that refused options leave no snapshot behind.
+    Raises SnapshotUploadError (bad edits) or RunOptionsError (bad options)."""
+    if run_options is not None and not isinstance(run_options, dict):
+        raise RunOptionsError("run: must be an object with optional 'options'")
+    with transaction.atomic():
+        snapshot = create_variant(owner, parent, edits, name)
+        if run_options is None:
+            return snapshot, None
+        return snapshot, start_run(owner, snapshot, run_options.get("options"))

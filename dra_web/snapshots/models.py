@@ -12,7 +12,13 @@ class Snapshot(models.Model):
     SOURCE_UPLOAD = "upload"
     SOURCE_IMPORT = "import"
     SOURCE_DEMO = "demo"
-    SOURCES = [(SOURCE_UPLOAD, "upload"), (SOURCE_IMPORT, "live import"), (SOURCE_DEMO, "demo")]
+    SOURCE_VARIANT = "variant"
+    SOURCES = [
+        (SOURCE_UPLOAD, "upload"),
+        (SOURCE_IMPORT, "live import"),
+        (SOURCE_DEMO, "demo"),
+        (SOURCE_VARIANT, "what-if"),
+    ]
 
     name = models.CharField(max_length=200)
     owner = models.ForeignKey(
@@ -41,6 +47,13 @@ class Snapshot(models.Model):
     kubernetes_version = models.CharField(max_length=64, blank=True, default="")
     size_bytes = models.BigIntegerField(default=0)  # uploaded bytes
     file_names = models.JSONField(default=list)
+    # A what-if: the snapshot it was derived from and the edits made to it, in order, each
+    # {"object": "Kind ns/name", "patch": [RFC 6902 ops]} or {"object", "delete": true}; the
+    # owner is who made it.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="variants"
+    )
+    edits = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]

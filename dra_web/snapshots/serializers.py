@@ -27,6 +27,17 @@ class SnapshotSerializer(serializers.ModelSerializer):
         help_text="the API server's version of a live import (null for uploads); its runs use "
         "that release's feature gate defaults unless options.kubernetesVersion says otherwise",
     )
+    parent = serializers.IntegerField(
+        source="parent_id",
+        read_only=True,
+        allow_null=True,
+        help_text="a what-if: the snapshot this one was derived from (null otherwise)",
+    )
+    edits = serializers.JSONField(
+        read_only=True,
+        help_text="a what-if: the edits made to the parent, in order, each {object, patch} "
+        "(RFC 6902) or {object, delete: true}; the owner made them",
+    )
 
     class Meta:
         model = Snapshot
@@ -43,6 +54,8 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "kubernetesVersion",
             "sizeBytes",
             "fileNames",
+            "parent",
+            "edits",
         ]
         read_only_fields = fields
 
@@ -119,4 +132,30 @@ class ClusterImportSerializer(serializers.Serializer):
     instanceTypes = serializers.JSONField(
         required=False,
         help_text="instance type file content (YAML/JSON text), or a list of them",
+    )
+
+
+class VariantEditSerializer(serializers.Serializer):
+    object = serializers.CharField(help_text='"Kind namespace/name" or "Kind name"')
+    patch = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="RFC 6902 operations against the object, as kubectl patch --type json takes them",
+    )
+    delete = serializers.BooleanField(
+        required=False, help_text="true: the object is removed (instead of a patch)"
+    )
+
+
+class VariantRunSerializer(serializers.Serializer):
+    options = serializers.JSONField(required=False, default=dict)
+
+
+class VariantCreateSerializer(serializers.Serializer):
+    """A what-if: the parent snapshot with these edits applied, in order."""
+
+    edits = VariantEditSerializer(many=True)
+    name = serializers.CharField(required=False, allow_blank=True)
+    run = VariantRunSerializer(
+        required=False, help_text="when present, a run of the derived snapshot is queued"
     )

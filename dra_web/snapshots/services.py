@@ -309,3 +309,84 @@ def delete_snapshot(snapshot: Snapshot, user) -> None:
     if snapshot.owner_id != user.pk and not user.is_superuser:
         raise PermissionDenied("only the owner can delete this snapshot")
     snapshot.delete()
+
+
+# --- what-if variants --------------------------------------------------------------------------
+
+MAX_EDITS = 50
+
+
+def create_variant(owner, parent: Snapshot, edits: object, name: str | None = None) -> Snapshot:
+    """A snapshot derived from ``parent`` by ``edits`` (allocator/edits.py ``apply_edits``),
+    its parent and edits recorded, ``owner`` its author. The same resulting content as one of
+    the owner's snapshots is that snapshot (``existing``). A patch that does not apply, or a
+    result the loader refuses, is a SnapshotUploadError naming the edit (400)."""
+    from allocator.edits import EditError, apply_edits
+
+    if not isinstance(edits, list) or not edits:
+        raise SnapshotUploadError("edits: a non-empty list of {object, patch} edits")
+    if len(edits) > MAX_EDITS:
+        raise SnapshotUploadError(f"edits: at most {MAX_EDITS} edits")
+    try:
+        snapshot_loader.check_document(edits, "edits")
+        documents = apply_edits(parent.documents(), edits)
+    except EditError as exc:
+        raise SnapshotUploadError(str(exc)) from None
+    except snapshot_loader.SnapshotError as exc:
+        raise SnapshotUploadError(exc.problems or [str(exc)]) from None
+    try:
+        loaded = snapshot_loader.load_documents(documents, file="what-if")
+    except snapshot_loader.SnapshotError as exc:
+        raise SnapshotUploadError(
+            [f"the edited snapshot does not load: {p}" for p in (exc.problems or [str(exc)])]
+        ) from None
+    loaded.warnings[:0] = list(parent.warnings or [])
+    digest, documents_json = canonical_documents(loaded)
+    existing = (
+        Snapshot.objects.filter(owner=owner, content_hash=digest).order_by("created", "id").first()
+    )
+    if existing is not None:
+        existing.existing = True
+        return existing
+    if name:
+        _check_text("name", name)
+    label = (name or "").strip()[:MAX_NAME] or _variant_name(parent, edits)
+    # The files of a what-if are its documents as one JSON List: a run that cannot use the
+    # stored documents reads them back the same.
+    items = ",".join(blobs.canonical(raw).decode("utf-8") for _, raw in documents)
+    text = '{"apiVersion":"v1","kind":"List","items":[' + items + "]}"
+    try:
+        with transaction.atomic():
+            snap = Snapshot.objects.create(
+                name=label,
+                owner=owner,
+                source=Snapshot.SOURCE_VARIANT,
+                content_hash=digest,
+                files_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                files_blob=blobs.pack([{"name": "what-if.json", "content": text}], level=1),
+                documents_blob=zlib.compress(documents_json, 1),
+                object_counts=loaded.object_counts(),
+                object_index=object_index(loaded.documents),
+                warnings=list(loaded.warnings),
+                unsimulated=list(loaded.unsimulated),
+                kubernetes_version=parent.kubernetes_version,
+                size_bytes=len(text.encode("utf-8")),
+                file_names=["what-if.json"],
+                parent=parent,
+                edits=edits,
+            )
+    except IntegrityError:
+        existing = Snapshot.objects.filter(owner=owner, content_hash=digest).first()
+        if existing is None:
+            raise
+        existing.existing = True
+        return existing
+    snap.existing = False
+    return snap
+
+
+def _variant_name(parent: Snapshot, edits: list) -> str:
+    objects = sorted({str(e.get("object")) for e in edits if isinstance(e, dict)})
+    shown = ", ".join(objects[:2]) + (f" and {len(objects) - 2} more" if len(objects) > 2 else "")
+    name = f"{parent.name} · what-if: {shown}"
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
