@@ -133,7 +133,7 @@ def test_diff_page_shows_changed_placements_and_tree_divergences(browser_client,
         options={"timeout": 5, "disrupt": [], "featureGates": {"DRADeviceTaints": True}},
     )
     html = _html(browser_client.get(reverse("pages:diff", args=[a.pk, b.pk])))
-    assert "failed in B" in html and "ml/train-1" in html
+    assert "placed only in A" in html and "ml/train-1" in html
     assert "options changed" in html and "featureGates" not in html
     assert "only in A" in html and "gpu-pool-1" in html
     assert "Where the search trees differ, by cause" in html
