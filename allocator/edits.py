@@ -308,7 +308,8 @@ def _recreate_claim_steps(
     lower = kind.lower()
     steps = [
         f"save the manifest shown as {lower}.yaml (a {kind}'s spec cannot be changed in place)",
-        f"kubectl delete {lower} -n {ns} {name} && kubectl create -f {lower}.yaml",
+        f"kubectl delete {lower} -n {ns} {name} && kubectl create -f {lower}.yaml"
+        "  # without metadata.uid, resourceVersion, creationTimestamp and status",
     ]
     for pod, workload in zip(users, workloads, strict=True):
         _, pns, pname = split_object(pod)

@@ -398,10 +398,11 @@ def diff_order(a: Run, b: Run) -> tuple[Run, Run]:
     """The pair as (before, after), whichever way it was asked for, so that a diff reads the
     same in both directions: a run of an ancestor snapshot (a what-if's parent) comes first;
     otherwise the run queued first."""
-    if snapshot_lineage(a.snapshot, b.snapshot) is not None:
-        return a, b
-    if snapshot_lineage(b.snapshot, a.snapshot) is not None:
-        return b, a
+    if a.snapshot_id != b.snapshot_id:
+        if snapshot_lineage(a.snapshot, b.snapshot) is not None:
+            return a, b
+        if snapshot_lineage(b.snapshot, a.snapshot) is not None:
+            return b, a
     return (a, b) if (a.queued_at, a.pk) <= (b.queued_at, b.pk) else (b, a)
 
 

@@ -144,3 +144,19 @@ def test_the_schema_documents_the_variants_endpoint(api):
     post = schema["paths"]["/api/snapshots/{snapshot_id}/variants/"]["post"]
     assert post["operationId"] == "snapshots_variants_create"
     assert set(post["responses"]) >= {"201", "400"}
+
+
+def test_two_runs_of_one_snapshot_diff_the_same_both_ways(
+    api, demo, django_capture_on_commit_callbacks
+):
+    snapshot, first, _ = demo
+    with django_capture_on_commit_callbacks(execute=True):
+        second = api.post(
+            "/api/runs/",
+            {"snapshot": snapshot, "options": {"featureGates": {"DRADeviceTaints": False}}},
+            format="json",
+        ).json()["id"]
+    forward = api.get(f"/api/runs/{first}/diff/{second}/").json()
+    backward = api.get(f"/api/runs/{second}/diff/{first}/").json()
+    assert forward["before"] == backward["before"] == first
+    assert forward["pods"] == backward["pods"] and forward["inputChanges"] == []
