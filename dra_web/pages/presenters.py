@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 
+from allocator.quantity import Quantity
 from allocator.trace import parse_new_nodeclaim_label
 
 # Short phrases for the reasons a target refuses a pod, in the order they are tested. The
@@ -220,21 +221,59 @@ def node_claim_cost(nc: dict[str, Any]) -> dict[str, Any]:
     return {"price": None, "instanceType": None}
 
 
-def cheapest_prices(instance_types: dict[str, Any]) -> dict[str, float]:
-    """Cheapest available offering price per instance type, from the snapshot's catalog."""
+_ZONE_KEY = "topology.kubernetes.io/zone"
+_CAPACITY_TYPE_KEY = "karpenter.sh/capacity-type"
+
+
+def _allowed_values(requirements: list[dict[str, Any]] | None, key: str):
+    """A predicate over a label's values from NodeSelectorRequirements (In / NotIn / Exists /
+    DoesNotExist on that key; anything allowed when the key is not constrained)."""
+    checks = []
+    for r in requirements or []:
+        if not isinstance(r, dict) or r.get("key") != key:
+            continue
+        op, values = r.get("operator"), {str(v) for v in r.get("values") or []}
+        if op == "In":
+            checks.append(lambda v, values=values: v in values)
+        elif op == "NotIn":
+            checks.append(lambda v, values=values: v not in values)
+        elif op == "DoesNotExist":
+            checks.append(lambda v: False)
+    return lambda v: all(check(v) for check in checks)
+
+
+def allowed_prices(
+    instance_types: dict[str, Any],
+    requirements: list[dict[str, Any]] | None,
+    names: Collection[str] | None = None,
+) -> dict[str, float]:
+    """Per instance type, the cheapest available offering whose capacity type and zone the
+    NodeClaim's requirements allow (they carry its NodePool's): an on-demand-only NodePool shows
+    no spot price."""
+    zone_ok = _allowed_values(requirements, _ZONE_KEY)
+    capacity_ok = _allowed_values(requirements, _CAPACITY_TYPE_KEY)
     out: dict[str, float] = {}
-    for name, it in instance_types.items():
-        prices = [o.price for o in getattr(it, "offerings", []) if o.available]
+    for name in names if names is not None else instance_types:
+        it = instance_types.get(name)
+        prices = [
+            o.price
+            for o in getattr(it, "offerings", None) or []
+            if o.available and zone_ok(o.zone) and capacity_ok(o.capacity_type)
+        ]
         if prices:
             out[name] = min(prices)
     return out
 
 
-def fill_costs_from_catalog(node_claims: list[dict[str, Any]], prices: dict[str, float]) -> None:
-    """Where the result carries no price, price a NodeClaim by its cheapest instance type."""
+def fill_costs_from_catalog(
+    node_claims: list[dict[str, Any]], instance_types: dict[str, Any]
+) -> None:
+    """Where the result carries no price, price a NodeClaim by its cheapest instance type at
+    the offerings its requirements allow."""
     for nc in node_claims:
         if nc.get("cost", {}).get("price") is not None:
             continue
+        prices = allowed_prices(instance_types, nc.get("requirements"), nc.get("instanceTypes"))
         options = [(prices[it], it) for it in nc.get("instanceTypes") or [] if it in prices]
         if options:
             price, it = min(options)
@@ -975,3 +1014,72 @@ def input_changes_view(changes: list[dict[str, Any]] | None) -> list[dict[str, A
             }
         )
     return out
+
+
+# --- pools: who holds a device, counters used and left --------------------------------------------
+
+
+def device_holders(
+    claims: Collection[Any], result: dict[str, Any] | None, driver: str, pool: str
+) -> dict[str, list[str]]:
+    """Device name -> who holds it in this pool: in-cluster claims allocated in the snapshot
+    (``claim ns/name`` with the pods it is reserved for) and the pods this run placed on
+    in-cluster devices (``pod ns/name (this run)``)."""
+    out: dict[str, list[str]] = {}
+    for claim in claims:
+        allocation = getattr(claim, "allocation", None)
+        if allocation is None:
+            continue
+        pods = [r.name for r in claim.reserved_for if r.resource == "pods"]
+        shown = f"claim {claim.key}" + (f" ({', '.join(pods)})" if pods else "")
+        for d in allocation.devices:
+            ident = d.device_id
+            if ident.driver == driver and ident.pool == pool:
+                out.setdefault(ident.device, []).append(shown)
+    for entry in (result or {}).get("pods") or []:
+        if not entry.get("scheduled"):
+            continue
+        for claim in entry.get("claims") or []:
+            if claim.get("state") == "allocated-in-cluster":
+                continue  # listed from the snapshot above
+            for d in claim.get("devices") or []:
+                if (
+                    d.get("source") == "in-cluster"
+                    and d.get("driver") == driver
+                    and d.get("pool") == pool
+                ):
+                    held = out.setdefault(str(d.get("device")), [])
+                    label = f"pod {entry.get('pod')} (this run)"
+                    if label not in held:
+                        held.append(label)
+    return out
+
+
+def counter_usage(slices: Collection[Any], holders: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Per shared counter of the pool's newest generation: its total, what the held devices
+    consume, and what is left (``{counterSet, counter, total, used, left}``; quantities as
+    Kubernetes prints them)."""
+    totals: dict[tuple[str, str], Quantity] = {}
+    used: dict[tuple[str, str], Quantity] = {}
+    for s in slices:
+        for cs in getattr(s, "shared_counters", None) or []:
+            for name, value in (cs.counters or {}).items():
+                totals[(cs.name, name)] = totals.get((cs.name, name), Quantity.zero()) + value
+    for s in slices:
+        for d in s.devices:
+            if d.name not in holders:
+                continue
+            for consumption in getattr(d, "consumes_counters", None) or []:
+                for name, value in (consumption.counters or {}).items():
+                    key = (consumption.counter_set, name)
+                    used[key] = used.get(key, Quantity.zero()) + value
+    return [
+        {
+            "counterSet": key[0],
+            "counter": key[1],
+            "total": total.canonical(),
+            "used": used.get(key, Quantity.zero()).canonical(),
+            "left": (total - used.get(key, Quantity.zero())).canonical(),
+        }
+        for key, total in sorted(totals.items())
+    ]

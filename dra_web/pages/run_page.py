@@ -113,9 +113,10 @@ def _node_claims(view: dict, model, run: Run) -> list[dict[str, Any]]:
     pruned_in_trace = run_selectors.instance_types_pruned(
         run, {nc.get("name") for nc in view["node_claims"]}
     )
-    prices = presenters.cheapest_prices(model.instance_types) if model is not None else {}
+    catalog = model.instance_types if model is not None else {}
     out = []
     for nc in view["node_claims"]:
+        prices = presenters.allowed_prices(catalog, nc.get("requirements"), nc.get("instanceTypes"))
         devices = held.get(nc.get("name") or "", [])
         templates = nc.get("templateSlices") or [
             {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
@@ -168,9 +169,7 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     view = presenters.result_view(run.result)
     model = page_selectors.snapshot_model(run.snapshot)
     if model is not None:
-        presenters.fill_costs_from_catalog(
-            view["node_claims"], presenters.cheapest_prices(model.instance_types)
-        )
+        presenters.fill_costs_from_catalog(view["node_claims"], model.instance_types)
         view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
     specs = page_selectors.claim_specs(run.snapshot.documents())
     placements_page = presenters.page_of(
@@ -252,12 +251,19 @@ def pool_devices(run: Run, driver: str, pool: str, wanted: str) -> dict[str, Any
     them."""
     model = page_selectors.snapshot_model(run.snapshot)
     devices = page_selectors.pool_view(model, driver, pool)["devices"]
+    claims = model.resource_claims.values() if model is not None else ()
+    holders = presenters.device_holders(claims, run.result, driver, pool)
+    slices = page_selectors.pool_slices(model, driver, pool) if model is not None else []
+    newest = max((s.generation for s in slices), default=0)
+    counters = presenters.counter_usage([s for s in slices if s.generation == newest], holders)
+    devices = [{**d, "heldBy": holders.get(d.get("name") or "", [])} for d in devices]
     shown = devices[:POOL_DEVICES_SHOWN]
     if wanted and not any(presenters.pool_device_anchor(d.get("name")) == wanted for d in shown):
         shown += [d for d in devices if presenters.pool_device_anchor(d.get("name")) == wanted]
     return {
         "devices": shown,
         "device_count": len(devices),
+        "counters": counters,
         "row_prefix": presenters.pool_anchor(driver, pool),
         "wanted": wanted,
     }

@@ -86,8 +86,48 @@ def test_node_claim_cost_reads_the_price_or_falls_back_to_the_catalog():
     unpriced = {"name": "gpu-pool-2", "instanceTypes": ["g6e.xlarge", "p5.48xlarge"]}
     unpriced["cost"] = presenters.node_claim_cost(unpriced)
     assert unpriced["cost"]["price"] is None
-    presenters.fill_costs_from_catalog([unpriced], {"g6e.xlarge": 1.861, "p5.48xlarge": 98.32})
+    presenters.fill_costs_from_catalog(
+        [unpriced],
+        {
+            "g6e.xlarge": _catalog_type(("us-west-2a", "on-demand", 1.861)),
+            "p5.48xlarge": _catalog_type(("us-west-2a", "on-demand", 98.32)),
+        },
+    )
     assert unpriced["cost"] == {"price": 1.861, "instanceType": "g6e.xlarge"}
+
+
+def _catalog_type(*offerings):
+    from types import SimpleNamespace
+
+    from allocator.model import Offering
+
+    return SimpleNamespace(
+        offerings=[Offering(zone=z, capacity_type=c, price=p) for z, c, p in offerings]
+    )
+
+
+def test_prices_follow_the_node_pools_capacity_types_and_zones():
+    catalog = {
+        "p5.48xlarge": _catalog_type(
+            ("us-west-2a", "spot", 39.2),
+            ("us-west-2a", "on-demand", 98.32),
+            ("us-west-2b", "on-demand", 97.0),
+        ),
+        "g6e.12xlarge": _catalog_type(("us-west-2a", "spot", 4.1)),
+    }
+    on_demand = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    # No spot price for an on-demand-only NodePool; an instance type with only spot has none.
+    assert presenters.allowed_prices(catalog, on_demand) == {"p5.48xlarge": 97.0}
+    in_zone = [
+        *on_demand,
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2a"]},
+    ]
+    assert presenters.allowed_prices(catalog, in_zone) == {"p5.48xlarge": 98.32}
+    assert presenters.allowed_prices(catalog, None) == {"p5.48xlarge": 39.2, "g6e.12xlarge": 4.1}
+    rows = presenters.instance_types_by_price(
+        ["p5.48xlarge", "g6e.12xlarge"], presenters.allowed_prices(catalog, None)
+    )
+    assert [r["name"] for r in rows] == ["g6e.12xlarge", "p5.48xlarge"] and rows[0]["cheapest"]
 
 
 def test_result_view_puts_failed_pods_first_and_tolerates_missing_fields():
