@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import jsonpatch
 
-NAMESPACED = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+NAMESPACED = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "ReplicaSet"})
 
 # Pod fields an update may change (Kubernetes ValidatePodUpdate): the rest of spec is immutable.
 _POD_MUTABLE = (
@@ -75,14 +75,48 @@ def object_name(kind: str, raw: dict) -> str:
     return f"{kind} {name}"
 
 
-def index_documents(documents: Iterable[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
-    """Object name -> (kind, raw) of a snapshot's documents (the first of a name wins, as the
-    loader keeps it)."""
+@dataclass(slots=True)
+class ObjectIndex:
+    """A snapshot's documents by object name (the first of a name wins, as the loader keeps
+    it), and which pods use each claim or claim template (built on first use)."""
+
+    objects: dict[str, tuple[str, dict]]
+    _users: dict[tuple[str, str, str], list[str]] | None = None
+
+    def get(self, ref: str) -> tuple[str, dict] | None:
+        return self.objects.get(ref)
+
+    def users(self, kind: str, namespace: str, name: str) -> list[str]:
+        """Pods whose ``spec.resourceClaims`` name this ResourceClaim or ResourceClaimTemplate."""
+        if self._users is None:
+            self._users = {}
+            for ref, (k, raw) in self.objects.items():
+                if k != "Pod":
+                    continue
+                ns = (raw.get("metadata") or {}).get("namespace") or "default"
+                for c in (raw.get("spec") or {}).get("resourceClaims") or []:
+                    if not isinstance(c, dict):
+                        continue
+                    if c.get("resourceClaimTemplateName"):
+                        key = ("ResourceClaimTemplate", ns, str(c["resourceClaimTemplateName"]))
+                        self._users.setdefault(key, []).append(ref)
+                    if c.get("resourceClaimName"):
+                        key = ("ResourceClaim", ns, str(c["resourceClaimName"]))
+                        self._users.setdefault(key, []).append(ref)
+        return list(self._users.get((kind, namespace, name), []))
+
+    def replaced(self, ref: str, kind: str, raw: dict) -> ObjectIndex:
+        """A copy with ``ref`` changed (the pod users are kept: an edit of a claim or template
+        does not change which pods use it)."""
+        return ObjectIndex({**self.objects, ref: (kind, raw)}, self._users)
+
+
+def index_documents(documents: Iterable[tuple[str, dict]]) -> ObjectIndex:
     out: dict[str, tuple[str, dict]] = {}
     for kind, raw in documents:
         if isinstance(raw, dict):
             out.setdefault(object_name(kind, raw), (kind, raw))
-    return out
+    return ObjectIndex(out)
 
 
 def split_object(ref: str) -> tuple[str, str | None, str]:
@@ -220,10 +254,10 @@ def _pod_change_mutable(field_path: str, before, after) -> bool:
     return True
 
 
-def pod_workload(raw: dict, index: dict[str, tuple[str, dict]]) -> str | None:
+def pod_workload(raw: dict, index: ObjectIndex) -> str | None:
     """The workload that recreates a pod: its controller, a ReplicaSet's Deployment (from the
-    ReplicaSet in the snapshot, else its ``pod-template-hash`` name), a Job's CronJob is left
-    as the Job (a CronJob's next Job takes the template change)."""
+    ReplicaSet in the snapshot, else its ``pod-template-hash`` name); a Job stays the Job (a
+    CronJob's next Job takes the template change)."""
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     ns = meta.get("namespace") or "default"
     owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
@@ -233,12 +267,7 @@ def pod_workload(raw: dict, index: dict[str, tuple[str, dict]]) -> str | None:
     kind, name = str(owner.get("kind") or ""), str(owner.get("name") or "")
     if kind == "ReplicaSet":
         stored = index.get(f"ReplicaSet {ns}/{name}")
-        if stored is None:
-            stored = next(
-                (v for k, v in index.items() if k == f"ReplicaSet {name}" and v[0] == "ReplicaSet"),
-                None,
-            )
-        if stored is not None:
+        if stored is not None and stored[1] is not raw:
             rs_owner = pod_workload(stored[1], index)
             if rs_owner is not None:
                 return rs_owner
@@ -246,24 +275,6 @@ def pod_workload(raw: dict, index: dict[str, tuple[str, dict]]) -> str | None:
         if digest and name.endswith(f"-{digest}"):
             return f"Deployment {ns}/{name[: -len(digest) - 1]}"
     return f"{kind} {ns}/{name}"
-
-
-def _pods_using(index: dict[str, tuple[str, dict]], kind: str, ns: str, name: str) -> list[str]:
-    """Pods of the snapshot whose resourceClaims name this claim or template."""
-    key = "resourceClaimTemplateName" if kind == "ResourceClaimTemplate" else "resourceClaimName"
-    out = []
-    for ref, (k, raw) in index.items():
-        if k != "Pod":
-            continue
-        meta = raw.get("metadata") or {}
-        if (meta.get("namespace") or "default") != ns:
-            continue
-        spec = raw.get("spec") or {}
-        if any(
-            isinstance(c, dict) and c.get(key) == name for c in spec.get("resourceClaims") or []
-        ):
-            out.append(ref)
-    return out
 
 
 def _recreate_pod_steps(pod_ref: str, workload: str | None, patch: list[dict]) -> list[str]:
@@ -331,7 +342,7 @@ def _recreate_claim_steps(
 # --- the entry points --------------------------------------------------------------------------
 
 
-def edit_for(change: dict, index: dict[str, tuple[str, dict]]) -> Edit:
+def edit_for(change: dict, index: ObjectIndex) -> Edit:
     """The edit of one ``set`` change against the indexed documents. A Namespace the export
     left out is created (as ``kubectl label namespace`` would need it to exist: the patch is
     against an empty Namespace)."""
@@ -359,8 +370,8 @@ def edit_for(change: dict, index: dict[str, tuple[str, dict]]) -> Edit:
         how = _recreate_pod_steps(ref, workload, patch)
     elif kind in ("ResourceClaim", "ResourceClaimTemplate") and steps[0] == "spec":
         recreate = True
-        users = _pods_using(index, kind, ns or "default", name)
-        owners = [pod_workload(index[u][1], index) for u in users]
+        users = index.users(kind, ns or "default", name)
+        owners = [pod_workload(index.objects[u][1], index) for u in users]
         named = sorted({o for o in owners if o is not None})
         workload = ", ".join(named) if named else (users[0] if users else None)
         how = _recreate_claim_steps(ref, kind, users, owners)
@@ -382,7 +393,7 @@ def _read(doc, steps: Sequence[str | int]):
     return node
 
 
-def annotate(suggestion: dict, index: dict[str, tuple[str, dict]]) -> None:
+def annotate(suggestion: dict, index: ObjectIndex) -> None:
     """Adds ``patch``, ``manifest``, ``recreate`` (and ``workload``, ``recreateSteps`` when it
     must be recreated) to a suggestion, and to each entry of its ``changes`` (applied in turn,
     so that two changes of one object build on each other). A ``delete`` change gets
@@ -390,20 +401,20 @@ def annotate(suggestion: dict, index: dict[str, tuple[str, dict]]) -> None:
     written as a patch keeps the suggestion, with ``patch: null`` and ``patchError``."""
     changes = suggestion.get("changes")
     if isinstance(changes, list) and changes:
-        working = dict(index)
+        working = index
         for entry in changes:
             if not isinstance(entry, dict):
                 continue
             change = entry.get("change") if isinstance(entry.get("change"), dict) else entry
             edit = _annotate_one(entry, change, working)
             if edit is not None:  # the next change of the same object starts from this one
-                working[edit.object] = (split_object(edit.object)[0], edit.manifest)
+                working = working.replaced(edit.object, split_object(edit.object)[0], edit.manifest)
     change = suggestion.get("change")
     if isinstance(change, dict):
         _annotate_one(suggestion, change, index)
 
 
-def _annotate_one(target: dict, change: dict, index: dict[str, tuple[str, dict]]) -> Edit | None:
+def _annotate_one(target: dict, change: dict, index: ObjectIndex) -> Edit | None:
     if change.get("op") == "delete":
         target.update({"patch": None, "manifest": None, "recreate": False})
         return None
