@@ -219,6 +219,9 @@ def _fix_lines(entry: Mapping[str, Any], node_claims: list[str]) -> list[str]:
     for i, view in enumerate(views[:MAX_FIXES], 1):
         lines.append(f"  {i}. [{view['kind']}] {clip_words(view['message'], 200)}")
         lines.extend(f"       {line}" for line in view["patch"].rstrip("\n").splitlines())
+        if view.get("recreate"):
+            lines.append(f"       recreate ({view.get('workload') or 'the object'}):")
+            lines.extend(f"         {step}" for step in view.get("recreate_steps") or [])
     if len(views) > MAX_FIXES:
         lines.append(f"  ... {len(views) - MAX_FIXES} more (see them with --open)")
     return lines

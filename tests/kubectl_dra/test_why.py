@@ -85,7 +85,10 @@ def test_a_selector_no_instance_type_meets_is_the_decisive_cause(karpenter):
     assert "on nodepool/gpu (p5.48xlarge): 8 devices refused by selector" in cause
     assert 'productName is "NVIDIA H100 80GB HBM3"' in cause
     assert "[relax-selector]" in out
-    assert "kind: ResourceClaimTemplate" in out and "name: a100" in out
+    # The fix as a JSON patch of the template, which is recreated (its spec is immutable).
+    assert "# ResourceClaimTemplate a100: patch of its saved manifest (it is recreated)" in out
+    assert '"path":"/spec/spec/devices/requests/0/exactly/selectors' in out
+    assert "kubectl delete resourceclaimtemplate -n ml a100" in out
 
 
 def test_the_contexts_namespace_is_the_default(held, kubeconfig_for):
