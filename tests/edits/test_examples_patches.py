@@ -10,26 +10,43 @@ from pathlib import Path
 
 import jsonpatch
 import pytest
-import yaml
 
 from allocator.edits import object_name
-from tests.scheduling.k8s import pod_result, run
+from allocator.simulation import SimulationOptions, simulate
+from allocator.snapshot import load_documents, load_paths
 
-EXAMPLES = sorted(Path(__file__).resolve().parents[2].joinpath("examples").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(ROOT.joinpath("examples").glob("*.yaml"))
+FIXTURES = ROOT / "tests" / "fixtures"
+CATALOG = FIXTURES / "suggestions" / "aws-gpu-instance-types.json"
+# The suggestion fixtures and the pages' real-world snapshots, with the AWS catalog they use.
+SNAPSHOTS = [
+    *([p] for p in EXAMPLES),
+    *(
+        [p, CATALOG]
+        for p in sorted((FIXTURES / "suggestions").iterdir())
+        if p.suffix in (".yaml", ".json") and p != CATALOG
+    ),
+    *([p] for p in sorted((FIXTURES / "pages").glob("*.yaml"))),
+]
 
 
-def documents(path: Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+def run(documents: list[tuple[str, dict]], **options) -> dict:
+    return simulate(load_documents(documents), SimulationOptions(**options)).result
 
 
-def patched(docs: list[dict], change: dict, patch: list[dict] | None) -> list[dict]:
+def pod_result(result: dict, key: str) -> dict:
+    return next(p for p in result["pods"] if p["pod"] == key)
+
+
+def patched(docs: list[tuple[str, dict]], change: dict, patch: list[dict] | None):
     """The documents after one change, applied the way a user would apply it."""
     if change.get("op") == "delete":
         gone = set(change.get("objects") or [change["object"]])
-        kept = [d for d in docs if object_name(d["kind"], d) not in gone]
-        for d in kept:
+        kept = [(k, d) for k, d in docs if object_name(k, d) not in gone]
+        for k, d in kept:
             status = d.get("status") or {}
-            if d["kind"] == "ResourceClaim" and status.get("reservedFor"):
+            if k == "ResourceClaim" and status.get("reservedFor"):
                 ns = d["metadata"].get("namespace") or "default"
                 status["reservedFor"] = [
                     r for r in status["reservedFor"] if f"Pod {ns}/{r.get('name')}" not in gone
@@ -39,26 +56,22 @@ def patched(docs: list[dict], change: dict, patch: list[dict] | None) -> list[di
         return kept
     assert patch is not None, change
     out, found = [], False
-    for d in docs:
-        if object_name(d["kind"], d) == change["object"]:
+    for k, d in docs:
+        if object_name(k, d) == change["object"]:
             d = jsonpatch.apply_patch(d, patch)
             found = True
-        out.append(d)
+        out.append((k, d))
     if not found:  # a Namespace the export left out: kubectl would find it in the cluster
         kind, _, name = change["object"].partition(" ")
         assert kind == "Namespace"
-        out.insert(
-            0,
-            jsonpatch.apply_patch(
-                {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}, patch
-            ),
-        )
+        empty = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+        out.insert(0, (kind, jsonpatch.apply_patch(empty, patch)))
     return out
 
 
 def cases():
-    for path in EXAMPLES:
-        docs = documents(path)
+    for paths in SNAPSHOTS:
+        docs = load_paths([str(p) for p in paths]).documents
         result = run(docs)
         for entry in result["pods"]:
             for n, suggestion in enumerate(entry.get("suggestions") or []):
@@ -66,7 +79,7 @@ def cases():
                     docs,
                     entry["pod"],
                     suggestion,
-                    id=f"{path.stem}:{entry['pod']}:{n}:{suggestion['kind']}",
+                    id=f"{paths[0].stem}:{entry['pod']}:{n}:{suggestion['kind']}",
                 )
 
 
@@ -75,7 +88,7 @@ CASES = list(cases())
 
 def test_the_examples_offer_suggestions_to_patch():
     kinds = {c.values[2]["kind"] for c in CASES}
-    assert len(CASES) >= 10, len(CASES)
+    assert len(CASES) >= 30, len(CASES)
     assert {"nodepool-requirement", "relax-selector", "reduce-count"} <= kinds
 
 
@@ -93,7 +106,7 @@ def test_each_suggested_patch_places_the_pod(docs, pod, suggestion):
 def test_the_cli_text_shows_the_patch_and_the_recreate_steps(capsys):
     from allocator.cli import main
 
-    demo = str(EXAMPLES[0].parent / "demo-snapshot.yaml")
+    demo = str(ROOT / "examples" / "demo-snapshot.yaml")
     assert main(["simulate", demo]) in (0, 1)
     out = capsys.readouterr().out
     assert (
@@ -102,3 +115,16 @@ def test_the_cli_text_shows_the_patch_and_the_recreate_steps(capsys):
     ) in out
     assert "recreate (ReplicaSet ml-training/giant-a100):" in out
     assert "kubectl delete resourceclaimtemplate -n ml-training a100-x40" in out
+
+
+@pytest.mark.parametrize(("docs", "pod", "suggestion"), CASES)
+def test_each_suggestion_as_a_what_if_places_the_pod(docs, pod, suggestion):
+    """What "Try this fix" sends (pages presenters.what_if_edits), applied as the variants
+    endpoint applies it (allocator.edits.apply_edits)."""
+    from allocator.edits import apply_edits
+    from dra_web.pages.presenters import what_if_edits
+
+    edits = what_if_edits(suggestion)
+    assert edits, suggestion
+    placed = pod_result(run(apply_edits(docs, edits), suggestions=False), pod)
+    assert placed["scheduled"], placed["error"]
