@@ -135,3 +135,47 @@ def test_node_claim_prices_follow_the_node_pools_capacity_types(
                     assert f"${price:,.3f}/h" not in html
             checked += 1
     assert checked
+
+
+def test_compare_with_offers_the_runs_of_the_lineage_first(snapshot, maria):
+    from dra_web.pages.run_page import other_runs
+    from dra_web.snapshots.services import create_variant
+    from tests.pages.builders import FIXTURE, make_run
+
+    original = make_run(snapshot, maria)
+    what_if = create_variant(
+        maria,
+        snapshot,
+        [
+            {
+                "object": "Namespace ml",
+                "patch": [{"op": "add", "path": "/metadata/labels", "value": {"team": "ml"}}],
+            }
+        ],
+    )
+    deeper = create_variant(
+        maria,
+        what_if,
+        [
+            {
+                "object": "Namespace ml",
+                "patch": [{"op": "add", "path": "/metadata/labels/tier", "value": "gold"}],
+            }
+        ],
+    )
+    fix_run, deeper_run = make_run(what_if, maria), make_run(deeper, maria)
+    # Runs of an unrelated snapshot, started later, come after the lineage's.
+    unrelated = create_snapshot(
+        maria, [("other.yaml", FIXTURE.read_bytes().replace(b"ml", b"mx"))], "other"
+    )
+    later = [make_run(unrelated, maria) for _ in range(3)]
+    offered = [r.pk for r in other_runs(deeper_run)]
+    assert set(offered[:2]) == {original.pk, fix_run.pk}
+    assert set(offered[2:]) >= {r.pk for r in later}
+    # The deeper what-if's diff against the original lists both edits, in order, with authors.
+    from dra_web.runs.selectors import diff_order, input_changes
+
+    assert diff_order(deeper_run, original) == (original, deeper_run)
+    changes = input_changes(original, deeper_run)
+    assert [c["snapshot"] for c in changes] == [what_if.pk, deeper.pk]
+    assert all(c["author"] == "maria" for c in changes)
