@@ -160,3 +160,28 @@ def test_two_runs_of_one_snapshot_diff_the_same_both_ways(
     backward = api.get(f"/api/runs/{second}/diff/{first}/").json()
     assert forward["before"] == backward["before"] == first
     assert forward["pods"] == backward["pods"] and forward["inputChanges"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"{not json", "application/json"),
+        (b"[1, 2]", "application/json"),
+        (
+            b'{"edits": [{"object": "NodePool gpu-h100", "patch": ['
+            + b'{"op": "test", "path": "/a", "value": "'
+            + b"x" * 3_000_000
+            + b'"}]}]}',
+            "application/json",
+        ),
+        (
+            b'{"edits": [{"object": "NodePool gpu-h100", "patch": [{"op": "add", "path": "/metadata/labels/a", "value": "\\u0000"}]}]}',
+            "application/json",
+        ),
+    ],
+    ids=["malformed", "not-an-object", "too-large", "nul-in-value"],
+)
+def test_bad_bodies_are_4xx_never_500(api, demo, body, content_type):
+    snapshot, _, _ = demo
+    response = api.generic("POST", f"/api/snapshots/{snapshot}/variants/", body, content_type)
+    assert 400 <= response.status_code < 500, response.content[:300]
