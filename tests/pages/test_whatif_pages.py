@@ -135,6 +135,16 @@ def test_node_claim_prices_follow_the_node_pools_capacity_types(
                     assert f"${price:,.3f}/h" not in html
             checked += 1
     assert checked
+    # The summary lists each NodeClaim's instance types cheapest first.
+    from dra_web.pages.presenters import allowed_prices
+
+    cells = re.findall(r'<td class="instance-types-by-price"[^>]*>(.*?)</td>', html, re.S)
+    assert len(cells) == len(run.result["nodeClaims"])
+    for nc, cell in zip(run.result["nodeClaims"], cells, strict=True):
+        shown = re.findall(r'<span class="tag[^"]*">([^<]+)</span>', cell)
+        prices = allowed_prices(model.instance_types, nc["requirements"], nc["instanceTypes"])
+        expected = sorted(nc["instanceTypes"], key=lambda n: (n not in prices, prices.get(n, 0), n))
+        assert shown == expected[:4]
 
 
 def test_compare_with_offers_the_runs_of_the_lineage_first(snapshot, maria):
