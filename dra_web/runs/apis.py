@@ -214,7 +214,15 @@ class RunTraceApi(APIView):
 
 class RunDiffApi(APIView):
     @extend_schema(
-        operation_id="runs_diff", responses={200: OpenApiTypes.OBJECT, 409: ProblemSerializer}
+        operation_id="runs_diff",
+        responses={200: OpenApiTypes.OBJECT, 409: ProblemSerializer},
+        description="What changed between two finished runs, the same whichever way asked: A "
+        "(`before`) is the run of the ancestor snapshot when one derives from the other (a "
+        "what-if), else the run queued first. `inputChanges`: the edits from A's snapshot to "
+        "B's, each with the `snapshot` that made it and its `author`. `cost`: `{before, after, "
+        "delta, unpriced}` in dollars per hour of the new NodeClaims' cheapest offerings their "
+        "requirements allow. Then pods placed and unplaced, targets, devices, NodeClaims, and "
+        "where the search trees diverge (docs/API.md).",
     )
     def get(self, request, run_id: int, other_id: int):
         a, b = selectors.get_run(run_id), selectors.get_run(other_id)
