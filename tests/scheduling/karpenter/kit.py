@@ -130,6 +130,8 @@ def node_pool(
     *,
     requirements: list[dict] | None = None,
     taints: list[dict] | None = None,
+    startup_taints: list[dict] | None = None,
+    labels: dict[str, str] | None = None,
     limits: dict | None = None,
     weight: int = 0,
 ) -> dict:
@@ -149,6 +151,10 @@ def node_pool(
     }
     if taints:
         spec["template"]["spec"]["taints"] = taints
+    if startup_taints:
+        spec["template"]["spec"]["startupTaints"] = startup_taints
+    if labels:
+        spec["template"]["metadata"] = {"labels": labels}
     if weight:
         spec["weight"] = weight
     return {
@@ -159,14 +165,23 @@ def node_pool(
     }
 
 
-def _affinity(required=None, anti=None) -> dict | None:
+def _affinity(required=None, anti=None, terms=None, preferences=None) -> dict | None:
+    """``required``: one node selector term; ``terms``: several (ORed); ``preferences``: one
+    preferred term of weight 1."""
     affinity: dict[str, Any] = {}
     if required:
-        affinity["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": required}]
-            }
+        terms = [required]
+    node_affinity: dict[str, Any] = {}
+    if terms:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
         }
+    if preferences:
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 1, "preference": {"matchExpressions": preferences}}
+        ]
+    if node_affinity:
+        affinity["nodeAffinity"] = node_affinity
     if anti:
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": anti}
     return affinity or None
@@ -176,8 +191,12 @@ def pod_doc(
     pod_name: str | None = None,
     *,
     requests: dict | None = None,
+    limits: dict | None = None,
+    init_containers: list[dict] | None = None,
     node_selector: dict | None = None,
     node_requirements: list[dict] | None = None,
+    node_terms: list[list[dict]] | None = None,
+    node_preferences: list[dict] | None = None,
     host_ports: tuple[int, ...] = (),
     pvcs: tuple[str, ...] = (),
     ephemeral: tuple[str | None, ...] = (),
@@ -186,20 +205,29 @@ def pod_doc(
     tolerations: list[dict] | None = None,
     node_name: str | None = None,
     conditions: list[dict] | None = None,
+    daemon_set: str | None = None,
 ) -> dict:
-    """test.Pod: one pause container; volumes named after their claim for a readable test."""
+    """test.Pod: one pause container; volumes named after their claim for a readable test.
+    ``init_containers``: their ``resources``; ``daemon_set``: the DaemonSet that owns it."""
     pod_name = pod_name or name("pod")
     container: dict[str, Any] = {
         "name": "main",
         "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2",
     }
-    if requests:
-        container["resources"] = {"requests": requests}
+    if requests or limits:
+        container["resources"] = {
+            k: v for k, v in (("requests", requests), ("limits", limits)) if v
+        }
     if host_ports:
         container["ports"] = [
             {"containerPort": 80, "hostPort": p, "protocol": "TCP"} for p in host_ports
         ]
     spec: dict[str, Any] = {"containers": [container]}
+    if init_containers:
+        spec["initContainers"] = [
+            {"name": f"init-{i}", "image": "busybox:1.36", "resources": resources}
+            for i, resources in enumerate(init_containers)
+        ]
     volumes = [
         {"name": f"vol-{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(pvcs)
     ]
@@ -217,7 +245,7 @@ def pod_doc(
         spec["volumes"] = volumes
     if node_selector:
         spec["nodeSelector"] = node_selector
-    affinity = _affinity(node_requirements, anti_requirements)
+    affinity = _affinity(node_requirements, anti_requirements, node_terms, node_preferences)
     if affinity:
         spec["affinity"] = affinity
     if tolerations:
@@ -227,6 +255,16 @@ def pod_doc(
     metadata: dict[str, Any] = {"name": pod_name, "namespace": "default", "uid": f"uid-{pod_name}"}
     if labels:
         metadata["labels"] = labels
+    if daemon_set:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": daemon_set,
+                "uid": f"uid-{daemon_set}",
+                "controller": True,
+            }
+        ]
     status: dict[str, Any] = {"phase": "Running" if node_name else "Pending"}
     if conditions is not None:
         status["conditions"] = conditions
@@ -327,21 +365,14 @@ def storage_class(
     return doc
 
 
-def daemon_set(
-    ds_name: str | None = None,
-    *,
-    requests: dict | None = None,
-    host_ports: tuple[int, ...] = (),
-    node_requirements: list[dict] | None = None,
-) -> dict:
-    """test.DaemonSet."""
-    template = pod_doc(
-        "template", requests=requests, host_ports=host_ports, node_requirements=node_requirements
-    )
+def daemon_set(ds_name: str | None = None, **pod_options) -> dict:
+    """test.DaemonSet: its pod template takes ``pod_doc``'s options."""
+    template = pod_doc("template", **pod_options)
+    ds_name = ds_name or name("daemonset")
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": ds_name or name("daemonset"), "namespace": "default"},
+        "metadata": {"name": ds_name, "namespace": "default", "uid": f"uid-{ds_name}"},
         "spec": {
             "selector": {"matchLabels": {"app": "ds"}},
             "template": {"spec": template["spec"]},
