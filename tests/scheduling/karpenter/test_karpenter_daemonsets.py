@@ -4,8 +4,8 @@ pkg/controllers/provisioning/scheduling/suite_test.go "In-Flight Nodes" / "Exist
 Context("Daemonsets").
 
 Karpenter's tests read the instance type of the node launched for the pod: 4 CPU / 4Gi
-(``default-instance-type``) when the DaemonSet's overhead was counted, 2 CPU / 2Gi
-(``small-instance-type``) when it was not. Here that is the NodeClaim's cheapest instance type.
+(``c6i.xlarge``) when the DaemonSet's overhead was counted, 2 CPU / 2Gi
+(``c6i.large``) when it was not. Here that is the NodeClaim's cheapest instance type.
 
 The fake cloud provider's ``size`` label (small / large) is a well-known label there (the fake
 registers it); here well-known labels are Kubernetes' and Karpenter's, so the titles that
@@ -72,7 +72,7 @@ def test_should_account_for_daemonsets():
     result = provision(
         node_pool(), *default_instance_types(), daemon_set(requests=_cpu_mem("2", "2Gi")), pod
     )
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_account_for_daemonset_hostports():
@@ -91,7 +91,7 @@ def test_should_account_for_daemonsets_with_startup_taint():
     result = provision(
         pool, *default_instance_types(), daemon_set(requests=_cpu_mem("2", "2Gi")), pod
     )
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_not_schedule_if_daemonset_overhead_is_too_large():
@@ -109,7 +109,7 @@ def test_should_account_for_overhead_using_daemonset_pod_spec_instead_of_daemons
     )
     pod = _pod_1cpu(node_selector={"karpenter.sh/nodepool": "default"})
     result = provision(node_pool(), *default_instance_types(), ds, ds_pod, pod)
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
     assert not result.scheduled(ds_pod)  # the DaemonSet controller places it, not Karpenter
 
 
@@ -128,7 +128,7 @@ def test_should_schedule_based_on_the_max_resource_requests_of_containers_and_in
     pod = unschedulable_pod()
     result = provision(node_pool(), *default_instance_types(), ds, pod)
     # max(containers, init containers): 3 CPU and 3Gi of overhead; the 2 CPU type is too small.
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_not_schedule_if_combined_max_resources_are_too_large_for_any_node():
@@ -158,14 +158,14 @@ def test_should_ignore_daemonsets_without_matching_tolerations():
     result = provision(
         pool, *default_instance_types(), daemon_set(requests=_cpu_mem("2", "2Gi")), pod
     )
-    assert _launched(result, pod) == "small-instance-type"
+    assert _launched(result, pod) == "c6i.large"
 
 
 def test_should_ignore_daemonsets_with_an_invalid_selector():
     ds = daemon_set(requests=_cpu_mem("2", "2Gi"), node_selector={"node": "invalid"})
     pod = _pod_1cpu()
     result = provision(node_pool(), *default_instance_types(), ds, pod)
-    assert _launched(result, pod) == "small-instance-type"
+    assert _launched(result, pod) == "c6i.large"
 
 
 def test_should_ignore_daemonsets_when_no_instance_types_meet_the_daemonset_requirements():
@@ -178,7 +178,7 @@ def test_should_ignore_daemonsets_when_no_instance_types_meet_the_daemonset_requ
     pod = _pod_1cpu()
     result = provision(node_pool(), *default_instance_types(), ds, pod)
     # The NodePool allows any instance type, but none of them is the one the DaemonSet wants.
-    assert _launched(result, pod) == "small-instance-type"
+    assert _launched(result, pod) == "c6i.large"
 
 
 def test_should_account_for_daemonsets_with_a_custom_label_nodeselector_that_matches_the_nodepool():
@@ -186,7 +186,7 @@ def test_should_account_for_daemonsets_with_a_custom_label_nodeselector_that_mat
     ds = daemon_set(requests=_cpu_mem("2", "2Gi"), node_selector={"purpose": "monitoring"})
     pod = _pod_1cpu()
     result = provision(pool, *default_instance_types(), ds, pod)
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_filter_out_daemonsets_based_on_instance_type_requirements():
@@ -196,7 +196,7 @@ def test_should_filter_out_daemonsets_based_on_instance_type_requirements():
     result = provision(node_pool(), *default_instance_types(), small, large, pod)
     # Only the 1 CPU DaemonSet runs on amd64 types: 2 CPU with the pod, on a 4 CPU type. Were
     # both counted on every type, only the 16 CPU arm64 type would hold them.
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_account_daemonsets_with_notin_operator_and_unspecified_key():
@@ -204,9 +204,9 @@ def test_should_account_daemonsets_with_notin_operator_and_unspecified_key():
         requests=_cpu_mem("2", "2Gi"),
         node_requirements=[{"key": "foo", "operator": "NotIn", "values": ["bar"]}],
     )
-    pod = _pod_1cpu(node_requirements=[{"key": ZONE, "operator": "In", "values": ["test-zone-2"]}])
+    pod = _pod_1cpu(node_requirements=[{"key": ZONE, "operator": "In", "values": ["us-west-2b"]}])
     result = provision(node_pool(), *default_instance_types(), ds, pod)
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_remove_daemonset_node_hostname_affinity_when_considering_daemonset_schedulability():
@@ -224,7 +224,7 @@ def test_should_remove_daemonset_node_hostname_affinity_when_considering_daemons
     pod = _pod_1cpu(node_selector={"foo": "bar"})
     result = provision(pool, *default_instance_types(), ds, ds_pod, pod)
     # The pod's requests with the DaemonSet's affinity: 2 CPU + 1 CPU on a 4 CPU type.
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_consider_a_daemonset_schedulable_with_multiple_node_affinity_terms():
@@ -238,7 +238,7 @@ def test_should_consider_a_daemonset_schedulable_with_multiple_node_affinity_ter
     )
     pod = _pod_1cpu()
     result = provision(pool, *default_instance_types(), ds, pod)
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_consider_a_daemonset_schedulable_with_an_incompatible_node_affinity_preference():
@@ -248,7 +248,7 @@ def test_should_consider_a_daemonset_schedulable_with_an_incompatible_node_affin
     )
     pod = _pod_1cpu()
     result = provision(node_pool(), *default_instance_types(), ds, pod)
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_consider_a_daemonset_schedulable_with_a_prefernoschedule_taint():
@@ -257,7 +257,7 @@ def test_should_consider_a_daemonset_schedulable_with_a_prefernoschedule_taint()
     result = provision(
         pool, *default_instance_types(), daemon_set(requests=_cpu_mem("2", "2Gi")), pod
     )
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
 
 
 def test_should_not_account_for_daemonset_hostports_when_daemonset_would_not_schedule_on_selected_node():
@@ -270,7 +270,7 @@ def test_should_not_account_for_daemonset_hostports_when_daemonset_would_not_sch
     pod = _pod_1cpu(node_requirements=SMALL, host_ports=(8080,))
     result = provision(node_pool(), *default_instance_types(), large, small, pod)
     # Port 8080 is held only on arm64 nodes; on amd64 the pod and its DaemonSet take 3 CPU.
-    assert _launched(result, pod) == "default-instance-type"
+    assert _launched(result, pod) == "c6i.xlarge"
     assert result.values(pod, ARCH) == {"amd64"}
 
 
@@ -279,7 +279,7 @@ def test_should_not_account_for_daemonset_hostports_when_daemonset_would_not_sch
 
 def _node_16cpu(name: str = "ip-10-0-7-21") -> dict:
     """The 16 CPU node an 8 CPU pod launched in an earlier loop (the fake's arm64 type)."""
-    return launched_node(name, "arm-instance-type", cpu="15900m", memory="131062Mi", pods="5")
+    return launched_node(name, "r7g.4xlarge", cpu="15900m", memory="131062Mi", pods="5")
 
 
 def test_should_track_daemonset_usage_separately_so_we_know_how_many_ds_resources_are_remaining_to_be_scheduled():
@@ -335,24 +335,24 @@ def test_should_properly_handle_daemonset_resources_with_node_affinity_for_initi
     pod = unschedulable_pod(limits={"cpu": "2"})
     result = provision(node_pool(), *default_instance_types(), initialized, registered, pod)
     # Both DaemonSets run on a new node: 4 CPU with the pod, only the 16 CPU type holds them.
-    assert _launched(result, pod) == "arm-instance-type"
+    assert _launched(result, pod) == "r7g.4xlarge"
     keys = {r["key"] for r in result.node_claim(pod)["requirements"]}
     assert not keys & {"karpenter.sh/initialized", "karpenter.sh/registered"}
 
 
 def test_should_not_subtract_daemonset_overhead_that_is_not_strictly_compatible_with_an_existing_node():
-    # A node of 1 CPU / 1Gi with no zone label; the DaemonSet wants test-zone-1.
-    node = launched_node("ip-10-0-3-15", "small-instance-type", cpu="1", memory="1Gi", pods="110")
+    # A node of 1 CPU / 1Gi with no zone label; the DaemonSet wants us-west-2a.
+    node = launched_node("ip-10-0-3-15", "c6i.large", cpu="1", memory="1Gi", pods="110")
     del node["metadata"]["labels"][ZONE]
     ds = daemon_set(
         requests=_cpu_mem("100", "100Gi"),
-        node_requirements=[{"key": ZONE, "operator": "In", "values": ["test-zone-1"]}],
+        node_requirements=[{"key": ZONE, "operator": "In", "values": ["us-west-2a"]}],
     )
     pod = _pod_1cpu()
     result = provision(node_pool(), *default_instance_types(), ds, node, pod)
     assert result.target(pod) == "ip-10-0-3-15"
     # A second pod: the node is full, and the DaemonSet takes every node the NodePool could
-    # launch (all of them may be in test-zone-1).
+    # launch (all of them may be in us-west-2a).
     first = pod_doc(
         pod["metadata"]["name"], requests=_cpu_mem("1", "1Gi"), node_name="ip-10-0-3-15"
     )
@@ -364,7 +364,7 @@ def test_should_not_subtract_daemonset_overhead_that_is_not_strictly_compatible_
 def test_an_existing_node_keeps_room_for_the_daemonset_pods_it_does_not_run_yet():
     # A GPU node registered before the DCGM exporter DaemonSet was created: Karpenter keeps its
     # 2 CPU free for the exporter, so a 3 CPU pod does not fit the 4 CPU node.
-    node = launched_node("ip-10-0-1-7", "default-instance-type", cpu="3900m", memory="4086Mi")
+    node = launched_node("ip-10-0-1-7", "c6i.xlarge", cpu="3900m", memory="4086Mi")
     ds = daemon_set("dcgm-exporter", requests=_cpu_mem("2", "1Gi"))
     pod = unschedulable_pod(requests={"cpu": "3"})
     result = provision(node_pool(limits={"cpu": "0"}), *default_instance_types(), ds, node, pod)
@@ -395,9 +395,9 @@ def test_instance_types_are_grouped_by_the_daemonsets_they_would_run():
         daemon_set("arm64-agent", requests={"cpu": "10"}, node_requirements=LARGE),
     )["default"]
     assert len(groups) == 2
-    arm64 = next(g for g in groups if "arm-instance-type" in g.instance_types)
-    amd64 = next(g for g in groups if "default-instance-type" in g.instance_types)
-    assert arm64.instance_types == {"arm-instance-type"}
+    arm64 = next(g for g in groups if "r7g.4xlarge" in g.instance_types)
+    amd64 = next(g for g in groups if "c6i.xlarge" in g.instance_types)
+    assert arm64.instance_types == {"r7g.4xlarge"}
     assert (arm64.overhead["cpu"], amd64.overhead["cpu"]) == (10_000, 1_000)
     assert len(amd64.instance_types) == 5
 
@@ -410,9 +410,9 @@ def test_nodeclaim_daemon_overhead_is_the_least_of_its_groups():
         daemon_set("arm64-agent", requests=_cpu_mem("10", "1Gi"), node_requirements=LARGE),
     )["default"]
     # Karpenter's addDaemonRequests: per resource, the least of the groups still possible.
-    both = least_overhead(groups, ["small-instance-type", "arm-instance-type"])
+    both = least_overhead(groups, ["c6i.large", "r7g.4xlarge"])
     assert (both["cpu"], both["memory"]) == (1_000, 2**30 * 1000)
-    assert least_overhead(groups, ["arm-instance-type"])["cpu"] == 10_000
+    assert least_overhead(groups, ["r7g.4xlarge"])["cpu"] == 10_000
 
 
 def test_a_dropped_affinity_term_stays_dropped_for_later_nodepools():
