@@ -12,19 +12,25 @@ registers it); here well-known labels are Kubernetes' and Karpenter's, so the ti
 select DaemonSets by instance size select them by ``kubernetes.io/arch`` instead: the fake's
 only large instance type is also its only arm64 one.
 
-Ported: provisioning suite 20 titles (the host port ones moved here from
-test_karpenter_hostports.py), scheduling suite 4. Left out (4):
-- "should create a nodeclaim with resource requests with daemon overhead" and "should not
-  double-count daemon overhead when multiple pods are scheduled to the same nodeclaim": they
-  read the NodeClaim's spec.resources.requests, which the result does not carry (the run page
-  computes them); ``test_nodeclaim_daemon_overhead_is_the_least_of_its_groups`` checks the
-  value the scheduler keeps.
-- "should handle DaemonSet pods with DRA requirements based on IgnoreDRARequests flag value":
-  the simulation is of a Karpenter with DRA support (IgnoreDRARequests false) only.
-- "Should properly handle DaemonSet resources with Node Affinity for karpenter.sh/initialized
-  and karpenter.sh/registered" is ported in the form the simulation can observe (the launched
-  instance type and the NodeClaim's requirements); its cluster-state checks
-  (StateNode.DaemonSetRequests after manual binding) have no counterpart.
+Ported: the provisioning suite's Context("Daemonsets") 21 of 21 (its two host port titles
+moved here from test_karpenter_hostports.py); the scheduling suite's DaemonSet titles 4 of 5
+("In-Flight Nodes" 3, "Existing Nodes" 1). "Should properly handle DaemonSet resources with
+Node Affinity for karpenter.sh/initialized and karpenter.sh/registered" is ported as far as a
+result shows it (the launched instance type, the NodeClaim's requirements); its cluster-state
+checks (StateNode.DaemonSetRequests after manual binding) have no counterpart here.
+
+Left out (3):
+- provisioning suite "should create a nodeclaim with resource requests with daemon overhead"
+  and "should not double-count daemon overhead when multiple pods are scheduled to the same
+  nodeclaim": they read the NodeClaim's spec.resources.requests, which the result does not
+  carry; ``test_nodeclaim_daemon_overhead_is_the_least_of_its_groups`` checks the overhead the
+  scheduler keeps for it (Karpenter's addDaemonRequests).
+- scheduling suite "should handle DaemonSet pods with DRA requirements based on
+  IgnoreDRARequests flag value": the simulation is of a Karpenter with DRA support
+  (IgnoreDRARequests false) only.
+
+Not Karpenter's titles: ``test_an_existing_node_keeps_room_...`` (NewExistingNode's reservation
+for DaemonSet pods a node does not run yet) and the overhead group tests at the end.
 """
 
 from __future__ import annotations

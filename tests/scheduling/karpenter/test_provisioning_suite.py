@@ -6,8 +6,8 @@ one title with its two entries).
 Left out, and why:
 - "Preferential Fallback / Ignore Preferences" (1 title): the ``--preference-policy=Ignore``
   option of Karpenter's controller is not a simulation option here.
-- The suite's other parts (provisioning flow, daemonsets, taints, volumes, static NodePools ...)
-  are outside this round.
+- Context "Daemonsets" is ported in test_karpenter_daemonsets.py; the suite's other parts
+  (provisioning flow, taints, volumes, static NodePools ...) are outside this round.
 - Two of "Resource Limits" use pod anti-affinity on the hostname only to keep two pods apart
   ("should partially schedule if limits would be exceeded", "should not schedule if limits
   would be exceeded (node)"): ported with pods that cannot share a node for their size, the
@@ -15,7 +15,7 @@ Left out, and why:
 
 Karpenter launches a node per scheduling round; a later round is modelled as a snapshot that
 holds the nodes of the earlier ones. ``test.NodePool()`` has no requirements; the fake cloud
-provider's instance types are in ``fake.default_instance_types``.
+provider's instance types are ``kit.default_instance_types()``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """Karpenter's ``pkg/controllers/provisioning/scheduling/suite_test.go``, the
 "Preferential Fallback" part, ported title by title: 6 of its 6 titles.
 
-Left out of this file: the suite's other parts. Topology, host ports and volumes are ported
-with those features (other branches); custom constraints, instance type compatibility,
-in-flight and existing node scheduling, daemonsets and the reserved-capacity titles
+Left out of this file: the suite's other parts. Topology, host ports, volumes and the
+"Daemonsets" contexts of "In-Flight Nodes" and "Existing Nodes" are ported with those features
+(test_topology.py, test_karpenter_hostports.py, test_karpenter_volume_*.py,
+test_karpenter_daemonsets.py); custom constraints, instance type compatibility, the other
+in-flight and existing node titles and the reserved-capacity titles
 ("shouldn't fallback to ... when compatible reserved offerings are available", "shouldn't
 relax preferences when a pod fails to schedule due to a reserved offering error": the snapshot
 has no capacity reservations) are not ported in this round.
 
 The suite's NodePool requires capacity type spot, on-demand or reserved; the fake cloud
-provider's instance types are in ``fake.default_instance_types``. Where Go reads the launched
+provider's instance types are ``kit.default_instance_types()``. Where Go reads the launched
 node's labels, these tests read the requirements of the pod's NodeClaim.
 """
 
