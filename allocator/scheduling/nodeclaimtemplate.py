@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from allocator.model import NodePool, Pod, Snapshot, Taint
+from allocator.model import NodePool, Snapshot, Taint
 from allocator.requirements import Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.daemonsets import (
@@ -16,7 +16,6 @@ from allocator.scheduling.daemonsets import (
     DaemonPods,
     daemon_pods,
     overhead_groups,
-    requests_of,
 )
 from allocator.scheduling.decision import NodeClaimDecision, Refusal
 from allocator.scheduling.fit import (
@@ -26,12 +25,10 @@ from allocator.scheduling.fit import (
     InstanceTypeInfo,
     Resources,
     add_into,
-    first_compatible_term,
     format_resources,
     format_taint,
     max_capacity,
     node_pool_requirements,
-    pod_requirement_terms,
     to_milli,
     untolerated_taint,
     within_limits,
@@ -262,23 +259,3 @@ def node_claim_templates(
             )
         )
     return templates
-
-
-def pool_daemons(daemons: list[Pod], requirements, taints) -> list[Pod]:
-    """The DaemonSet pods some node of the pool may run, whatever its instance type: those
-    that tolerate the pool's taints and one of whose node selector / required affinity terms
-    is compatible with its requirements (the scheduler asks per instance type:
-    ``daemonsets.overhead_groups``)."""
-    out = []
-    for pod in daemons:
-        if untolerated_taint(pod.tolerations, taints, prefer_no_schedule=False) is not None:
-            continue
-        term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
-        if term is not None:
-            out.append(pod)
-    return out
-
-
-def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
-    """The requests of the DaemonSet pods some node of the pool may run (``pool_daemons``)."""
-    return requests_of(pool_daemons(daemons, requirements, taints))
