@@ -55,6 +55,10 @@ class NodeClaimTemplate:
     # Its instance types grouped by the DaemonSet pods a node of each would run, with their
     # requests and host ports (Karpenter's DaemonOverheadGroup); each new NodeClaim a copy.
     daemon_groups: tuple[DaemonOverheadGroup, ...] = ()
+    # The run's DaemonSet pods, and the requirements and instance types the groups were made
+    # for: a template replaced with others (a fix suggestion's trial) regroups.
+    daemons: DaemonPods | None = None
+    grouped_for: tuple[Requirements, list[InstanceTypeInfo]] | None = None
     # What this run's NodeClaims of the pool are charged against its limits: each at the
     # largest of its instance types when it was created (Karpenter's subtractMax; it is not
     # refunded when the NodeClaim later narrows, and no instance type offers ``nodes``).
@@ -125,6 +129,7 @@ class NodeClaimTemplate:
                 pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
             )
             return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
+        self._regroup_if_changed()
         name = names.peek(pool.name)
         node = state.target_trace(pod.trace_node, new_nodeclaim_label(pool.name, name))
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
@@ -158,6 +163,17 @@ class NodeClaimTemplate:
             new=True,
             remaining=remaining,
         )
+
+    def _regroup_if_changed(self) -> None:
+        """The overhead groups again when they were made for other requirements or instance
+        types (the template was replaced for a trial; checked by identity, on the hot path)."""
+        made = self.grouped_for
+        if made is not None and made[0] is self.requirements and made[1] is self.instance_types:
+            return
+        self.daemon_groups = overhead_groups(
+            self.daemons or DaemonPods([]), self.requirements, self.taints, self.instance_types
+        )
+        self.grouped_for = (self.requirements, self.instance_types)
 
     def explain(self, pod: PodData, state: RunState, names: NodeClaimNames) -> Refusal:
         """The words and funnels of a refusal found quickly, asked again in full in the same
@@ -256,6 +272,8 @@ def node_claim_templates(
                 usage=usage.get(pool.name, {}),
                 # A new node binds its DaemonSet pods' host ports before any pod lands.
                 daemon_groups=overhead_groups(daemons, requirements, pool.taints, instance_types),
+                daemons=daemons,
+                grouped_for=(requirements, instance_types),
             )
         )
     return templates
