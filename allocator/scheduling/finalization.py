@@ -29,7 +29,7 @@ def node_claim_annotations(drivers: Iterable[str]) -> dict[str, str]:
 
 def finalized_requirements(requirements: Requirements, by_price: list[str]) -> Requirements:
     """The NodeClaim's requirements as Karpenter writes them: narrowed to the instance types it
-    may still launch (``node.kubernetes.io/instance-type In [...]``, the cheapest 100)."""
+    may still launch (``node.kubernetes.io/instance-type In [...]``, the cheapest 600)."""
     out = requirements.copy()
     if by_price:
         names = by_price[:MAX_INSTANCE_TYPES]
