@@ -245,8 +245,10 @@ class NodeClaim:
             if refused is not None:
                 return refused
         groups = self._open_groups(pod)
+        # One group for all of the NodePool's instance types (no DaemonSet depends on them).
+        whole = len(groups) == 1 and len(self.daemon_groups) == 1
         stages: list[tuple] = []
-        filtered = _filter(candidates, reqs, total, groups, state.filter_memo, stages)
+        filtered = _filter(candidates, reqs, total, groups, state.filter_memo, stages, whole)
         if not filtered.remaining:
             return Refusal(_no_instance_type(total, reqs, filtered, groups), "instance-types")
         if not claims:
@@ -296,7 +298,9 @@ class NodeClaim:
         if refused is not None:
             return refused
         stages.append((DRA_STAGE, filtered.remaining, result, kept))
-        refiltered = _filter(kept, tightened, merged(total, dra), groups, state.filter_memo, stages)
+        refiltered = _filter(
+            kept, tightened, merged(total, dra), groups, state.filter_memo, stages, whole
+        )
         if not refiltered.remaining:
             return Refusal(
                 explain.dra_reason(
@@ -551,12 +555,13 @@ def _filter(
     groups: tuple[DaemonOverheadGroup, ...],
     memo: dict | None,
     stages: list[tuple],
+    whole: bool = False,
 ) -> FilterOutcome:
     """Karpenter's filterInstanceTypesByRequirements over the DaemonSet overhead groups: each
     group's instance types must also hold its DaemonSet pods' requests; minValues is checked on
-    what all groups keep. One group holding every candidate (no DaemonSet that depends on the
-    instance type) is one plain filter. Appends each group's FILTER_STAGE to ``stages``."""
-    if len(groups) == 1 and all(c.name in groups[0].instance_types for c in candidates):
+    what all groups keep. ``whole``: the one group holds every candidate (no DaemonSet depends on
+    the instance type), one plain filter. Appends each group's FILTER_STAGE to ``stages``."""
+    if whole:
         total = merged(requests, groups[0].overhead)
         outcome = filter_instance_types(candidates, reqs, total, memo)
         stages.append((FILTER_STAGE, candidates, reqs, total, outcome.remaining))

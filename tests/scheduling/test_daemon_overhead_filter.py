@@ -73,7 +73,7 @@ def test_groups_of_one_overhead_decide_as_the_plain_filter(
 
     one = (group(names),)
     split = tuple(group(names[k::parts]) for k in range(parts) if names[k::parts])
-    plain = _filter(infos, reqs, requests, one, None, [])
+    plain = _filter(infos, reqs, requests, one, None, [], whole=True)
     grouped = _filter(infos, reqs, requests, split, None, [])
     assert [i.name for i in grouped.remaining] == [i.name for i in plain.remaining]
     assert grouped.failure_reason() == plain.failure_reason()
