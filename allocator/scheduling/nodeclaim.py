@@ -73,11 +73,6 @@ class NodeClaim:
             }
         )
 
-    def daemon_overhead(self) -> Resources:
-        """The DaemonSet overhead Karpenter adds to its requests when scheduling ends
-        (addDaemonRequests): the least of the groups it may still launch from."""
-        return least_overhead(self.daemon_groups, self.instance_types)
-
     @property
     def instance_types(self) -> list[str]:
         return [info.name for info in self.candidates]
