@@ -170,7 +170,7 @@ def _node_claim_entry(nc: NodeClaim, pod_entries: dict[str, dict]) -> dict:
     by_price = [
         name for _, name in sorted(priced, key=lambda pn: (pn[0] is None, pn[0] or 0, pn[1]))
     ]
-    requirements = finalized_requirements(nc.requirements, by_price)
+    requirements = finalized_requirements(nc.requirements, by_price, nc.candidates)
     return {
         "name": nc.name,
         "nodePool": nc.node_pool,

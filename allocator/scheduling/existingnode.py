@@ -26,10 +26,12 @@ from allocator.requirements import (
     node_requirements,
 )
 from allocator.scheduling import explain
+from allocator.scheduling.daemonsets import DaemonPods, requests_of
 from allocator.scheduling.decision import ExistingNodeDecision, Refusal
 from allocator.scheduling.fit import (
     InstanceTypeInfo,
     Resources,
+    add_into,
     first_compatible_term,
     fits,
     format_resources,
@@ -284,7 +286,15 @@ class ExistingNode:
             self.host_port_usage.add(pod.pod, pod.host_ports)
         if pod.volumes and self.volume_usage is not None:
             self.volume_usage.add(pod.pod, pod.volumes)
-        state.topology.record(pod.pod, self.taints, decision.requirements)
+        # Karpenter's Add keeps the node's requirements with the pod's (its term, volumes and
+        # topology): a later pod is checked, and its topology domain read, against them.
+        requirements = decision.requirements
+        term = pod.terms[0]
+        if len(term):
+            requirements = requirements.copy()
+            requirements.add(term)
+        self.requirements = requirements
+        state.topology.record(pod.pod, self.taints, requirements)
 
 
 def _volume_alternative(
@@ -334,10 +344,13 @@ def existing_nodes(
     excluded_nodes: set[str],
     bound_pods: list[Pod],
     infos: dict[str, InstanceTypeInfo],
+    daemons: DaemonPods | None = None,
 ) -> list[ExistingNode]:
     """Initialized nodes by name, then not-initialized nodes and unregistered NodeClaims by name.
 
-    ``excluded_nodes``: deleting and disrupted nodes, which are never targets.
+    ``excluded_nodes``: deleting and disrupted nodes, which are never targets. ``daemons``: the
+    run's DaemonSet pods; room is kept on each node for those it would run and does not yet
+    (Karpenter's NewExistingNode).
     """
     from allocator.scheduling.fit import (
         DEFAULT_MAX_PODS,
@@ -350,10 +363,27 @@ def existing_nodes(
     )
 
     used: dict[str, Resources] = {}
+    daemons_used: dict[str, Resources] = {}  # Karpenter's StateNode.DaemonSetRequests
     for pod in bound_pods:
         bucket = used.setdefault(pod.node_name, {})
         for name, value in pod_requests(pod).items():
             bucket[name] = bucket.get(name, 0) + value
+        if any(ref.kind == "DaemonSet" for ref in pod.owner_references):
+            add_into(daemons_used.setdefault(pod.node_name, {}), pod_requests(pod))
+
+    def reserve(target: ExistingNode, labels: dict[str, str]) -> None:
+        """Keep room for the DaemonSet pods the node would run that are not on it yet: their
+        requests less what DaemonSet pods bound to it request, never below zero per resource
+        (DaemonSet pods that landed unexpectedly must not add room)."""
+        if daemons is None:
+            return
+        wanted = requests_of(daemons.for_node(labels, target.taints))
+        running = daemons_used.get(target.node_name or "", {})
+        for res, value in wanted.items():
+            missing = value - running.get(res, 0)
+            if missing > 0:
+                target.available[res] = target.available.get(res, 0) - missing
+
     claim_of_node = {nc.node_name: nc for nc in snapshot.node_claims.values() if nc.node_name}
 
     def held(taints: list[Taint], pool_name: str | None) -> list[Taint]:
@@ -398,6 +428,7 @@ def existing_nodes(
             unschedulable=node.unschedulable,
             allocatable=offered,
         )
+        reserve(target, node.labels)
         (initialized if is_init else pending).append(target)
     for name, nc in sorted(snapshot.node_claims.items()):
         if nc.deleting or (nc.node_name and nc.node_name in snapshot.nodes):
@@ -416,21 +447,21 @@ def existing_nodes(
         reqs.add(Requirements.from_labels(labels))
         reqs = _with_hostname(reqs, labels, name)
         capacity = dict(infos[nc.instance_type].capacity) if nc.instance_type in infos else {}
-        pending.append(
-            ExistingNode(
-                id=name,
-                name=name,
-                kind=UNREGISTERED,
-                node_name=None,
-                node_pool=nc.node_pool,
-                requirements=reqs,
-                instance_types=[nc.instance_type] if nc.instance_type else [],
-                templates=templates_of(nc.instance_type),
-                taints=held(nc.taints, nc.node_pool),
-                available=capacity,
-                strict_labels=False,
-                allocatable=dict(capacity),
-            )
+        target = ExistingNode(
+            id=name,
+            name=name,
+            kind=UNREGISTERED,
+            node_name=None,
+            node_pool=nc.node_pool,
+            requirements=reqs,
+            instance_types=[nc.instance_type] if nc.instance_type else [],
+            templates=templates_of(nc.instance_type),
+            taints=held(nc.taints, nc.node_pool),
+            available=capacity,
+            strict_labels=False,
+            allocatable=dict(capacity),
         )
+        reserve(target, labels)
+        pending.append(target)
     pending.sort(key=lambda t: t.name)
     return initialized + pending

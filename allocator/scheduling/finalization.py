@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from allocator.requirements import LABEL_INSTANCE_TYPE, Requirement, Requirements
+from allocator.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    Requirement,
+    Requirements,
+)
+from allocator.scheduling.fit import InstanceTypeInfo, offering_allowed
 
 REQUESTED_DRA_DRIVERS = "karpenter.sh/requested-dra-drivers"
 # Karpenter launches a NodeClaim with at most this many instance types, cheapest first
@@ -27,11 +33,27 @@ def node_claim_annotations(drivers: Iterable[str]) -> dict[str, str]:
     return {REQUESTED_DRA_DRIVERS: value} if value else {}
 
 
-def finalized_requirements(requirements: Requirements, by_price: list[str]) -> Requirements:
-    """The NodeClaim's requirements as Karpenter writes them: narrowed to the instance types it
-    may still launch (``node.kubernetes.io/instance-type In [...]``, the cheapest 100)."""
+def finalized_requirements(
+    requirements: Requirements, by_price: list[str], candidates: Iterable[InstanceTypeInfo] = ()
+) -> Requirements:
+    """The NodeClaim's requirements as Karpenter writes them (NodeClaimTemplate.ToNodeClaim):
+    narrowed to the instance types it may still launch (``node.kubernetes.io/instance-type
+    In [...]``, the cheapest 600), then to the capacity types of those instance types' available
+    offerings its requirements allow (``karpenter.sh/capacity-type In [...]``).
+    ``candidates``: the NodeClaim's instance types (those not named in ``by_price`` are not
+    read)."""
     out = requirements.copy()
     if by_price:
         names = by_price[:MAX_INSTANCE_TYPES]
         out.add(Requirement.new(LABEL_INSTANCE_TYPE, "In", names))
+        kept = set(names)
+        capacity_types = {
+            offering.capacity_type
+            for info in candidates
+            if info.name in kept
+            for offering, extra in info.offerings
+            if offering_allowed(offering, extra, out)
+        }
+        if capacity_types:
+            out.add(Requirement.new(LABEL_CAPACITY_TYPE, "In", sorted(capacity_types)))
     return out

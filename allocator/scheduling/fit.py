@@ -284,11 +284,15 @@ def filter_instance_types(
     reqs: Requirements,
     requests: Resources,
     memo: dict | None = None,
+    *,
+    min_values: bool = True,
 ) -> FilterOutcome:
     """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings.
 
     ``memo``: the caller's (one run), remembering per requirements' content each instance
-    type's requirement answer and cheapest allowed offering (neither reads anything else)."""
+    type's requirement answer and cheapest allowed offering (neither reads anything else).
+    ``min_values`` False: the caller checks the requirements' minValues itself, on the
+    instance types of several calls together (DaemonSet overhead groups)."""
     outcome = FilterOutcome([])
     priced: list[tuple[float, str, InstanceTypeInfo]] = []
     seen = None
@@ -324,7 +328,7 @@ def filter_instance_types(
         priced.append((price, info.name, info))
     priced.sort(key=lambda entry: (entry[0], entry[1]))
     outcome.remaining = [info for _, _, info in priced]
-    if outcome.remaining:
+    if outcome.remaining and min_values:
         short = min_values_shortfall(outcome.remaining, reqs)
         if short:
             outcome.remaining = []

@@ -15,21 +15,26 @@ from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
+from allocator.scheduling.daemonsets import DaemonOverheadGroup
 from allocator.scheduling.decision import NodeClaimDecision, Plan, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
     FilterOutcome,
     InstanceTypeInfo,
     Resources,
+    cheapest_offering,
     filter_instance_types,
     first_compatible_term,
     format_requirements,
     format_resources,
     format_taint,
     merged,
+    min_values_shortfall,
     untolerated_taint,
 )
 from allocator.scheduling.hooks import HostPortUsage
+from allocator.scheduling.hostports import HostPortConflict
+from allocator.scheduling.hostports import HostPortUsage as PortUsage
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
@@ -48,12 +53,25 @@ class NodeClaim:
     requirements: Requirements
     candidates: list[InstanceTypeInfo]  # in try order
     taints: list[Taint]
+    # What its pods request (DaemonSet overhead apart: it depends on the instance type).
     requests: Resources = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
-    # Host ports its pods and its DaemonSet pods hold (None: not counted).
-    host_port_usage: HostPortUsage | None = None
+    # Its NodePool's instance types grouped by the DaemonSet pods each would run (Karpenter's
+    # DaemonOverheadGroup), each with the host ports those and the NodeClaim's pods hold.
+    daemon_groups: tuple[DaemonOverheadGroup, ...] = ()
     node_name: None = None
     kind: str = IN_FLIGHT
+
+    @property
+    def host_port_usage(self) -> HostPortUsage:
+        """Every host port held on it, whichever instance type it becomes."""
+        return PortUsage(
+            {
+                key: ports
+                for g in self.daemon_groups
+                for key, ports in g.host_ports.holders().items()
+            }
+        )
 
     @property
     def instance_types(self) -> list[str]:
@@ -173,8 +191,8 @@ class NodeClaim:
         term, reason = first_compatible_term(self.requirements, pod.terms, WELL_KNOWN_LABELS)
         if term is None:
             return Refusal(f"incompatible requirements, {reason}", "requirements")
-        if pod.host_ports and self.host_port_usage is not None:
-            conflict = self.host_port_usage.conflicts(pod.pod, pod.host_ports)
+        if pod.host_ports:
+            conflict = self._port_conflict(pod)
             if conflict is not None:
                 return Refusal(f"checking host port usage, {conflict}", "host-ports")
         reqs = self.requirements.copy()
@@ -221,10 +239,13 @@ class NodeClaim:
             reqs, refused = _with_topology(pod, state, self.taints, reqs)
             if refused is not None:
                 return refused
-        filtered = filter_instance_types(candidates, reqs, total, state.filter_memo)
+        groups = self._open_groups(pod)
+        # One group for all of the NodePool's instance types (no DaemonSet depends on them).
+        whole = len(groups) == 1 and len(self.daemon_groups) == 1
+        stages: list[tuple] = []
+        filtered = _filter(candidates, reqs, total, groups, state.filter_memo, stages, whole)
         if not filtered.remaining:
-            return Refusal(_no_instance_type(total, reqs, filtered), "instance-types")
-        stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
+            return Refusal(_no_instance_type(total, reqs, filtered, groups), "instance-types")
         if not claims:
             return Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(self.id, self.node_pool, reqs, filtered.remaining)
@@ -271,15 +292,18 @@ class NodeClaim:
         tightened, refused = _with_topology(pod, state, self.taints, tightened)
         if refused is not None:
             return refused
-        refiltered = filter_instance_types(kept, tightened, merged(total, dra), state.filter_memo)
+        stages.append((DRA_STAGE, filtered.remaining, result, kept))
+        refiltered = _filter(
+            kept, tightened, merged(total, dra), groups, state.filter_memo, stages, whole
+        )
         if not refiltered.remaining:
             return Refusal(
-                explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
+                explain.dra_reason(
+                    _no_instance_type(merged(total, dra), tightened, refiltered, groups)
+                ),
                 "instance-types",
                 reach=None,
             )
-        stages.append((DRA_STAGE, filtered.remaining, result, kept))
-        stages.append((FILTER_STAGE, kept, tightened, merged(total, dra), refiltered.remaining))
         return Plan(
             tightened,
             refiltered.remaining,
@@ -402,6 +426,25 @@ class NodeClaim:
                 )
             return Refusal("", code, deferred=True, reach=reach)
 
+    def _port_conflict(self, pod: PodData) -> HostPortConflict | None:
+        """The pod's host port conflict when it has one on every instance type the NodeClaim
+        may become (the first group's); None when some group leaves its ports free."""
+        first = None
+        for group in self.daemon_groups:
+            conflict = group.host_ports.conflicts(pod.pod, pod.host_ports)
+            if conflict is None:
+                return None
+            first = first or conflict
+        return first
+
+    def _open_groups(self, pod: PodData) -> tuple[DaemonOverheadGroup, ...]:
+        """The groups whose host ports the pod can bind (Karpenter skips the others)."""
+        if not pod.host_ports:
+            return self.daemon_groups
+        return tuple(
+            g for g in self.daemon_groups if g.host_ports.conflicts(pod.pod, pod.host_ports) is None
+        )
+
     # --- Add ---------------------------------------------------------------------------------
 
     def add(self, pod: PodData, decision: NodeClaimDecision, state: RunState) -> None:
@@ -421,8 +464,9 @@ class NodeClaim:
             state.cache.released(self.id)
         state.prunes.applied(self.id, plan.term, plan.stages)
         self.pods.append(pod.outcome.pod)
-        if pod.host_ports and self.host_port_usage is not None:
-            self.host_port_usage.add(pod.pod, pod.host_ports)
+        if pod.host_ports:
+            for group in self.daemon_groups:
+                group.host_ports.add(pod.pod, pod.host_ports)
         state.topology.register(HOSTNAME, self.name)
         state.topology.record(pod.pod, self.taints, plan.requirements)
 
@@ -481,13 +525,93 @@ def _with_topology(
     return reqs, None
 
 
-def _no_instance_type(requests: Resources, reqs: Requirements, filtered: FilterOutcome) -> str:
+def least_overhead(groups: tuple[DaemonOverheadGroup, ...], instance_types) -> Resources:
+    """Karpenter's addDaemonRequests: per resource, the least overhead of the groups that hold
+    one of ``instance_types`` (none: no overhead)."""
+    names = set(instance_types)
+    out: Resources = {}
+    for group in groups:
+        if names.isdisjoint(group.instance_types):
+            continue
+        if not out:
+            # As Karpenter's: a group without DaemonSet pods never lowers the least.
+            out = dict(group.overhead)
+            continue
+        # Karpenter's MinResources: per resource, the least of those that state it.
+        for name, value in group.overhead.items():
+            out[name] = min(out.get(name, value), value)
+    return out
+
+
+def _filter(
+    candidates: list[InstanceTypeInfo],
+    reqs: Requirements,
+    requests: Resources,
+    groups: tuple[DaemonOverheadGroup, ...],
+    memo: dict | None,
+    stages: list[tuple],
+    whole: bool = False,
+) -> FilterOutcome:
+    """Karpenter's filterInstanceTypesByRequirements over the DaemonSet overhead groups: each
+    group's instance types must also hold its DaemonSet pods' requests; minValues is checked on
+    what all groups keep. ``whole``: the one group holds every candidate (no DaemonSet depends on
+    the instance type), one plain filter. Appends each group's FILTER_STAGE to ``stages``."""
+    if whole:
+        total = merged(requests, groups[0].overhead)
+        outcome = filter_instance_types(candidates, reqs, total, memo)
+        stages.append((FILTER_STAGE, candidates, reqs, total, outcome.remaining))
+        return outcome
+    outcome = FilterOutcome([])
+    kept: list[InstanceTypeInfo] = []
+    for group in groups:
+        subset = [c for c in candidates if c.name in group.instance_types]
+        if not subset:
+            continue
+        total = merged(requests, group.overhead)
+        found = filter_instance_types(subset, reqs, total, memo, min_values=False)
+        stages.append((FILTER_STAGE, subset, reqs, total, found.remaining))
+        outcome.requirements_failed += found.requirements_failed
+        outcome.resources_failed += found.resources_failed
+        outcome.offerings_failed += found.offerings_failed
+        kept += found.remaining
+    # In try order again across the groups: cheapest allowed offering, then name.
+    kept.sort(key=lambda info: (cheapest_offering(info, reqs), info.name))
+    if kept:
+        short = min_values_shortfall(kept, reqs)
+        if short:
+            outcome.min_values_short = short
+            kept = []
+    outcome.remaining = kept
+    return outcome
+
+
+def _shown_requests(requests: Resources, groups: tuple[DaemonOverheadGroup, ...]) -> str:
+    """The requests a refusal shows, with the DaemonSet overhead as Karpenter's
+    resourcesString shows it (``min=..., max=...`` when the groups' overheads differ)."""
+    least: Resources = {}
+    most: Resources = {}
+    for group in groups:
+        for name, value in group.overhead.items():
+            least[name] = min(least.get(name, value), value)
+            most[name] = max(most.get(name, value), value)
+    low = format_resources(merged(requests, least))
+    high = format_resources(merged(requests, most))
+    return low if low == high else f"min={low}, max={high}"
+
+
+def _no_instance_type(
+    requests: Resources,
+    reqs: Requirements,
+    filtered: FilterOutcome,
+    groups: tuple[DaemonOverheadGroup, ...],
+) -> str:
+    shown = _shown_requests(requests, groups)
     if filtered.min_values_short:
         return (
             f"{filtered.failure_reason()}, requirements={format_requirements(reqs)}, "
-            f"resources={format_resources(requests)}"
+            f"resources={shown}"
         )
     return (
-        f"no instance type satisfied resources {format_resources(requests)} and requirements "
+        f"no instance type satisfied resources {shown} and requirements "
         f"{format_requirements(reqs)} ({filtered.failure_reason()})"
     )

@@ -8,10 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from allocator.model import NodePool, Pod, Snapshot, Taint
+from allocator.model import NodePool, Snapshot, Taint
 from allocator.requirements import Requirements
 from allocator.scheduling import explain
-from allocator.scheduling.daemonsets import daemon_pods
+from allocator.scheduling.daemonsets import (
+    DaemonOverheadGroup,
+    DaemonPods,
+    daemon_pods,
+    overhead_groups,
+)
 from allocator.scheduling.decision import NodeClaimDecision, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
@@ -20,20 +25,17 @@ from allocator.scheduling.fit import (
     InstanceTypeInfo,
     Resources,
     add_into,
-    first_compatible_term,
     format_resources,
     format_taint,
     max_capacity,
     node_pool_requirements,
-    pod_requests,
-    pod_requirement_terms,
     to_milli,
     untolerated_taint,
     within_limits,
 )
 from allocator.scheduling.hooks import HostPortUsage
-from allocator.scheduling.hostports import usage_of as host_port_usage_of
-from allocator.scheduling.nodeclaim import NodeClaim
+from allocator.scheduling.hostports import HostPortUsage as PortUsage
+from allocator.scheduling.nodeclaim import NodeClaim, least_overhead
 from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import RunState
 from allocator.trace import new_nodeclaim_label
@@ -50,10 +52,13 @@ class NodeClaimTemplate:
     limits: Resources | None  # milli-units; None when the NodePool sets no limits
     # Capacity of its nodes and NodeClaims before this run (each also counts one of ``nodes``).
     usage: Resources = field(default_factory=dict)
-    # Requests of the DaemonSet pods a node of this pool would run (Karpenter's overhead).
-    daemon_overhead: Resources = field(default_factory=dict)
-    # Host ports those DaemonSet pods hold (None: not counted); each new NodeClaim a copy.
-    daemon_host_ports: HostPortUsage | None = None
+    # Its instance types grouped by the DaemonSet pods a node of each would run, with their
+    # requests and host ports (Karpenter's DaemonOverheadGroup); each new NodeClaim a copy.
+    daemon_groups: tuple[DaemonOverheadGroup, ...] = ()
+    # The run's DaemonSet pods, and the requirements and instance types the groups were made
+    # for: a template replaced with others (a fix suggestion's trial) regroups.
+    daemons: DaemonPods | None = None
+    grouped_for: tuple[Requirements, list[InstanceTypeInfo]] | None = None
     # What this run's NodeClaims of the pool are charged against its limits: each at the
     # largest of its instance types when it was created (Karpenter's subtractMax; it is not
     # refunded when the NodeClaim later narrows, and no instance type offers ``nodes``).
@@ -62,6 +67,22 @@ class NodeClaimTemplate:
     @property
     def name(self) -> str:
         return self.pool.name
+
+    @property
+    def daemon_overhead(self) -> Resources:
+        """The least DaemonSet overhead of a node of the pool (what its refusals show)."""
+        return least_overhead(self.daemon_groups, [i.name for i in self.instance_types])
+
+    @property
+    def daemon_host_ports(self) -> HostPortUsage:
+        """The host ports DaemonSet pods hold on some node of the pool."""
+        return PortUsage(
+            {
+                key: ports
+                for g in self.daemon_groups
+                for key, ports in g.host_ports.holders().items()
+            }
+        )
 
     def remaining(self) -> Resources | None:
         """What the NodePool's limits leave (None: it sets none)."""
@@ -108,6 +129,7 @@ class NodeClaimTemplate:
                 pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
             )
             return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
+        self._regroup_if_changed()
         name = names.peek(pool.name)
         node = state.target_trace(pod.trace_node, new_nodeclaim_label(pool.name, name))
         # Karpenter's hostname placeholder: a pod pinned to an existing node's hostname is
@@ -121,10 +143,7 @@ class NodeClaimTemplate:
             requirements=requirements,
             candidates=candidates,
             taints=list(self.taints),
-            requests=dict(self.daemon_overhead),
-            host_port_usage=(
-                self.daemon_host_ports.copy() if self.daemon_host_ports is not None else None
-            ),
+            daemon_groups=tuple(group.copy() for group in self.daemon_groups),
         )
         plan = nc.plan(pod, state, node, quick=quick)
         if isinstance(plan, Refusal):
@@ -144,6 +163,17 @@ class NodeClaimTemplate:
             new=True,
             remaining=remaining,
         )
+
+    def _regroup_if_changed(self) -> None:
+        """The overhead groups again when they were made for other requirements or instance
+        types (the template was replaced for a trial; checked by identity, on the hot path)."""
+        made = self.grouped_for
+        if made is not None and made[0] is self.requirements and made[1] is self.instance_types:
+            return
+        self.daemon_groups = overhead_groups(
+            self.daemons or DaemonPods([]), self.requirements, self.taints, self.instance_types
+        )
+        self.grouped_for = (self.requirements, self.instance_types)
 
     def explain(self, pod: PodData, state: RunState, names: NodeClaimNames) -> Refusal:
         """The words and funnels of a refusal found quickly, asked again in full in the same
@@ -190,12 +220,13 @@ def order_by_weight(pools: Iterable[NodePool]) -> list[NodePool]:
 
 
 def node_claim_templates(
-    snapshot: Snapshot, per_pool, going_away: set[str], infos
+    snapshot: Snapshot, per_pool, going_away: set[str], infos, daemons: DaemonPods | None = None
 ) -> list[NodeClaimTemplate]:
     """NodePools in Karpenter's order (``order_by_weight``), with limits and pre-run usage.
 
     ``going_away``: deleting and disrupted nodes, which no longer count against limits (as
-    Karpenter counts only its active nodes)."""
+    Karpenter counts only its active nodes). ``daemons``: the run's DaemonSet pods (asked here
+    first, before the existing nodes ask them); by default the snapshot's."""
     usage: dict[str, dict[str, int]] = {}
 
     def charge(pool: str | None, capacity: dict[str, int]) -> None:
@@ -226,48 +257,23 @@ def node_claim_templates(
             charge(nc.node_pool, max_capacity([infos[nc.instance_type]]))
 
     templates = []
-    daemons = daemon_pods(snapshot.daemon_sets, snapshot.pods)
+    if daemons is None:
+        daemons = DaemonPods(daemon_pods(snapshot.daemon_sets, snapshot.pods))
     for pool in order_by_weight(snapshot.node_pools.values()):
         requirements = node_pool_requirements(pool)
-        runs = pool_daemons(daemons, requirements, pool.taints)
+        instance_types = per_pool.get(pool.name, [])
         templates.append(
             NodeClaimTemplate(
                 pool=pool,
                 requirements=requirements,
-                instance_types=per_pool.get(pool.name, []),
+                instance_types=instance_types,
                 taints=list(pool.taints),
                 limits=to_milli(pool.limits) if pool.limits else None,
                 usage=usage.get(pool.name, {}),
-                daemon_overhead=_requests_of(runs),
                 # A new node binds its DaemonSet pods' host ports before any pod lands.
-                daemon_host_ports=host_port_usage_of(runs),
+                daemon_groups=overhead_groups(daemons, requirements, pool.taints, instance_types),
+                daemons=daemons,
+                grouped_for=(requirements, instance_types),
             )
         )
     return templates
-
-
-def pool_daemons(daemons: list[Pod], requirements, taints) -> list[Pod]:
-    """The DaemonSet pods a node of the pool would run (Karpenter's isDaemonPodCompatible):
-    those that tolerate the pool's taints and one of whose node selector / required affinity
-    terms is compatible with its requirements."""
-    out = []
-    for pod in daemons:
-        if untolerated_taint(pod.tolerations, taints, prefer_no_schedule=False) is not None:
-            continue
-        term, _ = first_compatible_term(requirements, pod_requirement_terms(pod))
-        if term is not None:
-            out.append(pod)
-    return out
-
-
-def _requests_of(pods: list[Pod]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for pod in pods:
-        for name, value in pod_requests(pod).items():
-            total[name] = total.get(name, 0) + value
-    return total
-
-
-def daemon_overhead(daemons: list[Pod], requirements, taints) -> dict[str, int]:
-    """Karpenter's getDaemonOverhead: the requests of the pool's DaemonSet pods."""
-    return _requests_of(pool_daemons(daemons, requirements, taints))

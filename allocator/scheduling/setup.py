@@ -13,6 +13,7 @@ from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.pipeline import Pipeline
 from allocator.requirements import LABEL_HOSTNAME
 from allocator.scheduling import hooks
+from allocator.scheduling.daemonsets import DaemonPods, daemon_pods
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes, hostname
@@ -102,12 +103,17 @@ def build_run(
     _attach_extended_claims(snapshot, pipeline.gates, pods.pending, pod_claims)
 
     infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
+    # As Karpenter's NewScheduler: the NodePools ask which DaemonSet pods their instance types
+    # run first, the existing nodes after them (DaemonPods says why the order matters).
+    daemons = DaemonPods(daemon_pods(snapshot.daemon_sets, snapshot.pods))
+    templates = node_claim_templates(snapshot, per_pool, going_away, infos, daemons)
     existing = existing_nodes(
         snapshot,
         managed=managed,
         excluded_nodes=going_away,
         bound_pods=pods.bound,
         infos=infos,
+        daemons=daemons,
     )
     _count_usage(existing, pods.bound, snapshot, storage)
     counter = DeviceCounter(
@@ -115,7 +121,6 @@ def build_run(
         seed,
         {t.name: snapshot.nodes[t.name].labels for t in existing if t.kind == EXISTING},
     )
-    templates = node_claim_templates(snapshot, per_pool, going_away, infos)
     # The fast paths (see Tuning); off only to prove that decisions do not depend on them.
     allocator.fresh_funnels = {} if tuning.nodeclaim_caches else None
     state = RunState(

@@ -325,12 +325,18 @@ def node_pool_documents(snapshot) -> dict[str, dict]:
 def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
     """Per new NodeClaim of a result: its ``spec.resources.requests`` as Karpenter sets them,
     the requests of the pods placed on it (a ``pods`` slot each, RequestsForPods) plus the
-    DaemonSet overhead of its NodePool; quantities canonical. Empty when the snapshot no
-    longer loads."""
-    from allocator.scheduling.daemonsets import daemon_pods
-    from allocator.scheduling.fit import add_into, format_quantity, node_pool_requirements
+    DaemonSet overhead it is launched with (the least of its instance types' overhead groups,
+    Karpenter's addDaemonRequests); quantities canonical. Empty when the snapshot no longer
+    loads."""
+    from allocator.scheduling.daemonsets import DaemonPods, daemon_pods, overhead_groups
+    from allocator.scheduling.fit import (
+        add_into,
+        format_quantity,
+        instance_type_info,
+        node_pool_requirements,
+    )
     from allocator.scheduling.fit import pod_requests as requests_of
-    from allocator.scheduling.nodeclaimtemplate import daemon_overhead
+    from allocator.scheduling.nodeclaim import least_overhead
 
     model = snapshot_model(snapshot)
     if model is None:
@@ -347,7 +353,12 @@ def node_claim_requests(snapshot, result: dict) -> dict[str, dict[str, str]]:
         if pool is not None:
             if daemons is None:
                 daemons = daemon_pods(model.daemon_sets, model.pods)
-            add_into(total, daemon_overhead(daemons, node_pool_requirements(pool), pool.taints))
+            names = [n for n in nc.get("instanceTypes") or [] if n in model.instance_types]
+            infos = [instance_type_info(model.instance_types[n]) for n in names]
+            groups = overhead_groups(
+                DaemonPods(daemons), node_pool_requirements(pool), pool.taints, infos
+            )
+            add_into(total, least_overhead(groups, names))
         out[nc.get("name")] = {
             name: format_quantity(name, value) for name, value in sorted(total.items()) if value
         }

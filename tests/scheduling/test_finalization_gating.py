@@ -155,3 +155,70 @@ def test_gating_initialized_once_pools_complete_via_owner_reference_or_node_name
     assert "gpu-plain" not in report
     # The result document carries the same report.
     assert run(docs)["initializationGating"][0]["status"] == "Initialized"
+
+
+def _capacity_types(result: dict, name: str) -> list[str] | None:
+    reqs = node_claim_result(result, name)["requirements"]
+    found = [r for r in reqs if r["key"] == "karpenter.sh/capacity-type"]
+    return found[0]["values"] if found else None
+
+
+def test_a_nodeclaim_is_narrowed_to_the_capacity_types_its_instance_types_offer():
+    # Karpenter's ToNodeClaim: the NodePool allows spot and on-demand, but the only instance type
+    # that fits is offered on-demand only: the NodeClaim asks for on-demand.
+    docs = [
+        node_pool("gpu", requirements=families("p5", "g6e")),
+        instance_type(
+            "p5.48xlarge",
+            offerings=[
+                {
+                    "zone": "us-west-2a",
+                    "capacityType": "on-demand",
+                    "price": 98.32,
+                    "available": True,
+                },
+                {"zone": "us-west-2a", "capacityType": "spot", "price": 35.1, "available": False},
+            ],
+        ),
+        instance_type(
+            "g6e.xlarge",
+            cpu="4",
+            memory="32Gi",
+            offerings=[
+                {"zone": "us-west-2b", "capacityType": "spot", "price": 0.9, "available": True}
+            ],
+        ),
+        pod("trainer-0", cpu="96", memory="1000Gi"),
+    ]
+    result = run(docs)
+    assert node_claim_result(result, "gpu-1")["instanceTypes"] == ["p5.48xlarge"]
+    assert _capacity_types(result, "gpu-1") == ["on-demand"]
+
+
+def test_the_capacity_types_of_every_instance_type_left_are_kept():
+    docs = [
+        node_pool("gpu", requirements=families("g6e")),
+        instance_type(
+            "g6e.xlarge",
+            cpu="4",
+            memory="32Gi",
+            offerings=[
+                {"zone": "us-west-2a", "capacityType": "spot", "price": 0.9, "available": True}
+            ],
+        ),
+        instance_type(
+            "g6e.2xlarge",
+            cpu="8",
+            memory="64Gi",
+            offerings=[
+                {
+                    "zone": "us-west-2a",
+                    "capacityType": "on-demand",
+                    "price": 2.24,
+                    "available": True,
+                }
+            ],
+        ),
+        pod("notebook-0", cpu="2", memory="8Gi"),
+    ]
+    assert _capacity_types(run(docs), "gpu-1") == ["on-demand", "spot"]

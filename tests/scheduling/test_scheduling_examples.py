@@ -121,3 +121,14 @@ def test_a_preferred_anti_affinity_is_held_until_a_limit_forces_its_relaxation()
         assert [r["kind"] for r in pod["relaxed"]] == ["preferred-pod-anti-affinity"]
         term = pod["relaxed"][0]["term"]["podAffinityTerm"]
         assert term["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_a_gpu_only_daemonset_counts_only_on_gpu_instance_types():
+    result = _result("scheduling-daemonset-overhead.yaml")
+    api = _pod(result, "default/api-server-0")
+    statsd = _pod(result, "default/statsd-exporter-0")
+    # Both on one m7i NodeClaim: the DCGM exporter's 1 CPU and host port 9400 are only on g6e.
+    assert (
+        api["target"] == statsd["target"] == {"kind": "NodeClaim", "name": "mixed-1", "new": True}
+    )
+    assert sorted(_node_claim(result, "mixed-1")["instanceTypes"]) == ["m7i.2xlarge", "m7i.xlarge"]

@@ -21,29 +21,29 @@ import pytest
 
 from allocator.scheduling import scheduler
 from tests.scheduling.k8s import pod_result, run
-from tests.scheduling.karpenter.fake import (
+from tests.scheduling.karpenter.kit import (
     INSTANCE_TYPE,
     default_instance_types,
-    expr,
     instance_type,
     node_pool,
     offering,
     placed,
     pod,
+    req,
 )
 
 GENERATION = "karpenter/numerical-value"  # a custom key with numbers for Gt / Lt
 
 
 def _it(name: str, cpu: str, price: float, generation: str | None = None) -> dict:
-    """fake.NewInstanceType(arm64, linux, one spot offering in test-zone-1-spot)."""
+    """fake.NewInstanceType(arm64, linux, one spot offering in us-west-2a)."""
     return instance_type(
         name,
         cpu=cpu,
         memory=f"{cpu}Gi",
         arch="arm64",
         oses=("linux",),
-        offerings=[offering("test-zone-1-spot", "spot", price)],
+        offerings=[offering("us-west-2a", "spot", price)],
         labels={GENERATION: generation} if generation else None,
     )
 
@@ -51,7 +51,7 @@ def _it(name: str, cpu: str, price: float, generation: str | None = None) -> dic
 def _pods(affinity: list[dict] | None = None) -> list[dict]:
     """2 pods that fit together only on the larger instance types."""
     required = [affinity] if affinity else None
-    return [pod(f"pod{i}", cpu="0.9", memory="0.9Gi", required=required) for i in (1, 2)]
+    return [pod(f"pod{i}", cpu="0.9", memory="0.9Gi", node_terms=required) for i in (1, 2)]
 
 
 def _two_nodes(result: dict) -> None:
@@ -72,7 +72,7 @@ def test_should_schedule_respecting_the_min_values_from_instance_type_requiremen
         _it("instance-type-2", "4", 1.0),
         node_pool(
             requirements=[
-                {**expr(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2}
+                {**req(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2}
             ]
         ),
         *_pods(),
@@ -85,7 +85,7 @@ def test_should_schedule_respecting_the_min_values_in_gt_operator():
         _it("instance-type-1", "1", 0.52, "2"),
         _it("instance-type-2", "1", 1.0, "3"),
         _it("instance-type-3", "4", 1.2, "4"),
-        node_pool(requirements=[{**expr(GENERATION, "Gt", "2"), "minValues": 2}]),
+        node_pool(requirements=[{**req(GENERATION, "Gt", "2"), "minValues": 2}]),
         *_pods(),
     ]
     result = run(docs)
@@ -101,8 +101,8 @@ def test_scheduler_should_fail_if_the_min_values_in_gt_operator_is_not_satisfied
     docs = [
         _it("instance-type-1", "1", 0.52, "2"),
         _it("instance-type-2", "4", 1.0, "3"),
-        node_pool(requirements=[{**expr(GENERATION, "Exists"), "minValues": 2}]),
-        *_pods(affinity=[expr(GENERATION, "Gt", "2")]),
+        node_pool(requirements=[{**req(GENERATION, "Exists"), "minValues": 2}]),
+        *_pods(affinity=[req(GENERATION, "Gt", "2")]),
     ]
     for error in _failed(run(docs)):
         assert "minValues requirement is not met for label(s) karpenter/numerical-value" in error
@@ -113,7 +113,7 @@ def test_should_schedule_respecting_the_min_values_in_lt_operator():
         _it("instance-type-1", "1", 0.52, "2"),
         _it("instance-type-2", "2", 1.0, "3"),
         _it("instance-type-3", "4", 1.2, "4"),
-        node_pool(requirements=[{**expr(GENERATION, "Lt", "4"), "minValues": 2}]),
+        node_pool(requirements=[{**req(GENERATION, "Lt", "4"), "minValues": 2}]),
         *_pods(),
     ]
     _two_nodes(run(docs))
@@ -123,7 +123,7 @@ def test_scheduler_should_fail_if_the_min_values_in_lt_operator_is_not_satisfied
     docs = [
         _it("instance-type-1", "2", 0.52, "2"),
         _it("instance-type-2", "4", 1.2, "4"),
-        node_pool(requirements=[{**expr(GENERATION, "Lt", "4"), "minValues": 2}]),
+        node_pool(requirements=[{**req(GENERATION, "Lt", "4"), "minValues": 2}]),
         *_pods(),
     ]
     for error in _failed(run(docs)):
@@ -139,12 +139,12 @@ def test_should_schedule_considering_the_max_of_the_min_values_of_in_and_not_in_
         node_pool(
             requirements=[
                 {
-                    **expr(
+                    **req(
                         INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2", "instance-type-3"
                     ),
                     "minValues": 1,
                 },
-                {**expr(INSTANCE_TYPE, "NotIn", "instance-type-3"), "minValues": 2},
+                {**req(INSTANCE_TYPE, "NotIn", "instance-type-3"), "minValues": 2},
             ]
         ),
         *_pods(),
@@ -160,8 +160,8 @@ def test_should_schedule_considering_the_max_of_the_min_values_of_gt_and_lt_oper
         _it("instance-type-4", "4", 1.2, "5"),
         node_pool(
             requirements=[
-                {**expr(GENERATION, "Gt", "2"), "minValues": 1},
-                {**expr(GENERATION, "Lt", "5"), "minValues": 2},
+                {**req(GENERATION, "Gt", "2"), "minValues": 1},
+                {**req(GENERATION, "Lt", "5"), "minValues": 2},
             ]
         ),
         *_pods(),
@@ -172,7 +172,7 @@ def test_should_schedule_considering_the_max_of_the_min_values_of_gt_and_lt_oper
 def test_schedule_should_fail_if_minimum_number_of_instance_types_is_not_met_as_per_the_min_values():
     docs = [
         *default_instance_types(),  # 6 instance types (Go keeps the first 10 of these)
-        node_pool(requirements=[{**expr(INSTANCE_TYPE, "Exists"), "minValues": 11}]),
+        node_pool(requirements=[{**req(INSTANCE_TYPE, "Exists"), "minValues": 11}]),
         pod("p"),
     ]
     error = pod_result(run(docs), "default/p")["error"]
@@ -189,7 +189,7 @@ def test_schedule_should_fail_if_minimum_number_of_instance_types_is_not_met_aft
         _it("instance-type-2", "4", 1.0),
         node_pool(
             requirements=[
-                {**expr(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2}
+                {**req(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2}
             ]
         ),
         *_pods(),
@@ -208,8 +208,8 @@ def test_should_schedule_and_pick_the_max_of_min_values_if_multiple_operators_ar
         _it("instance-type-2", "4", 1.0),
         node_pool(
             requirements=[
-                {**expr(INSTANCE_TYPE, "Exists"), "minValues": 1},
-                {**expr(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2},
+                {**req(INSTANCE_TYPE, "Exists"), "minValues": 1},
+                {**req(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 2},
             ]
         ),
         *_pods(),
@@ -228,15 +228,15 @@ def test_should_schedule_and_respect_multiple_requirement_keys_with_min_values()
             "spec": {
                 **_it("instance-type-2", "4", 1.0)["spec"],
                 "requirements": [
-                    expr("kubernetes.io/arch", "In", "amd64"),
-                    expr("kubernetes.io/os", "In", "linux"),
+                    req("kubernetes.io/arch", "In", "amd64"),
+                    req("kubernetes.io/os", "In", "linux"),
                 ],
             },
         },
         node_pool(
             requirements=[
-                {**expr("kubernetes.io/arch", "Exists"), "minValues": 2},
-                {**expr(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 1},
+                {**req("kubernetes.io/arch", "Exists"), "minValues": 2},
+                {**req(INSTANCE_TYPE, "In", "instance-type-1", "instance-type-2"), "minValues": 1},
             ]
         ),
         *_pods(),

@@ -63,9 +63,9 @@ def _small_node_running(pod: dict, **node_options) -> dict:
         labels={
             "karpenter.sh/nodepool": "default",
             "karpenter.sh/initialized": "true",
-            INSTANCE_TYPE: "small-instance-type",
+            INSTANCE_TYPE: "c6i.large",
             CAPACITY_TYPE: "on-demand",
-            ZONE: "test-zone-1",
+            ZONE: "us-west-2a",
         },
         allocatable={"cpu": "1900m", "memory": "2038Mi", "pods": "5"},
     )
@@ -79,7 +79,7 @@ def test_should_re_schedule_pods_from_a_deleting_node_when_pods_are_active():
     pod = pod_doc(requests={"memory": "100M"})
     result = provision(NODE_POOL, *default_instance_types(), _small_node_running(pod), pod)
     (claim,) = result.new_node_claims
-    assert result.launched(claim) == "small-instance-type"  # the same size again
+    assert result.launched(claim) == "c6i.large"  # the same size again
     assert result.target(pod) == claim["name"]
 
 

@@ -1,7 +1,7 @@
 """Karpenter pkg/controllers/provisioning/suite_test.go, "Provisioning" / "Volume Topology
 Requirements", title by title, through the whole simulation (allocator/scheduling/volumes.py,
-provisionable.py and the scheduler). The StorageClass of the BeforeEach allows test-zone-2 and
-test-zone-3 and binds WaitForFirstConsumer.
+provisionable.py and the scheduler). The StorageClass of the BeforeEach allows us-west-2b and
+us-west-2c and binds WaitForFirstConsumer.
 
 Ported: all 20 titles (the two DescribeTables as one test per entry). Where Karpenter's test
 provisions twice (an invalid pod, then a valid one), one run holds both pods: the invalid pod
@@ -36,7 +36,7 @@ def cluster() -> list[dict]:
 
 @pytest.fixture
 def zonal_class() -> dict:
-    return storage_class("zonal", zones=("test-zone-2", "test-zone-3"), mode=WFFC)
+    return storage_class("zonal", zones=("us-west-2b", "us-west-2c"), mode=WFFC)
 
 
 def zone_in(*zones: str) -> list[dict]:
@@ -115,26 +115,26 @@ def test_should_schedule_valid_pods_when_a_pod_with_an_invalid_pvc_is_encountere
 def test_should_schedule_to_storage_class_zones_if_volume_does_not_exist(cluster, zonal_class):
     claim = pvc(storage_class="zonal")
     pod = unschedulable_pod(
-        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("test-zone-1", "test-zone-3")
+        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("us-west-2a", "us-west-2c")
     )
     result = provision(*cluster, zonal_class, claim, pod)
-    assert result.values(pod, ZONE) == {"test-zone-3"}
+    assert result.values(pod, ZONE) == {"us-west-2c"}
 
 
 def test_should_schedule_to_storage_class_zones_if_volume_does_not_exist_ephemeral_volume(
     cluster, zonal_class
 ):
     pod = unschedulable_pod(
-        ephemeral=("zonal",), node_requirements=zone_in("test-zone-1", "test-zone-3")
+        ephemeral=("zonal",), node_requirements=zone_in("us-west-2a", "us-west-2c")
     )
     result = provision(*cluster, zonal_class, ephemeral_claim(pod, storage_class="zonal"), pod)
-    assert result.values(pod, ZONE) == {"test-zone-3"}
+    assert result.values(pod, ZONE) == {"us-west-2c"}
 
 
 def test_should_not_schedule_if_storage_class_zones_are_incompatible(cluster, zonal_class):
     claim = pvc(storage_class="zonal")
     pod = unschedulable_pod(
-        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("test-zone-1")
+        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("us-west-2a")
     )
     result = provision(*cluster, zonal_class, claim, pod)
     assert not result.scheduled(pod)
@@ -144,27 +144,27 @@ def test_should_not_schedule_if_storage_class_zones_are_incompatible(cluster, zo
 def test_should_not_schedule_if_storage_class_zones_are_incompatible_ephemeral_volume(
     cluster, zonal_class
 ):
-    pod = unschedulable_pod(ephemeral=("zonal",), node_requirements=zone_in("test-zone-1"))
+    pod = unschedulable_pod(ephemeral=("zonal",), node_requirements=zone_in("us-west-2a"))
     result = provision(*cluster, zonal_class, ephemeral_claim(pod, storage_class="zonal"), pod)
     assert not result.scheduled(pod)
 
 
 def test_should_schedule_to_volume_zones_if_volume_already_bound(cluster, zonal_class):
-    volume = pv(zones=("test-zone-3",))
+    volume = pv(zones=("us-west-2c",))
     claim = pvc(volume=volume["metadata"]["name"], storage_class="zonal")
     pod = unschedulable_pod(pvcs=(claim["metadata"]["name"],))
     result = provision(*cluster, zonal_class, claim, volume, pod)
-    assert result.values(pod, ZONE) == {"test-zone-3"}
+    assert result.values(pod, ZONE) == {"us-west-2c"}
 
 
 def test_should_schedule_to_volume_zones_if_volume_already_bound_ephemeral_volume(
     cluster, zonal_class
 ):
-    volume = pv(zones=("test-zone-3",))
+    volume = pv(zones=("us-west-2c",))
     pod = unschedulable_pod(ephemeral=("zonal",))
     claim = ephemeral_claim(pod, volume=volume["metadata"]["name"], storage_class="zonal")
     result = provision(*cluster, zonal_class, claim, volume, pod)
-    assert result.values(pod, ZONE) == {"test-zone-3"}
+    assert result.values(pod, ZONE) == {"us-west-2c"}
 
 
 HOSTNAME_TERMS = [
@@ -202,10 +202,10 @@ def test_should_not_ignore_hostname_affinity_when_using_non_local_path_volumes(
 
 
 def test_should_not_schedule_if_volume_zones_are_incompatible(cluster, zonal_class):
-    volume = pv(zones=("test-zone-3",))
+    volume = pv(zones=("us-west-2c",))
     claim = pvc(volume=volume["metadata"]["name"], storage_class="zonal")
     pod = unschedulable_pod(
-        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("test-zone-1")
+        pvcs=(claim["metadata"]["name"],), node_requirements=zone_in("us-west-2a")
     )
     result = provision(*cluster, zonal_class, claim, volume, pod)
     assert not result.scheduled(pod)
@@ -216,15 +216,15 @@ def test_should_not_schedule_if_volume_zones_are_incompatible(cluster, zonal_cla
 def test_should_not_schedule_if_volume_zones_are_incompatible_ephemeral_volume(
     cluster, zonal_class
 ):
-    volume = pv(zones=("test-zone-3",))
-    pod = unschedulable_pod(ephemeral=("zonal",), node_requirements=zone_in("test-zone-1"))
+    volume = pv(zones=("us-west-2c",))
+    pod = unschedulable_pod(ephemeral=("zonal",), node_requirements=zone_in("us-west-2a"))
     claim = ephemeral_claim(pod, volume=volume["metadata"]["name"], storage_class="zonal")
     result = provision(*cluster, zonal_class, claim, volume, pod)
     assert not result.scheduled(pod)
 
 
 def test_should_not_relax_an_added_volume_topology_zone_node_selector_away(cluster, zonal_class):
-    volume = pv(zones=("test-zone-3",))
+    volume = pv(zones=("us-west-2c",))
     claim = pvc(volume=volume["metadata"]["name"], storage_class="zonal")
     pod = unschedulable_pod(
         pvcs=(claim["metadata"]["name"],),
@@ -239,4 +239,4 @@ def test_should_not_relax_an_added_volume_topology_zone_node_selector_away(clust
         {"matchExpressions": [{"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}]}
     )
     result = provision(*cluster, zonal_class, claim, volume, pod)
-    assert result.values(pod, ZONE) == {"test-zone-3"}
+    assert result.values(pod, ZONE) == {"us-west-2c"}

@@ -25,8 +25,8 @@ from tests.scheduling.karpenter.kit import (
     SPECIAL,
     ZONE,
     csi_node,
-    fake_instance_type,
     fake_instance_types,
+    instance_type,
     launched_node,
     node_pool,
     pod_doc,
@@ -38,7 +38,7 @@ from tests.scheduling.karpenter.kit import (
 )
 
 WFFC = "WaitForFirstConsumer"
-BIG = fake_instance_type("instance-type", cpu="1024", pods="1024")
+BIG = instance_type("instance-type", cpu="1024", pods="1024")
 POOL = node_pool(limits={"cpu": "100000"})
 EBS = "ebs.csi.aws.com"
 
@@ -54,7 +54,7 @@ def first_node() -> list[dict]:
 
 def test_should_launch_multiple_nodes_if_required_due_to_volume_limits():
     sc = storage_class(
-        "my-storage-class", provisioner=CSI_PROVIDER, mode=WFFC, zones=("test-zone-1",)
+        "my-storage-class", provisioner=CSI_PROVIDER, mode=WFFC, zones=("us-west-2a",)
     )
     claims, pods = [], []
     for i in range(6):
@@ -74,8 +74,8 @@ def test_should_launch_multiple_nodes_if_required_due_to_volume_limits():
 
 
 def test_should_launch_a_single_node_if_all_pods_use_the_same_pvc():
-    sc = storage_class("my-storage-class", provisioner=CSI_PROVIDER, zones=("test-zone-1",))
-    volume = pv("my-volume", zones=("test-zone-1",))
+    sc = storage_class("my-storage-class", provisioner=CSI_PROVIDER, zones=("us-west-2a",))
+    volume = pv("my-volume", zones=("us-west-2a",))
     claim = pvc("my-claim", storage_class="my-storage-class", volume="my-volume")
     pods = [unschedulable_pod(f"pod-{i}", pvcs=("my-claim",)) for i in range(100)]
     result = provision(
@@ -86,7 +86,7 @@ def test_should_launch_a_single_node_if_all_pods_use_the_same_pvc():
 
 
 def test_should_not_fail_for_nfs_volumes():
-    volume = pv("my-volume", storage_class="nfs", zones=("test-zone-1",), nfs=True)
+    volume = pv("my-volume", storage_class="nfs", zones=("us-west-2a",), nfs=True)
     claim = pvc("my-claim", storage_class="", volume="my-volume")
     pods = [unschedulable_pod(f"pod-{i}", pvcs=("my-claim", "my-claim")) for i in range(5)]
     result = provision(POOL, BIG, *first_node(), running("initial"), volume, claim, *pods)
@@ -118,8 +118,8 @@ def test_should_schedule_pods_when_a_valid_multi_volume_topology_alternative_rem
         "pruned-overlap-b",
         mode=WFFC,
         topologies=[
-            {ZONE: ["test-zone-1"], SPECIAL: ["optional"]},
-            {ZONE: ["test-zone-2"], SPECIAL: ["required"]},
+            {ZONE: ["us-west-2a"], SPECIAL: ["optional"]},
+            {ZONE: ["us-west-2b"], SPECIAL: ["required"]},
         ],
     )
     claims = [
@@ -131,7 +131,7 @@ def test_should_schedule_pods_when_a_valid_multi_volume_topology_alternative_rem
     )
     pool = node_pool(requirements=[{"key": SPECIAL, "operator": "Exists"}])
     result = provision(pool, *fake_instance_types(5), sc_a, sc_b, *claims, pod)
-    assert result.values(pod, ZONE) == {"test-zone-1"}
+    assert result.values(pod, ZONE) == {"us-west-2a"}
     assert result.values(pod, SPECIAL) == {"optional"}
 
 
@@ -151,13 +151,13 @@ def _ephemeral_pair(sc_docs: list[dict], template_class: str | None, limits: dic
 
 def test_should_launch_nodes_for_pods_with_ephemeral_volume_using_the_specified_storage_class_name():
     sc = storage_class(
-        "my-storage-class", provisioner=CSI_PROVIDER, mode=WFFC, zones=("test-zone-1",)
+        "my-storage-class", provisioner=CSI_PROVIDER, mode=WFFC, zones=("us-west-2a",)
     )
     other = storage_class(
         "default-storage-class",
         provisioner="other-provider",
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
     )
     result, pod = _ephemeral_pair(
@@ -171,7 +171,7 @@ def test_should_launch_nodes_for_pods_with_ephemeral_volume_using_a_default_stor
         "default-storage-class",
         provisioner=CSI_PROVIDER,
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
     )
     result, pod = _ephemeral_pair([sc], None, {CSI_PROVIDER: 1})
@@ -183,7 +183,7 @@ def test_should_launch_nodes_for_pods_with_ephemeral_volume_using_the_newest_sto
         "default-storage-class",
         provisioner="other-provider",
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
         created="2026-12-01T09:00:00Z",
     )
@@ -191,7 +191,7 @@ def test_should_launch_nodes_for_pods_with_ephemeral_volume_using_the_newest_sto
         "newer-default-storage-class",
         provisioner=CSI_PROVIDER,
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
         created="2026-12-01T09:00:05Z",
     )
@@ -284,11 +284,11 @@ def test_should_launch_nodes_for_pods_with_non_dynamic_pvc_using_a_migrated_pvc_
         "in-tree-storage-class",
         provisioner="kubernetes.io/aws-ebs",
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
     )
     first = pvc("first", storage_class="in-tree-storage-class")
-    volume = pv("my-volume", zones=("test-zone-1",), aws_in_tree=True)
+    volume = pv("my-volume", zones=("us-west-2a",), aws_in_tree=True)
     second = pvc("second", storage_class="in-tree-storage-class")
     pod = unschedulable_pod(pvcs=("second",))
     result = provision(
@@ -311,7 +311,7 @@ def test_should_launch_nodes_for_pods_with_ephemeral_volume_using_a_migrated_pvc
         "in-tree-storage-class",
         provisioner="kubernetes.io/aws-ebs",
         mode=WFFC,
-        zones=("test-zone-1",),
+        zones=("us-west-2a",),
         default=True,
     )
     result, pod = _ephemeral_pair([sc], "in-tree-storage-class", {EBS: 1})

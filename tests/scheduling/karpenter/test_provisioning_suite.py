@@ -6,8 +6,8 @@ one title with its two entries).
 Left out, and why:
 - "Preferential Fallback / Ignore Preferences" (1 title): the ``--preference-policy=Ignore``
   option of Karpenter's controller is not a simulation option here.
-- The suite's other parts (provisioning flow, daemonsets, taints, volumes, static NodePools ...)
-  are outside this round.
+- Context "Daemonsets" is ported in test_karpenter_daemonsets.py; the suite's other parts
+  (provisioning flow, taints, volumes, static NodePools ...) are outside this round.
 - Two of "Resource Limits" use pod anti-affinity on the hostname only to keep two pods apart
   ("should partially schedule if limits would be exceeded", "should not schedule if limits
   would be exceeded (node)"): ported with pods that cannot share a node for their size, the
@@ -15,7 +15,7 @@ Left out, and why:
 
 Karpenter launches a node per scheduling round; a later round is modelled as a snapshot that
 holds the nodes of the earlier ones. ``test.NodePool()`` has no requirements; the fake cloud
-provider's instance types are in ``fake.default_instance_types``.
+provider's instance types are ``kit.default_instance_types()``.
 """
 
 from __future__ import annotations
@@ -23,19 +23,20 @@ from __future__ import annotations
 import pytest
 
 from tests.scheduling.k8s import pod_result, run
-from tests.scheduling.karpenter.fake import (
+from tests.scheduling.karpenter.kit import (
+    GPU_VENDOR_A,
     HOSTNAME,
     INSTANCE_TYPE,
     NODEPOOL,
-    VENDOR_A,
+    ON_DEMAND,
     ZONE,
     default_instance_types,
-    expr,
     instance_type,
-    node,
+    launched_node,
     node_pool,
     placed,
     pod,
+    req,
     requirement,
 )
 
@@ -51,11 +52,16 @@ def test_should_not_schedule_when_limits_are_exceeded():
     docs = [
         node_pool(limits={"cpu": "20"}),
         *default_instance_types(),
-        instance_type("huge-instance-type", cpu="100", memory="400Gi"),
+        instance_type("m7i.24xlarge", cpu="100", memory="400Gi"),
         # A node of the NodePool the cluster already has, of 100 cpu (Go: a NodeClaim with
         # only a capacity, so no room for a pod).
-        node(
-            "default-abcde", pool="default", instance_type="huge-instance-type", cpu="0", pods="0"
+        launched_node(
+            "default-abcde",
+            "m7i.24xlarge",
+            cpu="0",
+            memory="4Gi",
+            pods="0",
+            capacity_type=ON_DEMAND,
         ),
         pod("p"),
     ]
@@ -68,7 +74,7 @@ def test_should_schedule_if_limits_would_be_met():
     docs = [node_pool(limits={"cpu": "2"}), *default_instance_types(), pod("p", cpu="1.75")]
     # requires a 2 CPU node, but leaves room for overhead
     nc = placed(run(docs), "p")
-    assert nc["instanceTypes"] == ["small-instance-type"]
+    assert nc["instanceTypes"] == ["c6i.large"]
 
 
 def test_should_partially_schedule_if_limits_would_be_exceeded():
@@ -92,7 +98,7 @@ def test_should_not_schedule_if_limits_would_be_exceeded_gpu():
     docs = [
         node_pool(limits={"pods": "1"}),
         *default_instance_types(),
-        pod("p", limits={VENDOR_A: "1"}),
+        pod("p", limits={GPU_VENDOR_A: "1"}),
     ]
     # only available instance type has 2 GPUs which would exceed the limit
     result = run(docs)
@@ -106,7 +112,9 @@ def test_should_not_schedule_to_a_nodepool_after_a_scheduling_round_if_limits_wo
     # The next round: that node exists; this pod would bring the NodePool to 3.5 CPUs.
     second = [
         *first,
-        node("default-1", pool="default", instance_type="small-instance-type", cpu="1900m"),
+        launched_node(
+            "default-1", "c6i.large", cpu="1900m", memory="4Gi", pods="5", capacity_type=ON_DEMAND
+        ),
         pod("p1", cpu="1.75", node_name="default-1"),
         pod("p2", cpu="1.75"),
     ]
@@ -119,13 +127,17 @@ def test_should_not_schedule_if_limits_would_be_exceeded_node():
     # A node can be launched, then a second one (each round has the earlier nodes).
     assert _scheduled(run([*base, pod("p1", cpu="3")]), "p1")
     one = [
-        node("default-1", pool="default", instance_type="default-instance-type", cpu="3900m"),
+        launched_node(
+            "default-1", "c6i.xlarge", cpu="3900m", memory="4Gi", pods="5", capacity_type=ON_DEMAND
+        ),
         pod("p1", cpu="3", node_name="default-1"),
     ]
     assert _scheduled(run([*base, *one, pod("p2", cpu="3")]), "p2")
     two = [
         *one,
-        node("default-2", pool="default", instance_type="default-instance-type", cpu="3900m"),
+        launched_node(
+            "default-2", "c6i.xlarge", cpu="3900m", memory="4Gi", pods="5", capacity_type=ON_DEMAND
+        ),
         pod("p2", cpu="3", node_name="default-2"),
     ]
     # This pod would require a third node, but the limit would be exceeded.
@@ -142,49 +154,49 @@ def test_should_not_schedule_if_limits_would_be_exceeded_node():
 
 def test_required_should_not_relax_the_final_term():
     docs = [
-        node_pool(requirements=[expr(ZONE, "In", "test-zone-1")]),
+        node_pool(requirements=[req(ZONE, "In", "us-west-2a")]),
         *default_instance_types(),
-        pod("p", required=[[expr(ZONE, "In", "invalid")]]),  # Should not be relaxed
+        pod("p", node_terms=[[req(ZONE, "In", "invalid")]]),  # Should not be relaxed
     ]
     assert not _scheduled(run(docs), "p")
 
 
 def test_required_should_relax_multiple_terms():
     terms = [
-        [expr(ZONE, "In", "invalid")],
-        [expr(ZONE, "In", "invalid")],
-        [expr(ZONE, "In", "test-zone-1")],
-        [expr(ZONE, "In", "test-zone-2")],  # OR operator, never get to this one
+        [req(ZONE, "In", "invalid")],
+        [req(ZONE, "In", "invalid")],
+        [req(ZONE, "In", "us-west-2a")],
+        [req(ZONE, "In", "us-west-2b")],  # OR operator, never get to this one
     ]
-    result = run([node_pool(), *default_instance_types(), pod("p", required=terms)])
-    assert requirement(placed(result, "p"), ZONE)["values"] == ["test-zone-1"]
+    result = run([node_pool(), *default_instance_types(), pod("p", node_terms=terms)])
+    assert requirement(placed(result, "p"), ZONE)["values"] == ["us-west-2a"]
 
 
 # --- Context("Preferences") ------------------------------------------------------------------
 
 
 def test_preferences_should_relax_all_node_affinity_terms():
-    preferred = [(1, [expr(ZONE, "In", "invalid")]), (1, [expr(INSTANCE_TYPE, "In", "invalid")])]
+    preferred = [(1, [req(ZONE, "In", "invalid")]), (1, [req(INSTANCE_TYPE, "In", "invalid")])]
     result = run([node_pool(), *default_instance_types(), pod("p", preferred=preferred)])
     assert _scheduled(result, "p")
 
 
 def test_preferences_should_relax_to_use_lighter_weights():
     preferred = [
-        (100, [expr(INSTANCE_TYPE, "In", "test-zone-3")]),
-        (50, [expr(ZONE, "In", "test-zone-2")]),
-        (1, [expr(ZONE, "In", "test-zone-1")]),  # OR operator, never get to this one
+        (100, [req(INSTANCE_TYPE, "In", "us-west-2c")]),
+        (50, [req(ZONE, "In", "us-west-2b")]),
+        (1, [req(ZONE, "In", "us-west-2a")]),  # OR operator, never get to this one
     ]
     docs = [
-        node_pool(requirements=[expr(ZONE, "In", "test-zone-1", "test-zone-2")]),
+        node_pool(requirements=[req(ZONE, "In", "us-west-2a", "us-west-2b")]),
         *default_instance_types(),
         pod("p", preferred=preferred),
     ]
-    assert requirement(placed(run(docs), "p"), ZONE)["values"] == ["test-zone-2"]
+    assert requirement(placed(run(docs), "p"), ZONE)["values"] == ["us-west-2b"]
 
 
 def test_preferences_should_tolerate_prefer_no_schedule_taint_only_after_trying_to_relax_affinity_terms():
-    preferred = [(1, [expr(ZONE, "In", "invalid")]), (1, [expr(INSTANCE_TYPE, "In", "invalid")])]
+    preferred = [(1, [req(ZONE, "In", "invalid")]), (1, [req(INSTANCE_TYPE, "In", "invalid")])]
     taint = {"key": "foo", "value": "bar", "effect": "PreferNoSchedule"}
     docs = [node_pool(taints=[taint]), *default_instance_types(), pod("p", preferred=preferred)]
     result = run(docs)
@@ -205,7 +217,7 @@ def test_preferences_should_ignore_node_preferred_during_scheduling_affinity(top
         *default_instance_types(),
         pod("pod1", cpu="2"),
         # Create a nodePreference that can't be satisfied
-        pod("node-preference-pod", cpu="1", preferred=[(1, [expr(topology_key, "In", "value-1")])]),
+        pod("node-preference-pod", cpu="1", preferred=[(1, [req(topology_key, "In", "value-1")])]),
     ]
     result = run(docs)
     assert placed(result, "pod1")["name"] == placed(result, "node-preference-pod")["name"]

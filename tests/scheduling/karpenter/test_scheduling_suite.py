@@ -1,36 +1,38 @@
 """Karpenter's ``pkg/controllers/provisioning/scheduling/suite_test.go``, the
 "Preferential Fallback" part, ported title by title: 6 of its 6 titles.
 
-Left out of this file: the suite's other parts. Topology, host ports and volumes are ported
-with those features (other branches); custom constraints, instance type compatibility,
-in-flight and existing node scheduling, daemonsets and the reserved-capacity titles
+Left out of this file: the suite's other parts. Topology, host ports, volumes and the
+"Daemonsets" contexts of "In-Flight Nodes" and "Existing Nodes" are ported with those features
+(test_topology.py, test_karpenter_hostports.py, test_karpenter_volume_*.py,
+test_karpenter_daemonsets.py); custom constraints, instance type compatibility, the other
+in-flight and existing node titles and the reserved-capacity titles
 ("shouldn't fallback to ... when compatible reserved offerings are available", "shouldn't
 relax preferences when a pod fails to schedule due to a reserved offering error": the snapshot
 has no capacity reservations) are not ported in this round.
 
 The suite's NodePool requires capacity type spot, on-demand or reserved; the fake cloud
-provider's instance types are in ``fake.default_instance_types``. Where Go reads the launched
+provider's instance types are ``kit.default_instance_types()``. Where Go reads the launched
 node's labels, these tests read the requirements of the pod's NodeClaim.
 """
 
 from __future__ import annotations
 
 from tests.scheduling.k8s import pod_result, run
-from tests.scheduling.karpenter.fake import (
+from tests.scheduling.karpenter.kit import (
     CAPACITY_TYPE,
     INSTANCE_TYPE,
     ZONE,
     default_instance_types,
-    expr,
     node_pool,
     placed,
     pod,
+    req,
     requirement,
 )
 
 
 def _node_pool(requirements: list[dict] | None = None) -> dict:
-    reqs = [expr(CAPACITY_TYPE, "In", "spot", "on-demand", "reserved")]
+    reqs = [req(CAPACITY_TYPE, "In", "spot", "on-demand", "reserved")]
     return node_pool(requirements=reqs + (requirements or []))
 
 
@@ -45,11 +47,9 @@ def _zone(result: dict, name: str) -> list[str]:
 
 def test_required_should_not_relax_the_final_term():
     docs = [
-        _node_pool(
-            [expr(ZONE, "In", "test-zone-1"), expr(INSTANCE_TYPE, "In", "default-instance-type")]
-        ),
+        _node_pool([req(ZONE, "In", "us-west-2a"), req(INSTANCE_TYPE, "In", "c6i.xlarge")]),
         *default_instance_types(),
-        pod("p", required=[[expr(ZONE, "In", "invalid")]]),  # should not be relaxed
+        pod("p", node_terms=[[req(ZONE, "In", "invalid")]]),  # should not be relaxed
     ]
     result = run(docs)
     entry = pod_result(result, "default/p")
@@ -59,23 +59,23 @@ def test_required_should_not_relax_the_final_term():
 
 def test_required_should_relax_multiple_terms():
     terms = [
-        [expr(ZONE, "In", "invalid")],
-        [expr(ZONE, "In", "invalid")],
-        [expr(ZONE, "In", "test-zone-1")],
-        [expr(ZONE, "In", "test-zone-2")],  # OR operator, never get to this one
+        [req(ZONE, "In", "invalid")],
+        [req(ZONE, "In", "invalid")],
+        [req(ZONE, "In", "us-west-2a")],
+        [req(ZONE, "In", "us-west-2b")],  # OR operator, never get to this one
     ]
-    result = run([_node_pool(), *default_instance_types(), pod("p", required=terms)])
-    assert _zone(result, "p") == ["test-zone-1"]
+    result = run([_node_pool(), *default_instance_types(), pod("p", node_terms=terms)])
+    assert _zone(result, "p") == ["us-west-2a"]
     relaxed = pod_result(result, "default/p")["relaxed"]
     assert [r["kind"] for r in relaxed] == ["required-node-affinity-term"] * 2
-    assert relaxed[0]["term"] == {"matchExpressions": [expr(ZONE, "In", "invalid")]}
+    assert relaxed[0]["term"] == {"matchExpressions": [req(ZONE, "In", "invalid")]}
 
 
 # --- Context("Preferred") --------------------------------------------------------------------
 
 
 def test_preferred_should_relax_all_terms():
-    preferred = [(1, [expr(ZONE, "In", "invalid")]), (1, [expr(INSTANCE_TYPE, "In", "invalid")])]
+    preferred = [(1, [req(ZONE, "In", "invalid")]), (1, [req(INSTANCE_TYPE, "In", "invalid")])]
     result = run([_node_pool(), *default_instance_types(), pod("p", preferred=preferred)])
     entry = pod_result(result, "default/p")
     assert entry["scheduled"] is True
@@ -84,17 +84,17 @@ def test_preferred_should_relax_all_terms():
 
 def test_preferred_should_relax_to_use_lighter_weights():
     preferred = [
-        (100, [expr(INSTANCE_TYPE, "In", "test-zone-3")]),
-        (50, [expr(ZONE, "In", "test-zone-2")]),
-        (1, [expr(ZONE, "In", "test-zone-1")]),  # OR operator, never get to this one
+        (100, [req(INSTANCE_TYPE, "In", "us-west-2c")]),
+        (50, [req(ZONE, "In", "us-west-2b")]),
+        (1, [req(ZONE, "In", "us-west-2a")]),  # OR operator, never get to this one
     ]
     docs = [
-        _node_pool([expr(ZONE, "In", "test-zone-1", "test-zone-2")]),
+        _node_pool([req(ZONE, "In", "us-west-2a", "us-west-2b")]),
         *default_instance_types(),
         pod("p", preferred=preferred),
     ]
     result = run(docs)
-    assert _zone(result, "p") == ["test-zone-2"]
+    assert _zone(result, "p") == ["us-west-2b"]
     (relaxed,) = pod_result(result, "default/p")["relaxed"]
     assert relaxed == {
         "kind": "preferred-node-affinity",
@@ -108,15 +108,15 @@ def test_preferred_should_schedule_even_if_preference_is_conflicting_with_requir
         *default_instance_types(),
         pod(
             "p",
-            preferred=[(1, [expr(ZONE, "NotIn", "test-zone-3")])],
-            required=[[expr(ZONE, "In", "test-zone-3")]],  # should not be relaxed
+            preferred=[(1, [req(ZONE, "NotIn", "us-west-2c")])],
+            node_terms=[[req(ZONE, "In", "us-west-2c")]],  # should not be relaxed
         ),
     ]
     result = run(docs)
-    assert _zone(result, "p") == ["test-zone-3"]
+    assert _zone(result, "p") == ["us-west-2c"]
 
 
 def test_preferred_should_schedule_even_if_preference_requirements_are_conflicting():
-    preference = [expr(ZONE, "In", "invalid"), expr(ZONE, "NotIn", "invalid")]
+    preference = [req(ZONE, "In", "invalid"), req(ZONE, "NotIn", "invalid")]
     result = run([_node_pool(), *default_instance_types(), pod("p", preferred=[(1, preference)])])
     assert pod_result(result, "default/p")["scheduled"] is True

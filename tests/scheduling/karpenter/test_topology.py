@@ -1,5 +1,5 @@
 """Karpenter's ``pkg/controllers/provisioning/scheduling/topology_test.go``, case by case, through
-the simulation's public entry (snapshot documents in, result document out; see harness.py for the
+the simulation's public entry (snapshot documents in, result document out; see kit.py for the
 harness: Karpenter's fake cloud provider, ExpectProvisioned, ExpectSkew). Each test keeps its
 Describe / Context as the class and its title as the docstring.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import pytest
 
 from allocator.snapshot import SnapshotError
-from tests.scheduling.karpenter.harness import (
+from tests.scheduling.karpenter.kit import (
     ARCH,
     CAPACITY_TYPE,
     HOSTNAME,
@@ -48,11 +48,12 @@ from tests.scheduling.karpenter.harness import (
     node_pool,
     pod,
     pods,
+    pv,
+    pvc,
     req,
     spread,
     term,
 )
-from tests.scheduling.karpenter.kit import pv, pvc
 
 LABELS = {"app": "inference"}
 AFF = {"security": "s2"}

@@ -1,0 +1,58 @@
+"""An existing node's requirements as pods are added (allocator/scheduling/existingnode.py):
+Karpenter's ExistingNode.Add keeps the node's requirements with the pod's, and a later pod is
+checked, and its topology domain read, against them. Karpenter has no test of its own for it
+(its suites only reach it through the In-Flight Nodes titles, ported elsewhere)."""
+
+from __future__ import annotations
+
+from tests.scheduling.k8s import node, pod, pod_result, run
+
+TEAM = "example.com/team"
+
+
+def _excluding_team(name: str, team: str, cpu: str) -> dict:
+    return pod(
+        name, cpu=cpu, affinity_terms=[[{"key": TEAM, "operator": "NotIn", "values": [team]}]]
+    )
+
+
+def _team(name: str, team: str) -> dict:
+    return pod(name, cpu="1", affinity_terms=[[{"key": TEAM, "operator": "In", "values": [team]}]])
+
+
+def test_a_later_pod_is_checked_against_the_requirements_an_earlier_pod_added():
+    # The node has no team label. The first pod only excludes a team: it fits, and the node's
+    # requirements now say team NotIn [ml-infra]. The second pod wants team search: against
+    # the node's labels alone it would be refused ("does not have known values"); against the
+    # narrowed requirements the team key is known and search is allowed.
+    docs = [
+        node("ip-10-0-1-7", instance_type="m7i.4xlarge", cpu="16", memory="64Gi"),
+        _excluding_team("etl-0", "ml-infra", cpu="2"),
+        _team("search-indexer-0", "search"),
+    ]
+    result = run(docs)
+    assert pod_result(result, "default/etl-0")["target"]["name"] == "ip-10-0-1-7"
+    assert pod_result(result, "default/search-indexer-0")["target"]["name"] == "ip-10-0-1-7"
+
+
+def test_without_the_earlier_pod_the_node_refuses_the_undefined_label():
+    docs = [
+        node("ip-10-0-1-7", instance_type="m7i.4xlarge", cpu="16", memory="64Gi"),
+        _team("search-indexer-0", "search"),
+    ]
+    entry = pod_result(run(docs), "default/search-indexer-0")
+    assert not entry["scheduled"]
+    assert f'label "{TEAM}" does not have known values' in entry["error"]
+
+
+def test_the_narrowed_requirements_still_refuse_what_the_earlier_pod_excluded():
+    docs = [
+        node("ip-10-0-1-7", instance_type="m7i.4xlarge", cpu="16", memory="64Gi"),
+        _excluding_team("etl-0", "ml-infra", cpu="2"),
+        _team("trainer-0", "ml-infra"),
+    ]
+    result = run(docs)
+    assert pod_result(result, "default/etl-0")["scheduled"]
+    entry = pod_result(result, "default/trainer-0")
+    assert not entry["scheduled"]
+    assert f"key {TEAM}" in entry["error"]
