@@ -233,6 +233,7 @@ def _add_suggestions(result: dict, report) -> None:
         entry["suggestions"] = report.by_pod.get(entry["pod"], [])
     result["stats"]["suggestionSeconds"] = round(report.seconds, 6)
     result["stats"]["suggestionTrials"] = report.trials
+    result["stats"]["suggestionReruns"] = report.reruns
 
 
 def _pools(snapshot: Snapshot, run: Run) -> list[dict]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.explanation.suggestions import apply_change
+from allocator.explanation.suggestions import apply_suggestion
 from tests.scheduling.k8s import (
     GPU,
     claim,
@@ -132,7 +132,7 @@ def test_a_suggested_change_applied_to_the_snapshot_places_the_pod_where_it_said
         return
     for suggestion in entry["suggestions"]:
         again = pod_result(
-            run(apply_change(docs, suggestion["change"]), suggestions=False), "default/train-0"
+            run(apply_suggestion(docs, suggestion), suggestions=False), "default/train-0"
         )
         assert again["scheduled"], (suggestion, again["error"])
         assert again["target"] == suggestion["target"], suggestion
