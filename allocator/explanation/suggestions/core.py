@@ -106,6 +106,8 @@ class _Candidate:
     gives_up: Callable[[Decision], str] | None = None
     # A search's plain alternatives, smallest first (a two-change trial takes the last).
     alternatives: list[_Candidate] = field(default_factory=list)
+    # False: cannot place the pod alone (it needs another change first); tried only in pairs.
+    alone: bool = True
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -300,6 +302,11 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     for candidate in candidates:
         if trials.left <= 0:
             break
+        if not candidate.alone:
+            failed.extend(
+                _settled(c, candidate.order) for c in candidate.alternatives or [candidate]
+            )
+            continue
         if candidate.search is not None:
             hit = candidate.search(trials.attempt)
             if hit is None:
@@ -533,11 +540,13 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     sources = [plan.taints for plan in sched.templates]
     sources += [nc.taints for nc in sched.node_claims]
     sources += [t.taints for t in sched.existing]
-    for source in sources:
+    for n, source in enumerate(sources):
         for taint in source:
             if any(toleration_matches(t, taint) for t in pod.tolerations):
                 continue
-            if f"taint {format_taint(taint)}" not in refused:
+            # A NodePool's taint counts even when its refusal named another cause first (its
+            # limits): the toleration may be one of two changes that place the pod.
+            if n >= len(sched.templates) and f"taint {format_taint(taint)}" not in refused:
                 continue
             taints.setdefault((taint.key, taint.value, taint.effect), taint)
     for taint in list(taints.values())[:MAX_PER_KIND]:
@@ -1680,8 +1689,9 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
     for plan in sched.templates:
         if plan.limits is None or not plan.instance_types:
             continue
-        if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
-            continue
+        # A NodePool whose taint the pod does not tolerate: a raise is only worth trying
+        # together with the toleration (a two-change suggestion).
+        tainted = untolerated_taint(outcome.pod.tolerations, plan.taints) is not None
         remaining = plan.remaining()
         keys = sorted(plan.limits)
         over = [
@@ -1705,6 +1715,7 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
                     search=_first_that_places(steps),
                     scope="nodepool",
                     alternatives=steps,
+                    alone=not tainted,
                 )
             )
     return out[:MAX_PER_KIND]
