@@ -108,6 +108,10 @@ class _Candidate:
     alternatives: list[_Candidate] = field(default_factory=list)
     # False: cannot place the pod alone (it needs another change first); tried only in pairs.
     alone: bool = True
+    # True: a change to a whole workload that the trial cannot model (placed replicas hold the
+    # old term through their inverse anti-affinity): verified only by the whole-loop re-run,
+    # and not offered when that cannot be afforded.
+    rerun_only: bool = False
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -158,12 +162,16 @@ def _on_the_whole_loop(
         changes = suggestion.get("changes") or [suggestion["change"]]
         rerun = whole_loop.check(snapshot, pod, changes) if whole_loop is not None else None
         if rerun is None:
-            out.append({**suggestion, "affects": None})
-            continue
+            if suggestion["target"] is not None:
+                out.append({**suggestion, "affects": None})
+            continue  # a workload change no trial verified: never offered unverified
         if not rerun.placed:
             continue
         checked = {**suggestion, "affects": rerun.affects}
-        if rerun.target is not None and rerun.target != suggestion["target"]:
+        if suggestion["target"] is None and rerun.target is not None:
+            checked["target"] = rerun.target
+            checked["message"] += f"; the pod would then go to {_where(rerun.target)}"
+        elif rerun.target is not None and rerun.target != suggestion["target"]:
             # Placed at its turn in the queue, the pod goes where the whole loop puts it.
             checked["target"] = rerun.target
             checked["message"] = checked["message"].replace(
@@ -211,7 +219,11 @@ def _names(outcome) -> dict[str, str]:
 
 def _renamed(found: list[dict], old: dict[str, str], new: dict[str, str]) -> list[dict]:
     text = json.dumps(found)
-    pairs = sorted(((old[k], new[k]) for k in old), key=lambda p: -len(p[0]))
+    # Swapped, not only renamed: a replica's suggestion that names the first replica (a
+    # workload change lists every pod, a whole-loop effect on it) names this one's instead.
+    swaps = [(old[k], new[k]) for k in old if old[k] != new[k]]
+    swaps += [(after, before) for before, after in swaps]
+    pairs = sorted(swaps, key=lambda p: -len(p[0]))
     tokens = {}
     for i, (before, _) in enumerate(pairs):  # two steps, so that one rename never feeds another
         token = f"\x00{i}\x00"
@@ -278,6 +290,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         _counts,
         _extended_counts,
         _node_requests,
+        _topology,
         _selectors,
         _constraints,
         _admin_namespace,
@@ -306,6 +319,9 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
             failed.extend(
                 _settled(c, candidate.order) for c in candidate.alternatives or [candidate]
             )
+            continue
+        if candidate.rerun_only:
+            found.append(_Found(candidate, None, _gives_up(candidate, None)))
             continue
         if candidate.search is not None:
             hit = candidate.search(trials.attempt)
@@ -375,7 +391,7 @@ class _Found:
     """A verified candidate (or two applied together) and the trial's decision."""
 
     candidate: _Candidate
-    decision: Decision
+    decision: Decision | None  # None: verified by the whole-loop re-run only
     gives_up: str | None  # what the pod gets instead of what it asked for (None: nothing)
     parts: list[_Candidate] = field(default_factory=list)  # a two-change suggestion's
 
@@ -385,9 +401,11 @@ class _Found:
 
     def render(self) -> dict:
         c, decision = self.candidate, self.decision
-        target = decision.target.target_json()
-        message = f"{c.message}; the pod would then go to {_where(target)}"
-        admitted = _devices_of(decision)
+        target = decision.target.target_json() if decision is not None else None
+        message = c.message
+        if target is not None:
+            message += f"; the pod would then go to {_where(target)}"
+        admitted = _devices_of(decision) if decision is not None else []
         if any(p.kind == "relax-selector" for p in self.parts or [c]) and admitted:
             message += f", with {', '.join(admitted[:5])}"
         if self.gives_up is not None:
@@ -410,7 +428,7 @@ def _where(target: dict) -> str:
     return f"{target['kind']} {target['name']}" + (" (new)" if target["new"] else "")
 
 
-def _gives_up(candidate: _Candidate, decision: Decision) -> str | None:
+def _gives_up(candidate: _Candidate, decision: Decision | None) -> str | None:
     if candidate.gives_up is None:
         return None
     return candidate.gives_up(decision)
@@ -1297,6 +1315,132 @@ def _namespace_override(ctx: _Context, name: str, labelled):
                 namespaces[name] = saved
 
     return scope
+
+
+# --- the pod's workload: topology ----------------------------------------------------------
+
+_ANTI = "podAntiAffinity"
+_AFFINITY = "podAffinity"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _topology(ctx: _Context, outcome) -> list[_Candidate]:
+    """A required pod anti-affinity or pod affinity term made preferred, a spread constraint's
+    maxSkew raised by one or made ScheduleAnyway, for a pod a topology refused. The term is
+    the workload's (its replicas carry it, and placed replicas keep the pod away through it),
+    so the change is made to every pod of the workload, and verified by re-running the whole
+    loop with it (``rerun_only``)."""
+    pod = outcome.pod
+    if not any("topology" in reason for _, reason in outcome.reasons):
+        return []
+    spec = (pod.raw or {}).get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    out: list[_Candidate] = []
+    for which, words in ((_ANTI, "pod anti-affinity"), (_AFFINITY, "pod affinity")):
+        section = affinity.get(which) or {}
+        members = _workload(ctx, pod, ("affinity", which))
+        note = _workload_note(pod, members)
+        for ti, term in enumerate(section.get(_REQUIRED) or []):
+            if not isinstance(term, dict):
+                continue
+            relaxed = copy.deepcopy(section)
+            del relaxed[_REQUIRED][ti]
+            if not relaxed[_REQUIRED]:
+                del relaxed[_REQUIRED]
+            relaxed.setdefault(_PREFERRED, []).append({"weight": 100, "podAffinityTerm": term})
+            key = term.get("topologyKey")
+            out.append(
+                _workload_candidate(
+                    "relax-topology",
+                    pod,
+                    members,
+                    f"spec.affinity.{which}",
+                    relaxed,
+                    f"make the required {words} on {key} of pod {pod.key} preferred (weight "
+                    f"100){note}",
+                    _ANTI_GIVES_UP if which == _ANTI else _AFFINITY_GIVES_UP,
+                    key,
+                )
+            )
+    constraints = spec.get("topologySpreadConstraints") or []
+    members = _workload(ctx, pod, ("topologySpreadConstraints",))
+    note = _workload_note(pod, members)
+    for ci, tsc in enumerate(constraints):
+        if not isinstance(tsc, dict) or tsc.get("whenUnsatisfiable") == "ScheduleAnyway":
+            continue
+        key = tsc.get("topologyKey")
+        skew = tsc.get("maxSkew") if isinstance(tsc.get("maxSkew"), int) else 1
+        for changed, words in (
+            ({**tsc, "maxSkew": skew + 1}, f"raise maxSkew from {skew} to {skew + 1}"),
+            ({**tsc, "whenUnsatisfiable": "ScheduleAnyway"}, "make it ScheduleAnyway"),
+        ):
+            value = [changed if i == ci else c for i, c in enumerate(constraints)]
+            out.append(
+                _workload_candidate(
+                    "relax-topology",
+                    pod,
+                    members,
+                    "spec.topologySpreadConstraints",
+                    value,
+                    f"{words} in the topology spread constraint on {key} of pod {pod.key}{note}",
+                    _SPREAD_GIVES_UP,
+                    key,
+                )
+            )
+    return out[: MAX_PER_KIND + 1]
+
+
+_ANTI_GIVES_UP = "its replicas could then share a {key}, which the anti-affinity kept apart"
+_AFFINITY_GIVES_UP = "it could then run outside the {key} of the pods it asked to be near"
+_SPREAD_GIVES_UP = "its workload's spread over {key} could then be more uneven than it asked"
+
+
+def _workload_candidate(kind, pod, members, field_path, value, message, gives_up, key):
+    words = gives_up.format(key=key)
+    return _Candidate(
+        kind,
+        {
+            "object": f"Pod {pod.key}",
+            "field": field_path,
+            "op": "set",
+            "value": value,
+            "objects": [f"Pod {m}" for m in members],
+        },
+        message,
+        scope="pod",
+        rerun_only=True,
+        gives_up=lambda _decision: words,
+    )
+
+
+def _workload(ctx: _Context, pod: Pod, path: tuple[str, ...]) -> list[str]:
+    """The pods of the pod's workload in the snapshot: those of its namespace that carry the
+    same topology terms (``path`` under ``spec``), as the replicas of one pod template do."""
+    mine = _spec_at(pod, path)
+    return sorted(
+        other.key
+        for other in ctx.snapshot.pods
+        if other.namespace == pod.namespace and _spec_at(other, path) == mine
+    )
+
+
+def _spec_at(pod: Pod, path: tuple[str, ...]):
+    node = (pod.raw or {}).get("spec")
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _workload_note(pod: Pod, members: list[str]) -> str:
+    owners = [o for o in pod.owner_references if o.controller] or list(pod.owner_references)
+    named = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
+    where = (
+        f"set in the pod template of {owners[0].kind} {owners[0].name}, which recreates them"
+        if owners
+        else "the pods are recreated with it"
+    )
+    return f", in every pod of its workload ({len(members)}: {named}); {where}"
 
 
 # --- the pod's own host ports ----------------------------------------------------------------

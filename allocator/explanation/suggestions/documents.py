@@ -8,8 +8,9 @@ import copy
 
 def apply_change(documents: list[dict], change: dict) -> list[dict]:
     """The raw documents with ``change`` applied: ``set`` writes ``value`` at ``field`` of the
-    object named ``object`` (``Kind namespace/name`` or ``Kind name``); ``delete`` removes
-    every object of ``objects``. The input is left untouched."""
+    object named ``object`` (``Kind namespace/name`` or ``Kind name``), or of each of
+    ``objects`` when given; ``delete`` removes every object of ``objects``. The input is left
+    untouched."""
     if change.get("op") == "delete":
         gone = set(change.get("objects") or [change["object"]])
         kept = [copy.deepcopy(d) for d in documents if _object_name(d) not in gone]
@@ -19,9 +20,11 @@ def apply_change(documents: list[dict], change: dict) -> list[dict]:
         return kept
     out = []
     found = False
+    # ``objects`` on a set: the same field set in each (every pod of a workload).
+    targets = set(change.get("objects") or [change["object"]])
     for doc in documents:
         doc = copy.deepcopy(doc)
-        if _object_name(doc) == change["object"]:
+        if _object_name(doc) in targets:
             _set_path(doc, change["field"], copy.deepcopy(change["value"]))
             found = True
         out.append(doc)

@@ -29,8 +29,8 @@ MAX_LOOP_SECONDS = 0.5
 BUDGET_SECONDS = 3.0
 
 # Where a pod went, comparable across runs: an existing node by name and devices; a NodeClaim
-# of the run by its NodePool and the pods it holds (its name is a counter that any earlier new
-# NodeClaim shifts). None: not placed.
+# of the run by its NodePool (its name is a counter that any earlier new NodeClaim shifts, and
+# which pods share it is not yet decided in the cluster). None: not placed.
 Placement = tuple | None
 
 
@@ -100,8 +100,7 @@ def placements(outcomes: Sequence[PodOutcome]) -> dict[str, tuple[Placement, dic
             continue
         target = outcome.target.target_json()
         if target["new"]:
-            pods = frozenset(p.key for p in outcome.target.pods)
-            where: Placement = ("new", outcome.target.node_pool, pods)
+            where: Placement = ("new", outcome.target.node_pool)
         else:
             devices = tuple(
                 sorted(
@@ -123,16 +122,9 @@ def compare(before: dict, after: dict, pod: str) -> Rerun:
         if key == pod:
             continue
         now, now_shown = after.get(key, (None, None))
-        if _without(was, pod) != _without(now, pod):
+        if was != now:
             affects.append({"pod": key, "from": shown, "to": now_shown})
     return Rerun(placed=where is not None, target=target, affects=affects)
-
-
-def _without(where: Placement, pod: str) -> Placement:
-    """A NodeClaim placement compared without the suggestion's own pod among its pods."""
-    if where is not None and where[0] == "new":
-        return (where[0], where[1], where[2] - {pod})
-    return where
 
 
 def lost_pods(affects: list[dict] | None) -> list[str]:
