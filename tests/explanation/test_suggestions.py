@@ -213,8 +213,15 @@ def test_nodepool_zone_requirement_excluding_the_pod_zone():
         for s in entry["suggestions"]
         if s["kind"] == "nodepool-requirement" and s["change"]["object"] == "NodePool gpu-pool"
     ]
-    assert pool_change, entry["suggestions"]
-    s = pool_change[0]
+    assert len(pool_change) == 2, entry["suggestions"]
+    # The smallest NodePool change first: allow the zone the pod asks for, then drop the
+    # requirement altogether.
+    allow, s = pool_change
+    assert allow["change"]["value"] == [
+        *families("p5"),
+        {**zone_req, "values": ["us-west-2a", "us-west-2b"]},
+    ]
+    placed_after(docs, allow)
     assert s["change"]["value"] == families("p5")
     assert "topology.kubernetes.io/zone" in s["message"]
     # Dropping the pod's own zone selector gives up the zone it asked for: it ranks after the

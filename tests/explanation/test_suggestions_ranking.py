@@ -17,6 +17,7 @@ from tests.scheduling.k8s import (
     instance_type,
     node,
     node_pool,
+    offering,
     pod,
     pod_result,
     request,
@@ -225,3 +226,39 @@ def test_a_memory_request_above_every_instance_type_gets_the_largest_that_fits()
     assert "the pod asks for 512Gi" in memory["message"]
     assert "pod template of ReplicaSet owner" in memory["message"]
     placed_after(docs, memory)
+
+
+def test_an_eu_only_pod_gets_its_zone_allowed_in_the_nodepool_before_losing_its_selector():
+    # The pod must run in eu-west-1a (data residency); the NodePool allows us-west-2 zones
+    # only, and the catalog's m7i.4xlarge is offered in eu-west-1a too. Allowing the zone keeps
+    # what the pod asked for; dropping its selector would not, and says where it would run.
+    zone = "topology.kubernetes.io/zone"
+    docs = [
+        node_pool(
+            "general",
+            requirements=[
+                *families("m7i"),
+                {"key": zone, "operator": "In", "values": ["us-west-2a", "us-west-2b"]},
+            ],
+        ),
+        instance_type(
+            "m7i.4xlarge",
+            cpu="16",
+            memory="64Gi",
+            offerings=[offering("us-west-2a", 0.806), offering("eu-west-1a", 0.902)],
+        ),
+        pod("eu-only-0", cpu="1", memory="2Gi", node_selector={zone: "eu-west-1a"}),
+    ]
+    entry = failed(docs, "default/eu-only-0")
+    allow, drop_requirement, drop_selector = entry["suggestions"]
+    assert allow["message"].startswith(f"allow {zone} eu-west-1a in NodePool general")
+    assert allow["change"]["value"][1] == {
+        "key": zone,
+        "operator": "In",
+        "values": ["eu-west-1a", "us-west-2a", "us-west-2b"],
+    }
+    assert drop_requirement["scope"] == "nodepool"
+    assert drop_selector["scope"] == "pod"
+    assert f"run in {zone} us-west-2a or us-west-2b, not eu-west-1a" in drop_selector["message"]
+    for suggestion in entry["suggestions"]:
+        placed_after(docs, suggestion, "default/eu-only-0")

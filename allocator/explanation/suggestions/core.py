@@ -295,6 +295,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         _constraints,
         _admin_namespace,
         _pod_requirements,
+        _pool_allows_asked,
         _volume_zones,
         _pool_requirements,
         _min_values,
@@ -1106,7 +1107,7 @@ def _other_place(key: str, asked: list, operator: str) -> Callable[[Decision], s
     def words(decision: Decision) -> str:
         requirements = decision.requirements
         got = sorted(requirements.get(key).values()) if requirements.has(key) else []
-        shown = " ".join(got[:3]) if got else "any value"
+        shown = " or ".join(got[:3]) if got else "any value"
         wanted = " ".join(str(v) for v in asked) or operator
         verb = "not" if operator in ("In", "Exists") else "despite"
         return f"it would run in {key} {shown}, {verb} {wanted} as it asked"
@@ -1662,6 +1663,55 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                 )
             )
     return out[: MAX_PER_KIND + 1]
+
+
+def _asked_values(pod: Pod) -> list[tuple[str, list[str]]]:
+    """(key, values) the pod's node selector and its one required node affinity term ask
+    for with ``In``."""
+    asked = [(k, [v]) for k, v in sorted(pod.node_selector.items())]
+    terms = (pod.required_node_affinity or {}).get("nodeSelectorTerms") or []
+    if len(terms) == 1 and isinstance(terms[0], dict):
+        for expr in terms[0].get("matchExpressions") or []:
+            if isinstance(expr, dict) and expr.get("operator") == "In" and expr.get("values"):
+                asked.append((str(expr.get("key")), sorted(str(v) for v in expr["values"])))
+    return asked
+
+
+def _pool_allows_asked(ctx: _Context, outcome) -> list[_Candidate]:
+    """The pod asks for a label value (a zone, an instance family ...) that a NodePool's
+    requirements shut out: allow it in the NodePool, when an instance type of the catalog has
+    it (the supply side: the pod keeps what it asked for)."""
+    pod = outcome.pod
+    out: list[_Candidate] = []
+    for plan in ctx.scheduler.templates:
+        if untolerated_taint(pod.tolerations, plan.taints) is not None:
+            continue
+        for key, values in _asked_values(pod):
+            if key == LABEL_HOSTNAME or not plan.requirements.has(key):
+                continue
+            allowed = plan.requirements.get(key)
+            if any(allowed.has(v) for v in values):
+                continue
+            found = _allow_value(ctx, plan, key, values)
+            if found is None:
+                continue  # no instance type of the catalog offers it
+            value, widened, replacement = found
+            out.append(
+                _Candidate(
+                    "nodepool-requirement",
+                    {
+                        "object": f"NodePool {plan.pool.name}",
+                        "field": "spec.template.spec.requirements",
+                        "op": "set",
+                        "value": widened,
+                    },
+                    f"allow {key} {value} in NodePool {plan.pool.name} (pod {pod.key} asks "
+                    f"for {key} In [{' '.join(values)}], which the NodePool's requirement "
+                    f"{allowed} shuts out)",
+                    override=_plan_override(ctx, plan, replacement),
+                )
+            )
+    return out[:MAX_PER_KIND]
 
 
 def _volume_zones(ctx: _Context, outcome) -> list[_Candidate]:
