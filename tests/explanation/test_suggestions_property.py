@@ -189,3 +189,34 @@ def test_every_suggestion_applied_with_other_pods_pending_places_the_pod_as_affe
                 )
                 if moved:
                     assert listed.get(key, "absent") == target, (key, suggestion)
+
+
+@st.composite
+def clusters_with_big_requests(draw) -> list[dict]:
+    """The busy clusters with the training pod asking for more memory or cpu than any
+    instance type has, now and then."""
+    docs = draw(busy_clusters())
+    train = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "train-0")
+    requests = train["spec"]["containers"][0]["resources"]["requests"]
+    requests["memory"] = draw(st.sampled_from(["8Gi", "8Gi", "3000Gi"]))
+    if rarely(draw):
+        requests["cpu"] = "500"
+    return docs
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters_with_big_requests())
+def test_the_fast_paths_offer_exactly_what_the_plain_search_offers(docs):
+    """Skipping device-side changes for a pod no target refused over devices, and probing a
+    request down from the largest node instead of bisecting, change no suggestion."""
+    import pytest
+
+    from allocator.explanation.suggestions import core
+
+    fast = run(docs)
+    with pytest.MonkeyPatch.context() as plain:
+        plain.setattr(core, "_devices_refused", lambda outcome: True)
+        plain.setattr(core, "_largest_from_top", core._largest_count)
+        slow = run(docs)
+    for a, b in zip(fast["pods"], slow["pods"], strict=True):
+        assert a["suggestions"] == b["suggestions"], a["pod"]

@@ -283,26 +283,32 @@ class _Context:
 def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     if outcome.pod_claims.error is not None:
         return []  # a claim that does not exist: no placement to re-run
+    # Changes to the pod's device requests, or to who holds devices, are tried only for a pod
+    # that some target refused over devices: for one refused over cpu or a taint everywhere,
+    # they cannot help, and each trial weighs every target again.
+    device_side = _devices_refused(outcome)
     candidates: list[_Candidate] = []
-    for build in (
-        _tolerations,
-        _host_ports,
-        _counts,
-        _extended_counts,
-        _node_requests,
-        _topology,
-        _selectors,
-        _constraints,
-        _admin_namespace,
-        _pod_requirements,
-        _pool_allows_asked,
-        _volume_zones,
-        _pool_requirements,
-        _min_values,
-        _pool_limits,
-        _instance_types,
-        _free_devices,
+    for build, devices_only in (
+        (_tolerations, False),
+        (_host_ports, False),
+        (_counts, True),
+        (_extended_counts, False),
+        (_node_requests, False),
+        (_topology, False),
+        (_selectors, True),
+        (_constraints, True),
+        (_admin_namespace, True),
+        (_pod_requirements, False),
+        (_pool_allows_asked, False),
+        (_volume_zones, False),
+        (_pool_requirements, False),
+        (_min_values, False),
+        (_pool_limits, False),
+        (_instance_types, False),
+        (_free_devices, True),
     ):
+        if devices_only and not device_side:
+            continue
         candidates.extend(build(ctx, outcome))
     for i, c in enumerate(candidates):
         c.order = i
@@ -351,6 +357,12 @@ def _settled(candidate: _Candidate, order: int) -> _Candidate:
     """A candidate a search made, ranked where the search was."""
     scope = candidate.scope or scope_of(candidate.kind, candidate.change)
     return dataclasses.replace(candidate, scope=scope, order=order)
+
+
+def _devices_refused(outcome) -> bool:
+    """Some target refused the pod over its devices: the loop recorded a refusal funnel (or
+    its place, for a target refused by counting devices)."""
+    return bool(outcome.funnel_log)
 
 
 class _Trials:
@@ -805,7 +817,7 @@ def _request_search(pod: Pod, name: str, ci: int, wanted: int, most: int, step: 
     hi = min(most // step, (wanted - 1) // step)
     if lo > hi:
         return None
-    return lambda attempt: _largest_count(candidate, attempt, lo, hi)
+    return lambda attempt: _largest_from_top(candidate, attempt, lo, hi)
 
 
 def _container_milli(container: dict, name: str) -> int | None:
@@ -926,6 +938,24 @@ def _largest_count(candidate, attempt, lo: int, hi: int):
         else:
             hi = mid - 1
     return best
+
+
+def _largest_from_top(candidate, attempt, lo: int, hi: int):
+    """The largest value in lo..hi whose candidate places the pod, probing down from ``hi`` in
+    growing steps (hi, hi-1, hi-3, hi-7 ...) and then bisecting between the first that places
+    it and the last that did not: a request that fits lies just under a node's size, so this
+    takes a few trials where bisecting from the middle takes a dozen."""
+    failed_at, offset = hi + 1, 0
+    while True:
+        probe = max(hi - offset, lo)
+        c = candidate(probe)
+        hit = attempt(c)
+        if hit is not None:
+            better = _largest_count(candidate, attempt, probe + 1, failed_at - 1)
+            return better or (c, hit)
+        if probe <= lo:
+            return None
+        failed_at, offset = probe, offset * 2 + 1
 
 
 def _is_extended(outcome, claim: ResourceClaim) -> bool:
