@@ -59,6 +59,7 @@ from allocator.scheduling.fit import (
     format_taint,
     instance_type_info,
     max_capacity,
+    merged,
     node_pool_requirements,
     pod_requests,
     untolerated_taint,
@@ -753,11 +754,18 @@ def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
     out = []
     for name, step in _REQUEST_STEPS.items():
         wanted = requests.get(name, 0)
-        most = max(
-            [i.capacity.get(name, 0) for p in plans for i in p.instance_types]
-            + [t.available.get(name, 0) for t in sched.existing],
-            default=0,
-        )
+        # What a node could give the pod: an instance type's capacity less its NodePool's
+        # DaemonSet overhead, a node's free resources; only where the pod's other requests fit
+        # (the largest request is looked for just under the largest of these).
+        rest = {k: v for k, v in requests.items() if k != name}
+        room = [
+            i.capacity.get(name, 0) - p.daemon_overhead.get(name, 0)
+            for p in plans
+            for i in p.instance_types
+            if fits(merged(rest, p.daemon_overhead), i.capacity)
+        ]
+        room += [t.available.get(name, 0) for t in sched.existing if fits(rest, t.available)]
+        most = max(room, default=0)
         if wanted <= most or most < step:
             continue  # something has that much (another cause), or nothing has a step of it
         asking = [
