@@ -79,12 +79,18 @@ class WholeLoop:
             for change in changes:
                 documents = apply_change(documents, change)
             changed = load_documents([(str(d.get("kind")), d) for d in documents])
-        except (SnapshotError, KeyError, IndexError, TypeError):
+        except (SnapshotError, KeyError, IndexError, TypeError, AttributeError, ValueError):
             self._cache[key] = None
             return None
-        after = placements(self.solve(changed))
+        try:
+            after = placements(self.solve(changed))
+        except Exception:  # noqa: BLE001 - a check of a suggestion never fails the user's run
+            after = None
         self.spent += time.perf_counter() - started
         self.runs += 1
+        if after is None:
+            self._cache[key] = None
+            return None
         found = compare(self.before, after, pod)
         self._cache[key] = found
         return found
