@@ -26,7 +26,7 @@ from allocator.snapshot.loader import load_documents
 # ``affects``: a re-run per suggestion would cost more than the run itself) ...
 MAX_LOOP_SECONDS = 0.5
 # ... and while the re-runs of one result took less than this in all.
-BUDGET_SECONDS = 3.0
+BUDGET_SECONDS = 2.0
 
 # Where a pod went, comparable across runs: an existing node by name and devices; a NodeClaim
 # of the run by its NodePool (its name is a counter that any earlier new NodeClaim shifts, and
