@@ -181,7 +181,7 @@ def simulate(
             )
             return again.scheduler.solve(again.pods.pending, again.pod_claims)
 
-        whole_loop = WholeLoop.of(solve_again, outcomes, seconds)
+        whole_loop = WholeLoop.of(solve_again, outcomes, len(run.scheduler.existing))
         suggestions = suggest(snapshot, run, outcomes, whole_loop)
     result = build_result(snapshot, options, run, outcomes, seconds, suggestions=suggestions)
     return SimulationOutput(result, trace.to_json() if options.trace else None)

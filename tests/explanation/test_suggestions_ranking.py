@@ -189,10 +189,10 @@ def test_a_fix_that_costs_another_pod_its_placement_says_so_and_ranks_last():
     placed_after(docs, limit)
 
 
-def test_affects_is_null_when_the_loop_is_too_slow_to_re_run(monkeypatch):
+def test_affects_is_null_when_the_run_is_too_large_to_re_run(monkeypatch):
     from allocator.explanation.suggestions import wholeloop
 
-    monkeypatch.setattr(wholeloop, "MAX_LOOP_SECONDS", 0.0)
+    monkeypatch.setattr(wholeloop, "MAX_RUN_SIZE", 0)
     docs = [
         device_class(GPU),
         node_pool("gpu-h100", requirements=families("p5"), limits={"cpu": "100"}),

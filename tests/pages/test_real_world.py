@@ -27,7 +27,7 @@ def eks_trial_run(maria, monkeypatch):
     """The run with suggestions from trials only: no whole-loop re-run moves their targets."""
     from allocator.explanation.suggestions import wholeloop
 
-    monkeypatch.setattr(wholeloop, "MAX_LOOP_SECONDS", 0.0)
+    monkeypatch.setattr(wholeloop, "MAX_RERUNS", 0)
     return _eks_run(maria)
 
 
