@@ -306,7 +306,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         (_min_values, False),
         (_pool_limits, False),
         (_instance_types, False),
-        (_free_devices, True),
+        (_free_devices, False),
     ):
         if devices_only and not device_side:
             continue
@@ -2133,6 +2133,11 @@ def _widen(requirements: list[dict], info) -> list[dict]:
 def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
     """Devices held by claims of running pods: delete those pods (as ``--disrupt`` frees
     them). One holding claim at a time, fewest pods first; then every holder on one node."""
+    if not _devices_refused(outcome) and not _fits_a_node_when_empty(ctx, outcome.pod):
+        # Deleting pods frees devices and node resources on existing nodes only: a pod no
+        # target refused over devices, and too large for every existing node even when
+        # empty, cannot be helped by it.
+        return []
     holders = _holders(ctx, outcome)
     if not holders:
         return []
@@ -2160,6 +2165,11 @@ def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
             )
         )
     return out
+
+
+def _fits_a_node_when_empty(ctx: _Context, pod: Pod) -> bool:
+    requests = {k: v for k, v in pod_requests(pod).items() if k in _REQUEST_STEPS}
+    return any(fits(requests, t.allocatable) for t in ctx.scheduler.existing)
 
 
 def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str | None]]:
