@@ -420,11 +420,27 @@ def _annotate_one(target: dict, change: dict, index: ObjectIndex) -> Edit | None
         return None
     try:
         edit = edit_for(change, index)
+        others = _other_objects(change)
+        more = [edit_for({**change, "object": ref}, index) for ref in others]
     except (EditError, PatchError) as exc:
         target.update({"patch": None, "manifest": None, "recreate": False, "patchError": str(exc)})
         return None
     target.update(edit.to_json())
+    if more:
+        # A workload-wide change (every replica's topology term): each pod's own patch, since
+        # list indices may differ between replicas.
+        target["patches"] = [{"object": e.object, "patch": e.patch} for e in [edit, *more]]
     return edit
+
+
+def _other_objects(change: dict) -> list[str]:
+    """The objects of a ``set`` change besides ``change.object`` (``objects`` of a
+    workload-wide change), in their order."""
+    objects = change.get("objects")
+    if not isinstance(objects, list):
+        return []
+    main = change.get("object")
+    return [o for o in objects if isinstance(o, str) and o != main]
 
 
 def annotate_all(

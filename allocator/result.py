@@ -236,6 +236,7 @@ def _add_suggestions(result: dict, report, snapshot: Snapshot) -> None:
     annotate_all((e["suggestions"] for e in result["pods"]), snapshot.documents)
     result["stats"]["suggestionSeconds"] = round(report.seconds, 6)
     result["stats"]["suggestionTrials"] = report.trials
+    result["stats"]["suggestionReruns"] = report.reruns
 
 
 def _pools(snapshot: Snapshot, run: Run) -> list[dict]:

@@ -167,7 +167,21 @@ def simulate(
     if options.suggestions:
         # After the loop: its final state is what every failed pod saw on its last attempt.
         from allocator.explanation.suggestions import suggest
+        from allocator.explanation.suggestions.wholeloop import WholeLoop
 
-        suggestions = suggest(snapshot, run, outcomes)
+        def solve_again(changed: Snapshot) -> list:
+            """The loop composed as this run's was, on a snapshot with a suggestion applied."""
+            again = build_run(
+                changed,
+                build_pipeline(options.gates),
+                NULL_TRACE,
+                timeout=options.timeout,
+                disrupt=options.disrupt,
+                tuning=tuning or DEFAULT_TUNING,
+            )
+            return again.scheduler.solve(again.pods.pending, again.pod_claims)
+
+        whole_loop = WholeLoop.of(solve_again, outcomes, len(run.scheduler.existing))
+        suggestions = suggest(snapshot, run, outcomes, whole_loop)
     result = build_result(snapshot, options, run, outcomes, seconds, suggestions=suggestions)
     return SimulationOutput(result, trace.to_json() if options.trace else None)

@@ -637,6 +637,12 @@ def what_if_edits(s: dict[str, Any]) -> list[dict[str, Any]]:
         if change.get("op") == "delete":
             objects = change.get("objects") or [change.get("object")]
             edits.extend({"object": o, "delete": True} for o in objects if isinstance(o, str))
+        elif isinstance(entry.get("patches"), list):
+            edits.extend(
+                {"object": e["object"], "patch": e["patch"]}
+                for e in entry["patches"]
+                if isinstance(e, dict) and isinstance(e.get("patch"), list)
+            )
         elif isinstance(entry.get("patch"), list) and change.get("object"):
             edits.append({"object": change["object"], "patch": entry["patch"]})
         else:
@@ -650,17 +656,21 @@ def kubectl_patch_text(s: dict[str, Any]) -> str:
     lines = []
     for entry in _changes(s):
         change = _change_of(entry)
-        patch = entry.get("patch")
-        if not isinstance(patch, list):
-            continue
-        kind, namespace, name = _object_ref(str(change.get("object") or ""))
-        body = json.dumps(patch, separators=(",", ":"))
-        if entry.get("recreate"):
-            lines.append(f"# {kind} {name}: patch of its saved manifest (it is recreated)")
-            lines.append(body)
-        else:
-            ns = f" -n {namespace}" if namespace else ""
-            lines.append(f"kubectl patch {kind.lower()}{ns} {name} --type json -p '{body}'")
+        each = entry.get("patches")
+        if not isinstance(each, list):
+            each = [{"object": change.get("object"), "patch": entry.get("patch")}]
+        for one in each:
+            patch = one.get("patch") if isinstance(one, dict) else None
+            if not isinstance(patch, list):
+                continue
+            kind, namespace, name = _object_ref(str(one.get("object") or ""))
+            body = json.dumps(patch, separators=(",", ":"))
+            if entry.get("recreate"):
+                lines.append(f"# {kind} {name}: patch of its saved manifest (it is recreated)")
+                lines.append(body)
+            else:
+                ns = f" -n {namespace}" if namespace else ""
+                lines.append(f"kubectl patch {kind.lower()}{ns} {name} --type json -p '{body}'")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -98,7 +98,11 @@ def test_each_suggested_patch_places_the_pod(docs, pod, suggestion):
     after = docs
     for entry in changes:
         change = entry.get("change", entry)
-        after = patched(after, change, entry.get("patch"))
+        for one in entry.get("patches") or [{"object": change["object"], "patch": None}]:
+            if one["patch"] is None:
+                after = patched(after, change, entry.get("patch"))
+            else:  # a workload-wide change: each replica's own patch
+                after = patched(after, {**change, "object": one["object"]}, one["patch"])
     placed = pod_result(run(after, suggestions=False), pod)
     assert placed["scheduled"], placed["error"]
 
@@ -128,3 +132,29 @@ def test_each_suggestion_as_a_what_if_places_the_pod(docs, pod, suggestion):
     assert edits, suggestion
     placed = pod_result(run(apply_edits(docs, edits), suggestions=False), pod)
     assert placed["scheduled"], placed["error"]
+
+
+def test_a_workload_wide_topology_fix_patches_every_replica():
+    """Relaxing the vLLM replicas' anti-affinity is one change of every replica: the result gives
+    each pod's own patch (``patches``), and "Try this fix" sends them all, since a replica that
+    keeps the required term still repels the third."""
+    from dra_web.pages.presenters import what_if_edits
+
+    docs = load_paths([str(ROOT / "examples" / "topology-vllm-anti-affinity.yaml")]).documents
+    for kind, d in docs:
+        if kind == "NodePool":
+            d["spec"]["limits"] = {"cpu": "400"}  # two p5.48xlarge: the third replica fails
+    result = run(docs)
+    third = "inference/vllm-7c9d8f6b5-tn4vd"
+    relaxed = next(
+        s for s in pod_result(result, third)["suggestions"] if s["kind"] == "relax-topology"
+    )
+    objects = sorted(relaxed["change"]["objects"])
+    assert sorted(p["object"] for p in relaxed["patches"]) == objects
+    assert relaxed["patches"][0]["patch"] == relaxed["patch"]
+    edits = what_if_edits(relaxed)
+    assert sorted(e["object"] for e in edits) == objects
+    after = docs
+    for edit in edits:
+        after = patched(after, {"object": edit["object"], "op": "set"}, edit["patch"])
+    assert pod_result(run(after, suggestions=False), third)["scheduled"]

@@ -213,12 +213,24 @@ def test_nodepool_zone_requirement_excluding_the_pod_zone():
         for s in entry["suggestions"]
         if s["kind"] == "nodepool-requirement" and s["change"]["object"] == "NodePool gpu-pool"
     ]
-    assert pool_change, entry["suggestions"]
-    s = pool_change[0]
+    assert len(pool_change) == 2, entry["suggestions"]
+    # The smallest NodePool change first: allow the zone the pod asks for, then drop the
+    # requirement altogether.
+    allow, s = pool_change
+    assert allow["change"]["value"] == [
+        *families("p5"),
+        {**zone_req, "values": ["us-west-2a", "us-west-2b"]},
+    ]
+    placed_after(docs, allow)
     assert s["change"]["value"] == families("p5")
     assert "topology.kubernetes.io/zone" in s["message"]
-    # The pod's own selector is the less invasive change, so it is ranked first.
-    assert entry["suggestions"][0]["change"]["object"] == "Pod default/train-0"
+    # Dropping the pod's own zone selector gives up the zone it asked for: it ranks after the
+    # NodePool change that keeps it, and says where the pod would run instead.
+    assert entry["suggestions"][0]["change"]["object"] == "NodePool gpu-pool"
+    assert entry["suggestions"][0]["scope"] == "nodepool"
+    own = entry["suggestions"][-1]
+    assert own["change"]["object"] == "Pod default/train-0" and own["scope"] == "pod"
+    assert "topology.kubernetes.io/zone us-west-2a, not us-west-2b" in own["message"]
     placed_after(docs, s)
 
 
@@ -377,7 +389,7 @@ def test_suggestions_do_not_change_the_run():
     for entry in with_s["pods"]:
         entry.pop("suggestions")
     for doc in (with_s, without):
-        for key in ("seconds", "suggestionSeconds", "suggestionTrials"):
+        for key in ("seconds", "suggestionSeconds", "suggestionTrials", "suggestionReruns"):
             doc["stats"].pop(key, None)
     assert with_s == without
 

@@ -34,9 +34,13 @@ def test_demo_failed_pods_get_the_changes_that_would_place_them(result):
     assert "topology.kubernetes.io/zone" in eu["message"]
     assert "relax-selector" in kinds(result, "ml-training/blackwell-probe-0")
     assert "nodepool-limit" in kinds(result, "ml-training/llama-train-2")
-    # A DeviceClass that does not exist, 4Ti of memory: no single change helps.
+    # A DeviceClass that does not exist: no change of the pod's helps.
     assert kinds(result, "ml-training/tpu-job-0") == []
-    assert kinds(result, "web/huge-memory-0") == []
+    # 4Ti of memory where the largest instance type has 1152Gi: the largest request that fits.
+    (memory,) = pod_result(result, "web/huge-memory-0")["suggestions"]
+    assert memory["kind"] == "reduce-request" and memory["scope"] == "pod"
+    assert memory["change"]["value"] == {"requests": {"cpu": "64", "memory": "1151Gi"}}
+    assert "pod template of ReplicaSet huge-memory" in memory["message"]
 
 
 def test_demo_placed_pods_carry_none_and_the_document_validates(result):

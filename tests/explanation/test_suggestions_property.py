@@ -15,7 +15,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.explanation.suggestions import apply_change
+from allocator.explanation.suggestions import apply_suggestion
 from tests.scheduling.k8s import (
     GPU,
     claim,
@@ -132,7 +132,93 @@ def test_a_suggested_change_applied_to_the_snapshot_places_the_pod_where_it_said
         return
     for suggestion in entry["suggestions"]:
         again = pod_result(
-            run(apply_change(docs, suggestion["change"]), suggestions=False), "default/train-0"
+            run(apply_suggestion(docs, suggestion), suggestions=False), "default/train-0"
         )
         assert again["scheduled"], (suggestion, again["error"])
         assert again["target"] == suggestion["target"], suggestion
+
+
+@st.composite
+def busy_clusters(draw) -> list[dict]:
+    """The clusters above with more pending pods competing for the same GPUs and nodes: an
+    inference pod asking for 1..2 GPUs and a CPU-only web pod, created before or after the
+    training pod (so that queue order decides who gets what)."""
+    docs = draw(clusters())
+    docs.append(template("serve-gpu", [request("gpu", count=draw(st.sampled_from([1, 2])))]))
+    for name, templates, created in (
+        ("serve-0", {"gpu": "serve-gpu"}, draw(st.sampled_from(["09:00", "11:00"]))),
+        ("web-0", None, "10:30"),
+    ):
+        docs.append(
+            pod(
+                name,
+                cpu=draw(st.sampled_from(["1", "16", "64"])),
+                memory="8Gi",
+                templates=templates,
+                created=f"2026-12-01T{created}:00Z",
+            )
+        )
+    return docs
+
+
+def placements(result: dict) -> dict:
+    return {e["pod"]: e["target"] for e in result["pods"]}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_clusters())
+def test_every_suggestion_applied_with_other_pods_pending_places_the_pod_as_affects_says(docs):
+    """With several pending pods the whole loop decides: the suggested change, applied to the
+    snapshot, places the pod where the suggestion says, and every other pod whose target
+    changes is listed in ``affects`` (NodeClaim names aside: a new one earlier renumbers)."""
+    before = run(docs)
+    for entry in before["pods"]:
+        for suggestion in entry["suggestions"]:
+            again = run(apply_suggestion(docs, suggestion), suggestions=False)
+            mine = pod_result(again, entry["pod"])
+            assert mine["scheduled"], (suggestion, mine["error"])
+            assert mine["target"] == suggestion["target"], suggestion
+            assert suggestion["affects"] is not None  # small runs are always re-run
+            listed = {a["pod"]: a["to"] for a in suggestion["affects"]}
+            was, now = placements(before), placements(again)
+            for key, target in now.items():
+                if key == entry["pod"] or key not in was:
+                    continue
+                moved = (target is None) != (was[key] is None) or (
+                    target is not None and not target["new"] and target != was[key]
+                )
+                if moved:
+                    assert listed.get(key, "absent") == target, (key, suggestion)
+
+
+@st.composite
+def clusters_with_big_requests(draw) -> list[dict]:
+    """The busy clusters with the training pod asking for more memory or cpu than any
+    instance type has, now and then."""
+    docs = draw(busy_clusters())
+    train = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "train-0")
+    requests = train["spec"]["containers"][0]["resources"]["requests"]
+    requests["memory"] = draw(st.sampled_from(["8Gi", "8Gi", "3000Gi"]))
+    if rarely(draw):
+        requests["cpu"] = "500"
+    return docs
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters_with_big_requests())
+def test_the_fast_paths_offer_exactly_what_the_plain_search_offers(docs):
+    """Skipping device-side changes for a pod no target refused over devices (and freeing
+    devices for one too large for every existing node), and probing a request down from the
+    largest node instead of bisecting, change no suggestion."""
+    import pytest
+
+    from allocator.explanation.suggestions import core
+
+    fast = run(docs)
+    with pytest.MonkeyPatch.context() as plain:
+        plain.setattr(core, "_devices_refused", lambda outcome: True)
+        plain.setattr(core, "_fits_a_node_when_empty", lambda ctx, pod: True)
+        plain.setattr(core, "_largest_from_top", core._largest_count)
+        slow = run(docs)
+    for a, b in zip(fast["pods"], slow["pods"], strict=True):
+        assert a["suggestions"] == b["suggestions"], a["pod"]

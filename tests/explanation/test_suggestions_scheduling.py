@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.explanation.suggestions import apply_change
+from allocator.explanation.suggestions import apply_change, apply_suggestion
 from tests.explanation.test_suggestions import failed, first, placed_after
 from tests.scheduling.k8s import (
     ZONE,
@@ -455,7 +455,7 @@ def test_every_suggestion_for_a_scheduling_cause_places_the_pod_where_it_said(do
         return
     for suggestion in entry["suggestions"]:
         again = pod_result(
-            run(apply_change(docs, suggestion["change"]), suggestions=False), "default/train-0"
+            run(apply_suggestion(docs, suggestion), suggestions=False), "default/train-0"
         )
         assert again["scheduled"], (suggestion, again["error"])
         assert again["target"] == suggestion["target"], suggestion

@@ -19,6 +19,19 @@ NODE = "ip-192-168-12-34.ec2.internal"
 
 @pytest.fixture
 def eks_run(maria):
+    return _eks_run(maria)
+
+
+@pytest.fixture
+def eks_trial_run(maria, monkeypatch):
+    """The run with suggestions from trials only: no whole-loop re-run moves their targets."""
+    from allocator.explanation.suggestions import wholeloop
+
+    monkeypatch.setattr(wholeloop, "MAX_RERUNS", 0)
+    return _eks_run(maria)
+
+
+def _eks_run(maria):
     from dra_web.runs.models import Run
     from dra_web.runs.services import normalise_options
     from dra_web.runs.worker import execute_run
@@ -201,7 +214,10 @@ def test_linked_device_is_shown_past_the_first_page_of_a_pool(
     assert f'<tr id="{pool}.gpu-3" class="linked">' in rows
 
 
-def test_a_suggestions_new_nodeclaim_is_not_passed_off_as_one_of_the_runs(browser_client, eks_run):
+def test_a_suggestions_new_nodeclaim_is_not_passed_off_as_one_of_the_runs(
+    browser_client, eks_trial_run
+):
+    eks_run = eks_trial_run
     (suggestion,) = [s for p in eks_run.result["pods"] for s in p.get("suggestions") or []][:1]
     assert suggestion["target"] == {"kind": "NodeClaim", "name": "gpu-2", "new": True}
     assert [nc["name"] for nc in eks_run.result["nodeClaims"]] == ["gpu-1"]

@@ -22,10 +22,19 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from allocator.explanation.funnel import RejectionGroup
+from allocator.explanation.suggestions.ranking import (
+    SCOPES,
+    rank_key,
+    scope_of,
+    shared_note,
+    trial_order,
+    widest,
+)
+from allocator.explanation.suggestions.wholeloop import WholeLoop, lost_pods
 from allocator.features.taints import toleration_matches, toleration_to_json
 from allocator.model import (
     DeviceSelector,
@@ -50,6 +59,7 @@ from allocator.scheduling.fit import (
     format_taint,
     instance_type_info,
     max_capacity,
+    merged,
     node_pool_requirements,
     pod_requests,
     untolerated_taint,
@@ -60,29 +70,15 @@ from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.poddata import PodOutcome
 
 MAX_TRIALS_PER_POD = 24
+MAX_PAIR_TRIALS = 8  # two-change trials per pod, when no single change places it
 MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders ...)
-
-# Least invasive first: the pod's own objects, then cluster-wide ones, then other workloads.
-RANK = {
-    "tolerate-taint": 0,
-    "change-host-port": 0,
-    "reduce-count": 1,
-    "relax-selector": 2,
-    "drop-constraint": 3,
-    "nodepool-requirement": 4,
-    "label-namespace": 4,
-    "lower-min-values": 4,
-    "nodepool-limit": 5,
-    "instance-type-resources": 6,
-    "add-instance-type": 6,
-    "free-device": 7,
-}
 
 
 @dataclass(slots=True)
 class SuggestionReport:
     by_pod: dict[str, list[dict]] = field(default_factory=dict)
     trials: int = 0
+    reruns: int = 0  # whole-loop re-runs (``wholeloop``)
     seconds: float = 0.0
 
 
@@ -105,13 +101,30 @@ class _Candidate:
     # A placement that does not show what the message claims (the instance type it names) is
     # no verification of it.
     accept: Callable[[Decision], bool] | None = None
+    scope: str = ""  # ranking.SCOPES; worked out from ``change`` when left empty
+    # What the pod gets instead of what it asked for, in words, read off the trial's decision
+    # (a relaxed selector: other hardware; a dropped node selector: another zone).
+    gives_up: Callable[[Decision], str] | None = None
+    # A search's plain alternatives, smallest first (a two-change trial takes the last).
+    alternatives: list[_Candidate] = field(default_factory=list)
+    # False: cannot place the pod alone (it needs another change first); tried only in pairs.
+    alone: bool = True
+    # True: a change to a whole workload that the trial cannot model (placed replicas hold the
+    # old term through their inverse anti-affinity): verified only by the whole-loop re-run,
+    # and not offered when that cannot be afforded.
+    rerun_only: bool = False
 
 
 # --- entry point -----------------------------------------------------------------------------
 
 
-def suggest(snapshot: Snapshot, run, outcomes) -> SuggestionReport:
-    """Suggestions for every failed pod of ``outcomes`` (placed pods get none)."""
+def suggest(
+    snapshot: Snapshot, run, outcomes, whole_loop: WholeLoop | None = None
+) -> SuggestionReport:
+    """Suggestions for every failed pod of ``outcomes`` (placed pods get none). With
+    ``whole_loop``, each is checked by re-running the whole loop with the change (see
+    ``wholeloop``): one the re-run does not confirm is dropped, and ``affects`` says which other
+    pods move; without it (or past its budget) ``affects`` is null."""
     started = time.perf_counter()
     report = SuggestionReport()
     ctx = _Context(snapshot, run)
@@ -131,8 +144,51 @@ def suggest(snapshot: Snapshot, run, outcomes) -> SuggestionReport:
         report.by_pod[outcome.pod.key] = found
         if signature is not None:
             seen[signature] = (names, found)
+    for key, found in report.by_pod.items():
+        report.by_pod[key] = _on_the_whole_loop(snapshot, whole_loop, key, found)
+    if whole_loop is not None:
+        report.reruns = whole_loop.runs
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _on_the_whole_loop(
+    snapshot: Snapshot, whole_loop: WholeLoop | None, pod: str, found: list[dict]
+) -> list[dict]:
+    """``found`` checked on the whole loop where it can be afforded: a suggestion after which
+    the pod is still not placed is dropped; the others carry ``affects`` (null: not known), and
+    those that cost another pod its placement go after those that do not."""
+    out = []
+    for suggestion in found:
+        changes = suggestion.get("changes") or [suggestion["change"]]
+        rerun = whole_loop.check(snapshot, pod, changes) if whole_loop is not None else None
+        if rerun is None:
+            if suggestion["target"] is not None:
+                out.append({**suggestion, "affects": None})
+            continue  # a workload change no trial verified: never offered unverified
+        if not rerun.placed:
+            continue
+        checked = {**suggestion, "affects": rerun.affects}
+        if suggestion["target"] is None and rerun.target is not None:
+            checked["target"] = rerun.target
+            checked["message"] += f"; the pod would then go to {_where(rerun.target)}"
+        elif rerun.target is not None and rerun.target != suggestion["target"]:
+            # Placed at its turn in the queue, the pod goes where the whole loop puts it.
+            checked["target"] = rerun.target
+            checked["message"] = checked["message"].replace(
+                f"the pod would then go to {_where(suggestion['target'])}",
+                f"the pod would then go to {_where(rerun.target)}",
+            )
+        lost = lost_pods(rerun.affects)
+        if lost:
+            more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+            checked["message"] += (
+                f"; on the whole loop, pod {', '.join(lost[:3])}{more} would no longer be placed"
+            )
+        out.append(checked)
+    # Stable: the order found (gives up nothing first, then by scope ...) is kept within each.
+    out.sort(key=lambda s: bool(lost_pods(s["affects"])))
+    return out
 
 
 def _signature(ctx: _Context, outcome) -> str | None:
@@ -164,7 +220,11 @@ def _names(outcome) -> dict[str, str]:
 
 def _renamed(found: list[dict], old: dict[str, str], new: dict[str, str]) -> list[dict]:
     text = json.dumps(found)
-    pairs = sorted(((old[k], new[k]) for k in old), key=lambda p: -len(p[0]))
+    # Swapped, not only renamed: a replica's suggestion that names the first replica (a
+    # workload change lists every pod, a whole-loop effect on it) names this one's instead.
+    swaps = [(old[k], new[k]) for k in old if old[k] != new[k]]
+    swaps += [(after, before) for before, after in swaps]
+    pairs = sorted(swaps, key=lambda p: -len(p[0]))
     tokens = {}
     for i, (before, _) in enumerate(pairs):  # two steps, so that one rename never feeds another
         token = f"\x00{i}\x00"
@@ -185,6 +245,7 @@ class _Context:
         self.allocator = run.allocator
         self._infos = None
         self._pods_by_key = None
+        self._devices = None
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
@@ -198,6 +259,22 @@ class _Context:
         return self._infos
 
     @property
+    def devices(self) -> dict[tuple, object]:
+        """Devices by (driver, pool, name), and a template's by (instance type, driver, name)
+        (a NodeClaim's pools are named by the scheduler)."""
+        if self._devices is None:
+            index: dict[tuple, object] = {}
+            for s in self.snapshot.resource_slices:
+                for d in s.devices:
+                    index.setdefault((s.driver, s.pool, d.name), d)
+            for it in self.snapshot.instance_types.values():
+                for tmpl in it.resource_slice_templates:
+                    for d in tmpl.devices:
+                        index.setdefault((it.name, tmpl.driver, d.name), d)
+            self._devices = index
+        return self._devices
+
+    @property
     def pods_by_key(self) -> dict[str, Pod]:
         if self._pods_by_key is None:
             self._pods_by_key = {p.key: p for p in self.snapshot.pods}
@@ -207,36 +284,102 @@ class _Context:
 def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
     if outcome.pod_claims.error is not None:
         return []  # a claim that does not exist: no placement to re-run
+    # Changes to the pod's device requests, or to who holds devices, are tried only for a pod
+    # that some target refused over devices: for one refused over cpu or a taint everywhere,
+    # they cannot help, and each trial weighs every target again.
+    device_side = _devices_refused(outcome)
     candidates: list[_Candidate] = []
-    for build in (
-        _tolerations,
-        _host_ports,
-        _counts,
-        _extended_counts,
-        _selectors,
-        _constraints,
-        _admin_namespace,
-        _pod_requirements,
-        _volume_zones,
-        _pool_requirements,
-        _min_values,
-        _pool_limits,
-        _instance_types,
-        _free_devices,
+    for build, devices_only in (
+        (_tolerations, False),
+        (_host_ports, False),
+        (_counts, True),
+        (_extended_counts, False),
+        (_node_requests, False),
+        (_topology, False),
+        (_selectors, True),
+        (_constraints, True),
+        (_admin_namespace, True),
+        (_pod_requirements, False),
+        (_pool_allows_asked, False),
+        (_volume_zones, False),
+        (_pool_requirements, False),
+        (_min_values, False),
+        (_pool_limits, False),
+        (_instance_types, False),
+        (_free_devices, False),
     ):
+        if devices_only and not device_side:
+            continue
         candidates.extend(build(ctx, outcome))
     for i, c in enumerate(candidates):
         c.order = i
-    candidates.sort(key=lambda c: (RANK[c.kind], c.order))
+        c.scope = c.scope or scope_of(c.kind, c.change)
+    candidates.sort(key=lambda c: trial_order(c.kind, c.scope, c.order))
 
-    budget = [MAX_TRIALS_PER_POD]
+    trials = _Trials(ctx, outcome, report, MAX_TRIALS_PER_POD)
+    found: list[_Found] = []
+    failed: list[_Candidate] = []
+    seen: set[str] = set()
+    for candidate in candidates:
+        if trials.left <= 0:
+            break
+        if not candidate.alone:
+            failed.extend(
+                _settled(c, candidate.order) for c in candidate.alternatives or [candidate]
+            )
+            continue
+        if candidate.rerun_only:
+            found.append(_Found(candidate, None, _gives_up(candidate, None)))
+            continue
+        if candidate.search is not None:
+            hit = candidate.search(trials.attempt)
+            if hit is None:
+                failed.extend(_settled(c, candidate.order) for c in candidate.alternatives[-1:])
+                continue
+            candidate, decision = _settled(hit[0], candidate.order), hit[1]
+        else:
+            decision = trials.attempt(candidate)
+        if decision is None or (candidate.accept is not None and not candidate.accept(decision)):
+            failed.append(candidate)
+            continue
+        key = repr((candidate.kind, candidate.change))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append(_Found(candidate, decision, _gives_up(candidate, decision)))
+    if not any(f.gives_up is None for f in found):
+        # No single change places the pod with what it asked for: two changes together.
+        found.extend(_pairs(ctx, outcome, report, failed))
+    found.sort(key=lambda f: f.rank())
+    return [f.render() for f in found]
 
-    def attempt(candidate: _Candidate) -> Decision | None:
+
+def _settled(candidate: _Candidate, order: int) -> _Candidate:
+    """A candidate a search made, ranked where the search was."""
+    scope = candidate.scope or scope_of(candidate.kind, candidate.change)
+    return dataclasses.replace(candidate, scope=scope, order=order)
+
+
+def _devices_refused(outcome) -> bool:
+    """Some target refused the pod over its devices: the loop recorded a refusal funnel (or
+    its place, for a target refused by counting devices)."""
+    return bool(outcome.funnel_log)
+
+
+class _Trials:
+    """Trials of one pod's candidates, at most ``budget``: each decides the pod's placement
+    with the candidate's change on the loop's final state and commits nothing."""
+
+    def __init__(self, ctx: _Context, outcome, report: SuggestionReport, budget: int) -> None:
+        self.ctx, self.outcome, self.report, self.left = ctx, outcome, report, budget
+
+    def attempt(self, candidate: _Candidate) -> Decision | None:
         """The trial's decision (where the pod would go, with what), None when it fails."""
-        if budget[0] <= 0:
+        if self.left <= 0:
             return None
-        budget[0] -= 1
-        report.trials += 1
+        self.left -= 1
+        self.report.trials += 1
+        ctx, outcome = self.ctx, self.outcome
         pod = candidate.pod or outcome.pod
         claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
         extended = candidate.extended or outcome.pod_claims.extended  # DRAExtendedResource
@@ -256,41 +399,112 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
             finally:
                 ctx.scheduler.invalidate_caches()
 
-    out: list[dict] = []
-    seen: set[str] = set()
-    for candidate in candidates:
-        if budget[0] <= 0:
+
+@dataclass(slots=True)
+class _Found:
+    """A verified candidate (or two applied together) and the trial's decision."""
+
+    candidate: _Candidate
+    decision: Decision | None  # None: verified by the whole-loop re-run only
+    gives_up: str | None  # what the pod gets instead of what it asked for (None: nothing)
+    parts: list[_Candidate] = field(default_factory=list)  # a two-change suggestion's
+
+    def rank(self) -> tuple:
+        c = self.candidate
+        return rank_key(self.gives_up is not None, c.scope, len(self.parts) or 1, c.kind, c.order)
+
+    def render(self) -> dict:
+        c, decision = self.candidate, self.decision
+        target = decision.target.target_json() if decision is not None else None
+        message = c.message
+        if target is not None:
+            message += f"; the pod would then go to {_where(target)}"
+        admitted = _devices_of(decision) if decision is not None else []
+        if any(p.kind == "relax-selector" for p in self.parts or [c]) and admitted:
+            message += f", with {', '.join(admitted[:5])}"
+        if self.gives_up is not None:
+            message += f"; {self.gives_up}"
+        for part in self.parts or [c]:
+            message += shared_note(part.scope, part.change)
+        out = {
+            "kind": c.kind,
+            "message": message,
+            "change": c.change,
+            "target": target,
+            "scope": c.scope,
+        }
+        if self.parts:
+            out["changes"] = [p.change for p in self.parts]
+        return out
+
+
+def _where(target: dict) -> str:
+    return f"{target['kind']} {target['name']}" + (" (new)" if target["new"] else "")
+
+
+def _gives_up(candidate: _Candidate, decision: Decision | None) -> str | None:
+    if candidate.gives_up is None:
+        return None
+    return candidate.gives_up(decision)
+
+
+def _pairs(ctx: _Context, outcome, report: SuggestionReport, failed: list[_Candidate]):
+    """Two of the changes that failed alone, applied together, for the first pairs that can
+    be combined (different objects, at most one changing the pod and one its claims), tried
+    least invasive first; at most ``MAX_PAIR_TRIALS`` trials."""
+    trials = _Trials(ctx, outcome, report, MAX_PAIR_TRIALS)
+    singles = [c for c in failed if c.change and c.gives_up is None]
+    pairs = [
+        (a, b)
+        for i, a in enumerate(singles)
+        for b in singles[i + 1 :]
+        if a.change.get("object") != b.change.get("object") and _combinable(a, b)
+    ]
+    pairs.sort(key=lambda p: (max(SCOPES.index(p[0].scope), SCOPES.index(p[1].scope)),))
+    out: list[_Found] = []
+    for a, b in pairs:
+        if trials.left <= 0 or len(out) >= MAX_PER_KIND:
             break
-        if candidate.search is not None:
-            found = candidate.search(attempt)
-            if found is None:
-                continue
-            candidate, decision = found
-        else:
-            decision = attempt(candidate)
-        if decision is None or (candidate.accept is not None and not candidate.accept(decision)):
+        both = _combined(a, b)
+        decision = trials.attempt(both)
+        if decision is None or (both.accept is not None and not both.accept(decision)):
             continue
-        key = repr((candidate.kind, candidate.change))
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(_render(candidate, decision))
+        out.append(_Found(both, decision, None, parts=[a, b]))
     return out
 
 
-def _render(candidate: _Candidate, decision: Decision) -> dict:
-    target = decision.target.target_json()
-    where = f"{target['kind']} {target['name']}" + (" (new)" if target["new"] else "")
-    message = f"{candidate.message}; the pod would then go to {where}"
-    admitted = _devices_of(decision)
-    if candidate.kind == "relax-selector" and admitted:
-        message += f", with {', '.join(admitted[:5])}"
-    return {
-        "kind": candidate.kind,
-        "message": message,
-        "change": candidate.change,
-        "target": target,
-    }
+def _combinable(a: _Candidate, b: _Candidate) -> bool:
+    return not (
+        (a.pod is not None and b.pod is not None)
+        or (a.claims is not None and b.claims is not None)
+        or (a.extended is not None and b.extended is not None)
+    )
+
+
+def _combined(a: _Candidate, b: _Candidate) -> _Candidate:
+    overrides = [c.override for c in (a, b) if c.override is not None]
+
+    @contextmanager
+    def scope() -> Iterator[None]:
+        with ExitStack() as stack:
+            for override in overrides:
+                stack.enter_context(override())
+            yield
+
+    accepts = [c.accept for c in (a, b) if c.accept is not None]
+    return _Candidate(
+        "two-changes",
+        a.change,
+        f"{a.message}, and {b.message} (neither alone places the pod)",
+        pod=a.pod or b.pod,
+        claims=a.claims if a.claims is not None else b.claims,
+        extended=a.extended or b.extended,
+        override=scope if overrides else None,
+        counting=a.counting and b.counting,
+        accept=(lambda d: all(f(d) for f in accepts)) if accepts else None,
+        order=min(a.order, b.order),
+        scope=widest([a.scope, b.scope]),
+    )
 
 
 def _devices_of(decision: Decision) -> list[str]:
@@ -358,11 +572,13 @@ def _tolerations(ctx: _Context, outcome) -> list[_Candidate]:
     sources = [plan.taints for plan in sched.templates]
     sources += [nc.taints for nc in sched.node_claims]
     sources += [t.taints for t in sched.existing]
-    for source in sources:
+    for n, source in enumerate(sources):
         for taint in source:
             if any(toleration_matches(t, taint) for t in pod.tolerations):
                 continue
-            if f"taint {format_taint(taint)}" not in refused:
+            # A NodePool's taint counts even when its refusal named another cause first (its
+            # limits): the toleration may be one of two changes that place the pod.
+            if n >= len(sched.templates) and f"taint {format_taint(taint)}" not in refused:
                 continue
             taints.setdefault((taint.key, taint.value, taint.effect), taint)
     for taint in list(taints.values())[:MAX_PER_KIND]:
@@ -468,7 +684,7 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                 continue
             if extended is not None:
                 search = _extended_count_search(outcome, index, request, extended)
-                out.append(_Candidate("reduce-count", {}, "", search=search))
+                out.append(_Candidate("reduce-count", {}, "", search=search, scope="pod"))
                 continue
             out.append(
                 _Candidate(
@@ -476,6 +692,7 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                     {},
                     "",
                     search=_count_search(outcome, index, claim, ri, obj, prefix),
+                    scope="pod",
                 )
             )
     return out[:MAX_PER_KIND]
@@ -510,9 +727,134 @@ def _extended_counts(ctx: _Context, outcome) -> list[_Candidate]:
         if len(asking) != 1:
             continue  # several containers share it: which one to cut is the user's call
         out.append(
-            _Candidate("reduce-count", {}, "", search=_extended_search(pod, name, asking[0]))
+            _Candidate(
+                "reduce-count",
+                {},
+                "",
+                search=_extended_search(pod, name, asking[0]),
+                scope="pod",
+            )
         )
     return out[:MAX_PER_KIND]
+
+
+# Node resources a request fix lowers, and the step it searches in (whole Gi, whole cores).
+_REQUEST_STEPS = {"memory": 1000 * 2**30, "ephemeral-storage": 1000 * 2**30, "cpu": 1000}
+
+
+def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
+    """A cpu, memory or ephemeral-storage request above what every existing node has free and
+    every instance type a NodePool the pod tolerates has: the largest request that places the
+    pod, in whole Gi or cores, written into the one container that asks for it."""
+    pod = outcome.pod
+    containers = ((pod.raw or {}).get("spec") or {}).get("containers") or []
+    requests = pod_requests(pod)
+    sched = ctx.scheduler
+    plans = [p for p in sched.templates if untolerated_taint(pod.tolerations, p.taints) is None]
+    out = []
+    for name, step in _REQUEST_STEPS.items():
+        wanted = requests.get(name, 0)
+        # What a node could give the pod: an instance type's capacity less its NodePool's
+        # DaemonSet overhead, a node's free resources; only where the pod's other requests fit
+        # (the largest request is looked for just under the largest of these).
+        rest = {k: v for k, v in requests.items() if k != name}
+        room = [
+            i.capacity.get(name, 0) - p.daemon_overhead.get(name, 0)
+            for p in plans
+            for i in p.instance_types
+            if fits(merged(rest, p.daemon_overhead), i.capacity)
+        ]
+        room += [t.available.get(name, 0) for t in sched.existing if fits(rest, t.available)]
+        most = max(room, default=0)
+        if wanted <= most or most < step:
+            continue  # something has that much (another cause), or nothing has a step of it
+        asking = [
+            i for i, c in enumerate(containers) if isinstance(c, dict) and _container_asks(c, name)
+        ]
+        if len(asking) != 1:
+            continue  # several containers share it: which one to cut is the user's call
+        search = _request_search(pod, name, asking[0], wanted, most, step)
+        if search is not None:
+            out.append(_Candidate("reduce-request", {}, "", search=search, scope="pod"))
+    return out
+
+
+def _request_search(pod: Pod, name: str, ci: int, wanted: int, most: int, step: int):
+    """The largest request of ``name`` (a multiple of ``step``, at most ``most``) that places
+    the pod, as _largest_count searches a count."""
+    from allocator.quantity import Quantity
+
+    container = pod.raw["spec"]["containers"][ci]
+    own = _container_milli(container, name)
+    if own is None:
+        return None
+    others = wanted - own  # init containers and overhead are not touched
+    shown_before = format_quantity(name, wanted)
+
+    def candidate(units: int) -> _Candidate:
+        total = units * step
+        value = _quantity_text(name, total - others)
+        resources = copy.deepcopy(container.get("resources") or {})
+        resources.setdefault("requests", {})[name] = value
+        limits = resources.get("limits") or {}
+        if name in limits and _milli(limits[name]) < total - others:
+            limits[name] = value  # a request above its limit is invalid
+        raw = copy.deepcopy(pod.raw)
+        raw["spec"]["containers"][ci]["resources"] = resources
+        changed = dataclasses.replace(
+            pod,
+            requests={**pod.requests, name: Quantity.parse(_quantity_text(name, total))},
+            raw=raw,
+        )
+        return _Candidate(
+            "reduce-request",
+            {
+                "object": f"Pod {pod.key}",
+                "field": f"spec.containers[{ci}].resources",
+                "op": "set",
+                "value": resources,
+            },
+            f"lower the {name} request of container {container.get('name')} of pod {pod.key} "
+            f"to {value} (the largest that fits: the pod asks for {shown_before}, no node or "
+            f"instance type it may use has more than {format_quantity(name, most)})"
+            + _owner_note(pod),
+            pod=changed,
+        )
+
+    lo = max(others // step + 1, 1)
+    hi = min(most // step, (wanted - 1) // step)
+    if lo > hi:
+        return None
+    return lambda attempt: _largest_from_top(candidate, attempt, lo, hi)
+
+
+def _container_milli(container: dict, name: str) -> int | None:
+    """The container's own request of ``name`` in milli-units (its limit when it has no
+    request: the API server defaults one to the other); None when unreadable."""
+    resources = container.get("resources") or {}
+    for key in ("requests", "limits"):
+        value = (resources.get(key) or {}).get(name)
+        if value is not None:
+            return _milli(value)
+    return None
+
+
+def _milli(value) -> int:
+    from allocator.quantity import Quantity
+
+    try:
+        return int(Quantity.parse(str(value)).value * 1000)
+    except (ValueError, TypeError, AttributeError, ArithmeticError):
+        return 0
+
+
+def _quantity_text(name: str, milli: int) -> str:
+    """Whole Gi or cores as a person writes them (``15Gi``, ``8``), else canonical."""
+    step = _REQUEST_STEPS.get(name, 1000)
+    if milli % step == 0:
+        units = milli // step
+        return f"{units}Gi" if name in ("memory", "ephemeral-storage") else str(units)
+    return format_quantity(name, milli)
 
 
 def _container_asks(container: dict, name: str) -> bool:
@@ -606,6 +948,24 @@ def _largest_count(candidate, attempt, lo: int, hi: int):
     return best
 
 
+def _largest_from_top(candidate, attempt, lo: int, hi: int):
+    """The largest value in lo..hi whose candidate places the pod, probing down from ``hi`` in
+    growing steps (hi, hi-1, hi-3, hi-7 ...) and then bisecting between the first that places
+    it and the last that did not: a request that fits lies just under a node's size, so this
+    takes a few trials where bisecting from the middle takes a dozen."""
+    failed_at, offset = hi + 1, 0
+    while True:
+        probe = max(hi - offset, lo)
+        c = candidate(probe)
+        hit = attempt(c)
+        if hit is not None:
+            better = _largest_count(candidate, attempt, probe + 1, failed_at - 1)
+            return better or (c, hit)
+        if probe <= lo:
+            return None
+        failed_at, offset = probe, offset * 2 + 1
+
+
 def _is_extended(outcome, claim: ResourceClaim) -> bool:
     """The claim the scheduler makes for the pod's extended resources (DRAExtendedResource):
     a user changes it through the pod's containers."""
@@ -684,6 +1044,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                             f"{claim.key}: drop {dropped!r}{_condition_on(dropped)}",
                             claims=_with_claim(outcome, index, changed),
                             order=0 if selector.cel in preferred else 1,
+                            gives_up=_other_hardware(ctx, dropped),
                         )
                     )
             device_class = ctx.allocator.device_classes.get(exact.device_class_name)
@@ -711,11 +1072,85 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                             f"{device_class.name}: drop {dropped!r}{_condition_on(dropped)}",
                             override=_class_override(ctx, device_class, rest),
                             order=0 if selector.cel in preferred else 1,
+                            gives_up=_other_hardware(ctx, dropped),
                         )
                     )
     own.sort(key=lambda c: c.order)
     of_class.sort(key=lambda c: c.order)
     return (own + of_class)[: MAX_PER_KIND + 1]
+
+
+def _other_hardware(ctx: _Context, dropped: str) -> Callable[[Decision], str]:
+    """What the pod's devices are instead of what the dropped expression asked for: ``it would
+    get productName "NVIDIA L40S", not "NVIDIA H100 80GB HBM3"`` (the values of the attributes
+    the expression reads on the devices the trial picked)."""
+
+    def words(decision: Decision) -> str:
+        names = _attributes_read(dropped)
+        got: list[str] = []
+        for device in _picked_devices(ctx, decision):
+            for name in names:
+                value = _attribute(device, name)
+                if value is not None and str(value) not in got:
+                    got.append(str(value))
+        asked = _LITERAL.findall(dropped)
+        shown = ", ".join(f'"{v}"' for v in got[:3]) or "devices the condition did not admit"
+        wanted = f', not "{asked[0][1]}"' if asked else ""
+        return f"it would get other hardware than it asked for: {shown}{wanted}"
+
+    return words
+
+
+_LITERAL = re.compile(r"""==\s*(["'])([^"']*)\1""")
+
+
+def _picked_devices(ctx: _Context, decision: Decision) -> list:
+    """The Device objects of the trial's allocation (in-cluster slices or the target's
+    instance type templates)."""
+    index = ctx.devices
+    out = []
+    result = decision.result
+    its = (result.instance_types if result is not None else None) or [""]
+    for claim in result.claims if result is not None else ():
+        for d in claim.devices:
+            device = index.get((d.driver, d.pool, d.device)) or index.get(
+                (its[0], d.driver, d.device)
+            )
+            if device is not None:
+                out.append(device)
+    return out
+
+
+def _attribute(device, qualified: str):
+    value = device.attributes.get(qualified)
+    if value is None:
+        value = device.attributes.get(qualified.rpartition("/")[2])
+    return getattr(value, "value", value)
+
+
+def _attributes_read(expression: str) -> list[str]:
+    names = []
+    for m in _ATTRIBUTE.finditer(expression):
+        name = m.group(4) or m.group(6)
+        qualified = name if "/" in name else f"{m.group(3)}/{name}"
+        if qualified not in names:
+            names.append(qualified)
+    return names
+
+
+def _other_place(key: str, asked: list, operator: str) -> Callable[[Decision], str]:
+    """Where the pod would run instead of where its dropped node selector kept it: ``it would
+    run in topology.kubernetes.io/zone us-west-2a, not eu-west-1a``."""
+
+    def words(decision: Decision) -> str:
+        requirements = decision.requirements
+        got = sorted(requirements.get(key).values()) if requirements.has(key) else []
+        shown = " or ".join(got[:3]) if got else "any value"
+        wanted = " ".join(str(v) for v in asked) or operator
+        verb = "not" if operator in ("In", "Exists") else "despite"
+        return f"it would run in {key} {shown}, {verb} {wanted} as it asked"
+
+    return words
 
 
 _ATTRIBUTE = re.compile(
@@ -727,12 +1162,7 @@ _ATTRIBUTE = re.compile(
 def _condition_on(expression: str) -> str:
     """``, the condition on gpu.nvidia.com/productName``: the device attributes and capacities
     the dropped expression reads, by their qualified names (empty when it reads none)."""
-    names = []
-    for m in _ATTRIBUTE.finditer(expression):
-        name = m.group(4) or m.group(6)
-        qualified = name if "/" in name else f"{m.group(3)}/{name}"
-        if qualified not in names:
-            names.append(qualified)
+    names = _attributes_read(expression)
     if not names:
         return ""
     return f", the condition on {' and '.join(names)}"
@@ -926,6 +1356,132 @@ def _namespace_override(ctx: _Context, name: str, labelled):
     return scope
 
 
+# --- the pod's workload: topology ----------------------------------------------------------
+
+_ANTI = "podAntiAffinity"
+_AFFINITY = "podAffinity"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _topology(ctx: _Context, outcome) -> list[_Candidate]:
+    """A required pod anti-affinity or pod affinity term made preferred, a spread constraint's
+    maxSkew raised by one or made ScheduleAnyway, for a pod a topology refused. The term is
+    the workload's (its replicas carry it, and placed replicas keep the pod away through it),
+    so the change is made to every pod of the workload, and verified by re-running the whole
+    loop with it (``rerun_only``)."""
+    pod = outcome.pod
+    if not any("topology" in reason for _, reason in outcome.reasons):
+        return []
+    spec = (pod.raw or {}).get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    out: list[_Candidate] = []
+    for which, words in ((_ANTI, "pod anti-affinity"), (_AFFINITY, "pod affinity")):
+        section = affinity.get(which) or {}
+        members = _workload(ctx, pod, ("affinity", which))
+        note = _workload_note(pod, members)
+        for ti, term in enumerate(section.get(_REQUIRED) or []):
+            if not isinstance(term, dict):
+                continue
+            relaxed = copy.deepcopy(section)
+            del relaxed[_REQUIRED][ti]
+            if not relaxed[_REQUIRED]:
+                del relaxed[_REQUIRED]
+            relaxed.setdefault(_PREFERRED, []).append({"weight": 100, "podAffinityTerm": term})
+            key = term.get("topologyKey")
+            out.append(
+                _workload_candidate(
+                    "relax-topology",
+                    pod,
+                    members,
+                    f"spec.affinity.{which}",
+                    relaxed,
+                    f"make the required {words} on {key} of pod {pod.key} preferred (weight "
+                    f"100){note}",
+                    _ANTI_GIVES_UP if which == _ANTI else _AFFINITY_GIVES_UP,
+                    key,
+                )
+            )
+    constraints = spec.get("topologySpreadConstraints") or []
+    members = _workload(ctx, pod, ("topologySpreadConstraints",))
+    note = _workload_note(pod, members)
+    for ci, tsc in enumerate(constraints):
+        if not isinstance(tsc, dict) or tsc.get("whenUnsatisfiable") == "ScheduleAnyway":
+            continue
+        key = tsc.get("topologyKey")
+        skew = tsc.get("maxSkew") if isinstance(tsc.get("maxSkew"), int) else 1
+        for changed, words in (
+            ({**tsc, "maxSkew": skew + 1}, f"raise maxSkew from {skew} to {skew + 1}"),
+            ({**tsc, "whenUnsatisfiable": "ScheduleAnyway"}, "make it ScheduleAnyway"),
+        ):
+            value = [changed if i == ci else c for i, c in enumerate(constraints)]
+            out.append(
+                _workload_candidate(
+                    "relax-topology",
+                    pod,
+                    members,
+                    "spec.topologySpreadConstraints",
+                    value,
+                    f"{words} in the topology spread constraint on {key} of pod {pod.key}{note}",
+                    _SPREAD_GIVES_UP,
+                    key,
+                )
+            )
+    return out[: MAX_PER_KIND + 1]
+
+
+_ANTI_GIVES_UP = "its replicas could then share a {key}, which the anti-affinity kept apart"
+_AFFINITY_GIVES_UP = "it could then run outside the {key} of the pods it asked to be near"
+_SPREAD_GIVES_UP = "its workload's spread over {key} could then be more uneven than it asked"
+
+
+def _workload_candidate(kind, pod, members, field_path, value, message, gives_up, key):
+    words = gives_up.format(key=key)
+    return _Candidate(
+        kind,
+        {
+            "object": f"Pod {pod.key}",
+            "field": field_path,
+            "op": "set",
+            "value": value,
+            "objects": [f"Pod {m}" for m in members],
+        },
+        message,
+        scope="pod",
+        rerun_only=True,
+        gives_up=lambda _decision: words,
+    )
+
+
+def _workload(ctx: _Context, pod: Pod, path: tuple[str, ...]) -> list[str]:
+    """The pods of the pod's workload in the snapshot: those of its namespace that carry the
+    same topology terms (``path`` under ``spec``), as the replicas of one pod template do."""
+    mine = _spec_at(pod, path)
+    return sorted(
+        other.key
+        for other in ctx.snapshot.pods
+        if other.namespace == pod.namespace and _spec_at(other, path) == mine
+    )
+
+
+def _spec_at(pod: Pod, path: tuple[str, ...]):
+    node = (pod.raw or {}).get("spec")
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _workload_note(pod: Pod, members: list[str]) -> str:
+    owners = [o for o in pod.owner_references if o.controller] or list(pod.owner_references)
+    named = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
+    where = (
+        f"set in the pod template of {owners[0].kind} {owners[0].name}, which recreates them"
+        if owners
+        else "the pods are recreated with it"
+    )
+    return f", in every pod of its workload ({len(members)}: {named}); {where}"
+
+
 # --- the pod's own host ports ----------------------------------------------------------------
 
 
@@ -1067,6 +1623,7 @@ def _pod_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                 },
                 f"drop the pod's node selector {key}={pod.node_selector[key]} (pod {pod.key})",
                 pod=dataclasses.replace(pod, node_selector=rest),
+                gives_up=_other_place(key, [pod.node_selector[key]], "In"),
             )
         )
     affinity = pod.required_node_affinity
@@ -1092,6 +1649,9 @@ def _pod_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                     },
                     f"drop the pod's required node affinity {_req_text(expr)} (pod {pod.key})",
                     pod=dataclasses.replace(pod, required_node_affinity=new),
+                    gives_up=_other_place(
+                        str(expr.get("key")), expr.get("values") or [], str(expr.get("operator"))
+                    ),
                 )
             )
     return out[: MAX_PER_KIND + 1]
@@ -1141,6 +1701,55 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                 )
             )
     return out[: MAX_PER_KIND + 1]
+
+
+def _asked_values(pod: Pod) -> list[tuple[str, list[str]]]:
+    """(key, values) the pod's node selector and its one required node affinity term ask
+    for with ``In``."""
+    asked = [(k, [v]) for k, v in sorted(pod.node_selector.items())]
+    terms = (pod.required_node_affinity or {}).get("nodeSelectorTerms") or []
+    if len(terms) == 1 and isinstance(terms[0], dict):
+        for expr in terms[0].get("matchExpressions") or []:
+            if isinstance(expr, dict) and expr.get("operator") == "In" and expr.get("values"):
+                asked.append((str(expr.get("key")), sorted(str(v) for v in expr["values"])))
+    return asked
+
+
+def _pool_allows_asked(ctx: _Context, outcome) -> list[_Candidate]:
+    """The pod asks for a label value (a zone, an instance family ...) that a NodePool's
+    requirements shut out: allow it in the NodePool, when an instance type of the catalog has
+    it (the supply side: the pod keeps what it asked for)."""
+    pod = outcome.pod
+    out: list[_Candidate] = []
+    for plan in ctx.scheduler.templates:
+        if untolerated_taint(pod.tolerations, plan.taints) is not None:
+            continue
+        for key, values in _asked_values(pod):
+            if key == LABEL_HOSTNAME or not plan.requirements.has(key):
+                continue
+            allowed = plan.requirements.get(key)
+            if any(allowed.has(v) for v in values):
+                continue
+            found = _allow_value(ctx, plan, key, values)
+            if found is None:
+                continue  # no instance type of the catalog offers it
+            value, widened, replacement = found
+            out.append(
+                _Candidate(
+                    "nodepool-requirement",
+                    {
+                        "object": f"NodePool {plan.pool.name}",
+                        "field": "spec.template.spec.requirements",
+                        "op": "set",
+                        "value": widened,
+                    },
+                    f"allow {key} {value} in NodePool {plan.pool.name} (pod {pod.key} asks "
+                    f"for {key} In [{' '.join(values)}], which the NodePool's requirement "
+                    f"{allowed} shuts out)",
+                    override=_plan_override(ctx, plan, replacement),
+                )
+            )
+    return out[:MAX_PER_KIND]
 
 
 def _volume_zones(ctx: _Context, outcome) -> list[_Candidate]:
@@ -1227,7 +1836,13 @@ def _min_values(ctx: _Context, outcome) -> list[_Candidate]:
             if req["minValues"] <= 1:
                 continue
             out.append(
-                _Candidate("lower-min-values", {}, "", search=_min_values_search(ctx, plan, ri))
+                _Candidate(
+                    "lower-min-values",
+                    {},
+                    "",
+                    search=_min_values_search(ctx, plan, ri),
+                    scope="nodepool",
+                )
             )
     return out[:MAX_PER_KIND]
 
@@ -1306,8 +1921,9 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
     for plan in sched.templates:
         if plan.limits is None or not plan.instance_types:
             continue
-        if untolerated_taint(outcome.pod.tolerations, plan.taints) is not None:
-            continue
+        # A NodePool whose taint the pod does not tolerate: a raise is only worth trying
+        # together with the toleration (a two-change suggestion).
+        tainted = untolerated_taint(outcome.pod.tolerations, plan.taints) is not None
         remaining = plan.remaining()
         keys = sorted(plan.limits)
         over = [
@@ -1323,7 +1939,17 @@ def _pool_limits(ctx: _Context, outcome) -> list[_Candidate]:
             sizes.append(biggest)
         steps = [c for c in (_limit_raise(ctx, plan, remaining, size) for size in sizes) if c]
         if steps:
-            out.append(_Candidate("nodepool-limit", {}, "", search=_first_that_places(steps)))
+            out.append(
+                _Candidate(
+                    "nodepool-limit",
+                    {},
+                    "",
+                    search=_first_that_places(steps),
+                    scope="nodepool",
+                    alternatives=steps,
+                    alone=not tainted,
+                )
+            )
     return out[:MAX_PER_KIND]
 
 
@@ -1507,6 +2133,11 @@ def _widen(requirements: list[dict], info) -> list[dict]:
 def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
     """Devices held by claims of running pods: delete those pods (as ``--disrupt`` frees
     them). One holding claim at a time, fewest pods first; then every holder on one node."""
+    if not _devices_refused(outcome) and not _fits_a_node_when_empty(ctx, outcome.pod):
+        # Deleting pods frees devices and node resources on existing nodes only: a pod no
+        # target refused over devices, and too large for every existing node even when
+        # empty, cannot be helped by it.
+        return []
     holders = _holders(ctx, outcome)
     if not holders:
         return []
@@ -1534,6 +2165,11 @@ def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
             )
         )
     return out
+
+
+def _fits_a_node_when_empty(ctx: _Context, pod: Pod) -> bool:
+    requests = {k: v for k, v in pod_requests(pod).items() if k in _REQUEST_STEPS}
+    return any(fits(requests, t.allocatable) for t in ctx.scheduler.existing)
 
 
 def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str | None]]:
@@ -1636,88 +2272,3 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
 def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
     """Rejection groups of the pod's funnels with these reasons."""
     return [g for _, funnel in outcome.funnels for g in funnel.rejections if g.reason in reasons]
-
-
-# --- applying a change to the snapshot's documents (tests, the pages' YAML patch) -----------
-
-
-def apply_change(documents: list[dict], change: dict) -> list[dict]:
-    """The raw documents with ``change`` applied: ``set`` writes ``value`` at ``field`` of the
-    object named ``object`` (``Kind namespace/name`` or ``Kind name``); ``delete`` removes
-    every object of ``objects``. The input is left untouched."""
-    if change.get("op") == "delete":
-        gone = set(change.get("objects") or [change["object"]])
-        kept = [copy.deepcopy(d) for d in documents if _object_name(d) not in gone]
-        for doc in kept:
-            if doc.get("kind") == "ResourceClaim":
-                _release(doc, gone)
-        return kept
-    out = []
-    found = False
-    for doc in documents:
-        doc = copy.deepcopy(doc)
-        if _object_name(doc) == change["object"]:
-            _set_path(doc, change["field"], copy.deepcopy(change["value"]))
-            found = True
-        out.append(doc)
-    kind, _, name = change["object"].partition(" ")
-    if not found and kind == "Namespace":  # one the export left out: created, as kubectl would
-        doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        _set_path(doc, change["field"], copy.deepcopy(change["value"]))
-        out.insert(0, doc)
-    return out
-
-
-def _release(claim: dict, gone: set[str]) -> None:
-    """What the resourceclaim controller does when pods go: drop them from ``reservedFor``
-    and deallocate a claim that nobody reserves any more."""
-    status = claim.get("status")
-    if not isinstance(status, dict) or not status.get("reservedFor"):
-        return
-    ns = (claim.get("metadata") or {}).get("namespace") or "default"
-    before = status["reservedFor"]
-    status["reservedFor"] = [
-        r
-        for r in before
-        if not (r.get("resource") == "pods" and f"Pod {ns}/{r.get('name')}" in gone)
-    ]
-    if len(status["reservedFor"]) < len(before) and not status["reservedFor"]:
-        status.pop("allocation", None)
-        status.pop("reservedFor", None)
-
-
-def _object_name(doc: dict) -> str:
-    meta = doc.get("metadata") or {}
-    ns = meta.get("namespace")
-    if ns is None and doc.get("kind") in _NAMESPACED:
-        ns = "default"
-    name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-    return f"{doc.get('kind')} {name}"
-
-
-_NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate"}
-
-
-def _set_path(doc: dict, path: str, value) -> None:
-    """``spec.devices.requests[0].exactly.count`` style paths; missing maps are created."""
-    steps: list[str | int] = []
-    for part in path.split("."):
-        name, _, rest = part.partition("[")
-        steps.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            steps.append(int(index))
-            rest = rest.lstrip("[")
-    node = doc
-    for step, following in zip(steps, steps[1:], strict=False):
-        if isinstance(step, int):
-            node = node[step]
-        else:
-            if node.get(step) is None:
-                node[step] = [] if isinstance(following, int) else {}
-            node = node[step]
-    last = steps[-1]
-    if value is None and isinstance(last, str):
-        node.pop(last, None)
-    else:
-        node[last] = value

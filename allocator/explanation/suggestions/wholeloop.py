@@ -1,0 +1,137 @@
+"""A suggestion checked on the whole loop: the snapshot's documents with the change applied,
+loaded again and simulated from the start, as a user who applied it would see.
+
+A trial decides the failed pod alone on the loop's final state. Applied for real, the changed
+pod is placed at its turn in the queue, and may take what another pod would have had (or a
+freed device, a raised limit, a widened NodePool may move others). The re-run answers both:
+whether the pod is placed, and which other pods' placements or devices change (``affects``).
+Re-runs cost a whole loop each, so they are made only for a run small enough to afford them,
+and only so many (``WholeLoop.afford``: counted in pods and nodes, not timed, so that the same
+snapshot always gets the same answer); otherwise ``affects`` is null: not known.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from allocator.explanation.suggestions.documents import apply_change
+from allocator.model import Snapshot
+from allocator.scheduling.poddata import PodOutcome
+from allocator.snapshot.errors import SnapshotError
+from allocator.snapshot.loader import load_documents
+
+# A re-run is made only for a run of at most this many pending pods and existing nodes (a
+# larger cluster gets null ``affects``: a re-run per suggestion would cost more than the run
+# itself; the demo's 28 pods on 10 nodes re-run in about 0.1 s) ...
+MAX_RUN_SIZE = 300
+# ... and at most this many per result.
+MAX_RERUNS = 16
+
+# Where a pod went, comparable across runs: an existing node by name and devices; a NodeClaim
+# of the run by its NodePool (its name is a counter that any earlier new NodeClaim shifts, and
+# which pods share it is not yet decided in the cluster). None: not placed.
+Placement = tuple | None
+
+
+@dataclass(slots=True)
+class Rerun:
+    """The answer of one re-run for the suggestion's pod."""
+
+    placed: bool
+    target: dict | None  # where the pod went, as ``pods[].target``
+    affects: list[dict]  # [{"pod", "from", "to"}] for the other pods that moved
+
+
+@dataclass(slots=True)
+class WholeLoop:
+    """What re-running the loop needs: the loop as the run composed it (``solve``: a snapshot's
+    pending pods placed, as ``simulation`` runs them), the run's own placements and time."""
+
+    solve: Callable[[Snapshot], list[PodOutcome]]
+    size: int  # the run's pending pods and existing nodes
+    before: dict[str, tuple[Placement, dict | None]] = field(default_factory=dict)
+    spent: float = 0.0  # seconds, for the record
+    runs: int = 0
+    _cache: dict[str, Rerun | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, solve, outcomes: Sequence[PodOutcome], nodes: int) -> WholeLoop:
+        return cls(solve, len(outcomes) + nodes, before=placements(outcomes))
+
+    def afford(self) -> bool:
+        return self.size <= MAX_RUN_SIZE and self.runs < MAX_RERUNS
+
+    def check(self, snapshot: Snapshot, pod: str, changes: list[dict]) -> Rerun | None:
+        """The re-run with ``changes`` applied, None when it cannot be afforded (or the changed
+        documents no longer load: the suggestion is then left unconfirmed, not failed)."""
+        key = json.dumps([pod, changes], sort_keys=True, default=str)
+        if key in self._cache:
+            return self._cache[key]
+        if not self.afford():
+            return None
+        started = time.perf_counter()
+        try:
+            documents = [raw for _, raw in snapshot.documents]
+            for change in changes:
+                documents = apply_change(documents, change)
+            changed = load_documents([(str(d.get("kind")), d) for d in documents])
+        except (SnapshotError, KeyError, IndexError, TypeError, AttributeError, ValueError):
+            self._cache[key] = None
+            return None
+        try:
+            after = placements(self.solve(changed))
+        except Exception:  # noqa: BLE001 - a check of a suggestion never fails the user's run
+            after = None
+        self.spent += time.perf_counter() - started
+        self.runs += 1
+        if after is None:
+            self._cache[key] = None
+            return None
+        found = compare(self.before, after, pod)
+        self._cache[key] = found
+        return found
+
+
+def placements(outcomes: Sequence[PodOutcome]) -> dict[str, tuple[Placement, dict | None]]:
+    """Each pending pod's placement (comparable across runs) and its target as the result
+    shows it."""
+    out: dict[str, tuple[Placement, dict | None]] = {}
+    for outcome in outcomes:
+        if not outcome.scheduled or outcome.target is None:
+            out[outcome.pod.key] = (None, None)
+            continue
+        target = outcome.target.target_json()
+        if target["new"]:
+            where: Placement = ("new", outcome.target.node_pool)
+        else:
+            devices = tuple(
+                sorted(
+                    f"{d.driver}/{d.pool}/{d.device}"
+                    for claim in outcome.claim_outcomes
+                    for d in claim.devices
+                )
+            )
+            where = (target["kind"], target["name"], devices)
+        out[outcome.pod.key] = (where, target)
+    return out
+
+
+def compare(before: dict, after: dict, pod: str) -> Rerun:
+    """The suggestion's pod in the re-run, and every other pod whose placement differs."""
+    where, target = after.get(pod, (None, None))
+    affects = []
+    for key, (was, shown) in before.items():
+        if key == pod:
+            continue
+        now, now_shown = after.get(key, (None, None))
+        if was != now:
+            affects.append({"pod": key, "from": shown, "to": now_shown})
+    return Rerun(placed=where is not None, target=target, affects=affects)
+
+
+def lost_pods(affects: list[dict] | None) -> list[str]:
+    """The other pods the run placed that the change leaves unplaced."""
+    return [a["pod"] for a in affects or () if a["from"] is not None and a["to"] is None]
