@@ -146,7 +146,11 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
         "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
     }
     if not outcome.scheduled:
-        entry["explanation"] = aggregate(outcome.funnel_log, memo)
+        try:
+            entry["explanation"] = aggregate(outcome.funnel_log, memo)
+        except Exception as error:  # noqa: BLE001  an explanation never breaks a run
+            run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
+            entry["explanation"] = []
     if outcome.relaxed:
         entry["relaxed"] = [r.to_json() for r in outcome.relaxed]
     if outcome.dra_node_resources:
@@ -219,7 +223,7 @@ def build_result(
         "deviceTaintRules": _taint_rules(snapshot, run),
         "initializationGating": initialization_gating(snapshot),
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
-        "warnings": [*snapshot.warnings, *snapshot.unsimulated],
+        "warnings": [*snapshot.warnings, *snapshot.unsimulated, *run.allocator.wording.failures],
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions)

@@ -271,5 +271,6 @@ class FunnelBuilder:
             return explain(
                 self.wording, search.node_claim_id, search.instance_type, req, cand, rejection
             )
-        except Exception:  # noqa: BLE001  the words must never break the search itself
+        except Exception as error:  # noqa: BLE001  the words must never break the search itself
+            self.wording.failed(f"a {rejection.reason} refusal of device {cand.id}", error)
             return Refusal(rejection.reason, rejection.message)
