@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from allocator.explanation.funnel import signature
 
 MAX_NAMES = 3
-MAX_GROUPS = 10  # groups of existing targets the line names; the NodePools are all named
-MAX_REASON_CHARS = 500  # one target group's reason, cut between words (error and reasons)
+MAX_GROUPS = 8  # groups of existing targets the line names; the NodePools are all named
+MAX_REASON_CHARS = 300  # one target group's reason, cut between words (error and reasons)
 MAX_EXAMPLES = 5  # example targets of a grouped ``reasons`` entry
 # Up to this many targets, ``reasons`` keeps one entry per target in the order tried; beyond,
 # targets refusing the same way share one entry, so the result does not grow with the cluster.
 MAX_PLAIN_REASONS = 20
+MAX_REASON_GROUPS = 12  # grouped entries; the targets beyond share one last entry, counted
 
 
 def nodepool_reason(pool: str, reason: str, overhead: str = "{}") -> str:
@@ -103,4 +104,19 @@ def grouped_reasons(
         entry["targets"] += 1
         if len(entry["exampleTargets"]) < MAX_EXAMPLES:
             entry["exampleTargets"].append(target)
-    return list(groups.values())
+    entries = list(groups.values())
+    if len(entries) <= MAX_REASON_GROUPS:
+        return entries
+    shown, rest = entries[: MAX_REASON_GROUPS - 1], entries[MAX_REASON_GROUPS - 1 :]
+    count = sum(e["targets"] for e in rest)
+    examples = [t for e in rest for t in e["exampleTargets"]][:MAX_EXAMPLES]
+    shown.append(
+        {
+            "target": rest[0]["target"],
+            "reason": f"{count} more targets refused the pod {len(rest)} other ways "
+            f"(first: {clip(rest[0]['reason'], MAX_REASON_CHARS // 2)})",
+            "targets": count,
+            "exampleTargets": examples,
+        }
+    )
+    return shown
