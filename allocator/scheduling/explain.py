@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from allocator.explanation.funnel import signature
 
 MAX_NAMES = 3
-MAX_GROUPS = 8  # groups of existing targets the line names; the NodePools are all named
-MAX_REASON_CHARS = 300  # one target group's reason, cut between words (error and reasons)
+MAX_GROUPS = 6  # groups of existing targets the line names; the NodePools are all named
+MAX_REASON_CHARS = 600  # one target group's reason, cut between words (error and reasons)
 MAX_EXAMPLES = 5  # example targets of a grouped ``reasons`` entry
 # Up to this many targets, ``reasons`` keeps one entry per target in the order tried; beyond,
 # targets refusing the same way share one entry, so the result does not grow with the cluster.
 MAX_PLAIN_REASONS = 20
-MAX_REASON_GROUPS = 12  # grouped entries; the targets beyond share one last entry, counted
+MAX_REASON_GROUPS = 10  # grouped entries; the targets beyond share one last entry, counted
 
 
 def nodepool_reason(pool: str, reason: str, overhead: str = "{}") -> str:
@@ -58,14 +58,14 @@ def summarize(reasons: list[tuple[str, str]]) -> str:
 
 
 def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
-    """``text`` within ``limit`` characters: its head (Karpenter's words) and its tail (the
-    decisive part of the last instance type's refusal), the middle cut between words."""
+    """``text`` within about ``limit`` characters: its head (Karpenter's words) and, twice as
+    long, its tail (the last refusal and its decisive cause), the middle cut between words."""
     if len(text) <= limit:
         return text
-    head_end = text.rfind(" ", 0, limit // 2)
-    tail_start = text.find(" ", len(text) - limit // 2 + 5)
+    head_end = text.rfind(" ", 0, limit // 3)
+    tail_start = text.find(" ", len(text) - (2 * limit) // 3)
     if head_end <= 0 or tail_start <= head_end:
-        return text[: limit // 2] + " ... " + text[-(limit // 2) + 5 :]
+        return text[: limit // 3] + " ... " + text[-((2 * limit) // 3) :]
     return text[:head_end].rstrip(" ;,") + " ... " + text[tail_start + 1 :]
 
 
