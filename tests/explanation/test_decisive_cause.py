@@ -162,3 +162,35 @@ def test_every_node_holding_devices_for_other_claims_is_summarised() -> None:
     assert group["detail"]["pods"] == 30
     assert len(group["detail"]["holders"]) == 3
     assert "and 27 more claims" in group["message"]
+
+
+def test_failing_nodeclaims_workload_decides_as_the_plain_path_and_stays_small() -> None:
+    """The bench's new-NodeClaim workload with every 20th pod asking for 12 H100s (instance
+    types have at most 8): the NodeClaim fast path decides as the plain one, and each failed
+    pod is told the count, in an entry of bounded size."""
+    from allocator.scheduling.tuning import Tuning
+    from bench.workloads import gpu_claim_template, new_nodeclaims
+
+    docs = new_nodeclaims(nodes=4, pods=60)
+    docs.append(gpu_claim_template("too-many", "H100", 12))
+    for d in docs:
+        name = d["metadata"]["name"]
+        if d["kind"] == "Pod" and name.startswith("train-") and int(name[6:]) % 20 == 19:
+            d["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "too-many"
+    snapshot_json = json.dumps(docs)
+
+    def result(caches: bool) -> dict:
+        snapshot = load_files([("bench.json", snapshot_json)])
+        out = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches))
+        out.result["stats"].pop("seconds")
+        out.result["stats"].pop("suggestionSeconds", None)
+        return out.result
+
+    fast = result(True)
+    assert fast == result(False)
+    failures = [p for p in fast["pods"] if not p["scheduled"]]
+    assert sorted(p["pod"] for p in failures) == [f"ml-training/train-{i}" for i in (19, 39, 59)]
+    for entry in failures:
+        assert len(json.dumps(entry)) < 20_000
+        assert entry["cause"]["reason"] == "count"
+        assert "(largest: 8)" in entry["cause"]["message"]
