@@ -2,8 +2,8 @@
 
 The DFS (``allocator/dfs.py``) decides; when it refuses an instance type it asks its
 ``Explainer`` (this ``FunnelBuilder``) for the funnel and the words: every device in reach with
-the first check that refused it (``build_funnel`` groups them), the count stage's refusal
-message, the funnel of the slot the search got stuck on. The devices' refusals are worded by
+the most lasting check that refuses it, every other refusing check as ``also`` (``build_funnel``
+groups them), the count stage's refusal message, the funnel of the slot the search got stuck on. The devices' refusals are worded by
 ``explanation/messages.py``.
 
 On a NodeClaim that holds no device yet and reaches no in-cluster device, the count stage

@@ -1,8 +1,9 @@
 """The refusal funnel (docs/RESULT.md, "Why a pod was refused, and what would fix it").
 
 For one request on one target (an existing node, a NodeClaim, an instance type): the devices in
-reach, and for each the first device check (in search order) that refused it. Devices refused
-the same way form one ``RejectionGroup``; ``usable + sum(devices) == candidates`` always.
+reach, and for each the most lasting check that refuses it (``DEVICE_IS`` before ``STATE_DOES``;
+the others kept as ``also``). Devices refused the same way form one ``RejectionGroup``;
+``usable + sum(devices) == candidates`` always.
 
 A funnel depends on the request's spec, the device source and the allocation state, never on
 the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``). The
