@@ -67,6 +67,7 @@ class Refusal:
     message: str
     detail: Mapping[str, Any] = field(default_factory=dict)
     group: tuple = ()  # devices refused with the same (reason, group) form one rejection group
+    also: tuple[str, ...] = ()  # the other checks that refuse the device too (reason codes)
 
 
 @dataclass(slots=True)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
-from allocator.explanation.funnel import aggregate
+from allocator.explanation.cause import decisive_cause
+from allocator.explanation.funnel import MAX_FUNNELS, aggregate
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
+from allocator.scheduling.explain import grouped_reasons
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
 from allocator.scheduling.gating import initialization_gating
@@ -144,10 +146,21 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
         "target": target.target_json() if target is not None else None,
         "claims": claims_json,
         "error": outcome.error,
-        "reasons": [{"target": t, "reason": r} for t, r in outcome.reasons],
+        "reasons": grouped_reasons(outcome.reasons, outcome.funnel_log, memo),
     }
     if not outcome.scheduled:
-        entry["explanation"] = aggregate(outcome.funnel_log, memo)
+        try:
+            funnels = aggregate(outcome.funnel_log, memo)
+            if len(funnels) > MAX_FUNNELS:  # bounded whatever the cluster: the rest counted
+                entry["explanationOmitted"] = len(funnels) - MAX_FUNNELS
+            entry["explanation"] = funnels[:MAX_FUNNELS]
+            cause = decisive_cause(outcome.funnel_log, bool(run.scheduler.templates))
+        except Exception as error:  # noqa: BLE001  an explanation never breaks a run
+            run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
+            entry["explanation"] = []
+            cause = None
+        if cause is not None:
+            entry["cause"] = cause.to_json()
     if outcome.relaxed:
         entry["relaxed"] = [r.to_json() for r in outcome.relaxed]
     if outcome.dra_node_resources:
@@ -220,7 +233,7 @@ def build_result(
         "deviceTaintRules": _taint_rules(snapshot, run),
         "initializationGating": initialization_gating(snapshot),
         "disruption": disruption_report(run.disrupted, run.pods.displaced, placed),
-        "warnings": [*snapshot.warnings, *snapshot.unsimulated],
+        "warnings": [*snapshot.warnings, *snapshot.unsimulated, *run.allocator.wording.failures],
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions, snapshot)

@@ -2,8 +2,8 @@
 
 The DFS (``allocator/dfs.py``) decides; when it refuses an instance type it asks its
 ``Explainer`` (this ``FunnelBuilder``) for the funnel and the words: every device in reach with
-the first check that refused it (``build_funnel`` groups them), the count stage's refusal
-message, the funnel of the slot the search got stuck on. The devices' refusals are worded by
+the most lasting check that refuses it, every other refusing check as ``also`` (``build_funnel``
+groups them), the count stage's refusal message, the funnel of the slot the search got stuck on. The devices' refusals are worded by
 ``explanation/messages.py``.
 
 On a NodeClaim that holds no device yet and reaches no in-cluster device, the count stage
@@ -21,7 +21,13 @@ from dataclasses import replace
 from allocator.checks import ALLOCATED, POOL_REASONS, Refusal, Rejection
 from allocator.dfs import CountRefusal, DFSContext
 from allocator.errors import Counted
-from allocator.explanation.funnel import Funnel, build_funnel, cause_suffix, count_message
+from allocator.explanation.funnel import (
+    Funnel,
+    build_funnel,
+    cause_suffix,
+    count_message,
+    lasting_rank,
+)
 from allocator.explanation.messages import EXPLAIN, Wording, generic
 from allocator.pools import DeviceWithID
 from allocator.requests import ALL, ClaimData, PrunedInstanceType, RequestData
@@ -215,13 +221,14 @@ class FunnelBuilder:
         templates = search.templates_by_it.get(search.instance_type, [])
         out = []
         for cand, r in cached:
-            # The allocated check comes next: a device held here is counted there.
+            # Held by this NodeClaim's own instance type: counted as allocated unless a more
+            # lasting check refuses the device too.
             held = (
                 self._held_here(search, req, cand)
                 if search.tracker.cluster and (r is None or r.reason not in POOL_REASONS)
                 else None
             )
-            out.append((str(cand.id), held or r))
+            out.append((str(cand.id), _combined(r, held) if held is not None else r))
         for cand in templates:
             out.append((str(cand.id), self._refuse(search, claim, req, cand)))
         return out
@@ -250,8 +257,29 @@ class FunnelBuilder:
     ) -> Refusal | None:
         if search.prefilter(claim, req, cand) is None:  # memoised: usable devices cost little
             return None
-        rejection = search.first_refusal(claim, req, cand)
-        return self._words(search, req, cand, rejection) if rejection is not None else None
+        rejections = self._every_refusal(search, claim, req, cand)
+        if not rejections:
+            return None
+        decisive = min(rejections, key=lambda r: lasting_rank(r.reason))  # first of equals
+        refusal = self._words(search, req, cand, decisive)
+        also = _others(decisive.reason, (r.reason for r in rejections))
+        return replace(refusal, also=also) if also else refusal
+
+    def _every_refusal(
+        self, search: DFSContext, claim: ClaimData, req: RequestData, cand: DeviceWithID
+    ) -> list[Rejection]:
+        """Every check's path-independent refusal of ``cand``, in pipeline order. Asked only
+        for the devices of a refused request; a check that cannot answer for a device another
+        check refused (it may assume the earlier ones passed) is left out of the list."""
+        out = []
+        for check in search.checks:
+            try:
+                r = check.prefilter(search, claim, req, cand)
+            except Exception:  # noqa: BLE001  only the explanation asks: it must not break
+                continue
+            if r is not None:
+                out.append(r)
+        return out
 
     def _in_search(
         self, search: DFSContext, req: RequestData, cand: DeviceWithID, rejection: Rejection
@@ -271,5 +299,23 @@ class FunnelBuilder:
             return explain(
                 self.wording, search.node_claim_id, search.instance_type, req, cand, rejection
             )
-        except Exception:  # noqa: BLE001  the words must never break the search itself
+        except Exception as error:  # noqa: BLE001  the words must never break the search itself
+            self.wording.failed(f"a {rejection.reason} refusal of device {cand.id}", error)
             return Refusal(rejection.reason, rejection.message)
+
+
+def _others(decisive: str, reasons) -> tuple[str, ...]:
+    """The reason codes besides the decisive one, in the decisive order, each once."""
+    seen = {r for r in reasons if r != decisive}
+    return tuple(sorted(seen, key=lambda r: (lasting_rank(r), r)))
+
+
+def _combined(refusal: Refusal | None, held: Refusal) -> Refusal:
+    """A device held on this instance type that the prefilter may also refuse: the more
+    lasting of the two decides, the other is kept as ``also``."""
+    if refusal is None:
+        return held
+    reasons = (refusal.reason, *refusal.also, held.reason)
+    if lasting_rank(held.reason) < lasting_rank(refusal.reason):
+        return replace(held, also=_others(held.reason, reasons))
+    return replace(refusal, also=_others(refusal.reason, reasons))

@@ -1,8 +1,9 @@
 """The refusal funnel (docs/RESULT.md, "Why a pod was refused, and what would fix it").
 
 For one request on one target (an existing node, a NodeClaim, an instance type): the devices in
-reach, and for each the first device check (in search order) that refused it. Devices refused
-the same way form one ``RejectionGroup``; ``usable + sum(devices) == candidates`` always.
+reach, and for each the most lasting check that refuses it (``DEVICE_IS`` before ``STATE_DOES``;
+the others kept as ``also``). Devices refused the same way form one ``RejectionGroup``;
+``usable + sum(devices) == candidates`` always.
 
 A funnel depends on the request's spec, the device source and the allocation state, never on
 the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``). The
@@ -20,6 +21,36 @@ from typing import Any
 MAX_EXAMPLES = 5  # example devices per rejection group, example targets per funnel
 MAX_CAUSES = 3  # rejection groups an error message names
 MAX_HOLDERS = 3  # holders a group message names
+MAX_FUNNELS = 8  # kinds of refusal a pod's explanation shows, in the order first met
+
+# The order in which a device's refusals decide (docs/RESULT.md): what the device *is* (the
+# request or the supply must change) before what the cluster's state *does* to it (it may
+# pass: a holder leaves, a counter frees up). A device refused by several checks is counted
+# under the first of them here; the others are kept as ``also``.
+DEVICE_IS = (
+    "selector",
+    "cel-error",
+    "pool-incomplete",
+    "pool-invalid",
+    "admin-access",
+    "node-operations",
+    "taint",
+    "binding-condition",
+    "compatibility-group",
+)
+STATE_DOES = ("counter", "capacity", "distinct", "constraint", "topology", "allocated")
+_RANK = {code: i for i, code in enumerate((*DEVICE_IS, *STATE_DOES))}
+
+
+def lasting_rank(reason: str) -> int:
+    """A reason's place in the decisive order; a code not listed comes between the two
+    families (it is a check's own, not the cluster's state)."""
+    return _RANK.get(reason, len(DEVICE_IS))
+
+
+def is_state(reason: str) -> bool:
+    """The refusal may pass as the cluster's state changes (nothing about the device)."""
+    return lasting_rank(reason) > len(DEVICE_IS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +60,7 @@ class RejectionGroup:
     message: str  # names the cause (expression and values read, holder, counter ...)
     example_devices: tuple[str, ...]  # up to 5 "driver/pool/device"
     detail: Mapping[str, Any] = field(default_factory=dict)  # per reason, JSON-able
+    also: tuple[str, ...] = ()  # other checks refusing some of these devices, decisive order
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +112,12 @@ def holder_text(holder: Mapping[str, Any]) -> str:
     return f"claim {holder['claim']}"
 
 
-def holders_message(holders: list[Mapping[str, Any]]) -> str:
+def holders_message(holders: list[Mapping[str, Any]], total: int | None = None) -> str:
+    """The first few holders named, the rest counted (``total``: every holder's count)."""
+    total = len(holders) if total is None else total
     shown = ", ".join(holder_text(h) for h in holders[:MAX_HOLDERS])
-    if len(holders) > MAX_HOLDERS:
-        shown += f" and {len(holders) - MAX_HOLDERS} more claims"
+    if total > min(len(holders), MAX_HOLDERS):
+        shown += f" and {total - min(len(holders), MAX_HOLDERS)} more claims"
     return f"allocated to {shown}"
 
 
@@ -114,13 +148,14 @@ def _sort_key(v: Any) -> tuple:
 
 
 class _Group:
-    __slots__ = ("reason", "count", "message", "examples", "detail")
+    __slots__ = ("reason", "count", "message", "examples", "detail", "also")
 
     def __init__(self, reason: str, message: str, detail: Mapping[str, Any]) -> None:
         self.reason = reason
         self.count = 0
         self.message = message
         self.examples: list[str] = []
+        self.also: set[str] = set()
         self.detail: dict[str, Any] = {k: v for k, v in detail.items()}
         if "holders" in self.detail:
             self.detail["holders"] = [dict(h) for h in self.detail["holders"]]
@@ -137,8 +172,9 @@ def build_funnel(
     whole: str | None = None,
 ) -> Funnel:
     """``refusals``: per candidate device ("driver/pool/device", its ``Refusal`` or None when
-    usable), in search order. Groups are ordered by size (largest, the decisive cause, first),
-    ties in the order their first device was met."""
+    usable), in search order; each refusal counts under its decisive (most lasting) check.
+    Groups are ordered by size (largest first), ties by the decisive order, then in the order
+    their first device was met."""
     groups: dict[tuple, _Group] = {}
     candidates = usable = 0
     for device, refusal in refusals:
@@ -153,9 +189,12 @@ def build_funnel(
         elif refusal.detail:
             _merge_detail(g.detail, refusal.detail)
         g.count += 1
+        if refusal.also:
+            g.also.update(refusal.also)
         if len(g.examples) < MAX_EXAMPLES:
             g.examples.append(device)
-    ordered = sorted(groups.values(), key=lambda g: -g.count)  # stable: ties keep first-met
+    # Largest first; between groups of one size the more lasting cause; then first met.
+    ordered = sorted(groups.values(), key=lambda g: (-g.count, lasting_rank(g.reason)))
     return Funnel(
         claim=claim,
         request=request,
@@ -177,6 +216,7 @@ def _finish(g: _Group) -> RejectionGroup:
         message=base + device_suffix(g.count),
         example_devices=tuple(g.examples),
         detail=g.detail,
+        also=tuple(sorted(g.also, key=lambda r: (lasting_rank(r), r))),
     )
 
 
@@ -196,7 +236,7 @@ def short_cause(g: RejectionGroup) -> str:
     values = g.detail.get("values")
     if g.reason == "selector" and isinstance(values, Mapping) and values:
         return "; ".join(
-            f"{name} is " + " or ".join(_show_value(v) for v in vals) if vals else f"{name} unset"
+            f"{name} is " + " or ".join(show_value(v) for v in vals) if vals else f"{name} unset"
             for name, vals in values.items()
         )
     message = g.message
@@ -209,13 +249,13 @@ def short_cause(g: RejectionGroup) -> str:
     return message
 
 
-def _show_value(v: Any) -> str:
+def show_value(v: Any) -> str:
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list | tuple):
-        return "[" + ", ".join(_show_value(x) for x in v) + "]"
+        return "[" + ", ".join(show_value(x) for x in v) + "]"
     return str(v)
 
 
@@ -259,12 +299,17 @@ def decisive_reason(f: Funnel) -> str | None:
 
 
 def rejection_json(g: RejectionGroup) -> dict[str, Any]:
+    detail = g.detail
+    holders = detail.get("holders")
+    if holders and len(holders) > MAX_HOLDERS:  # the first few named, the rest counted
+        detail = {**detail, "holders": holders[:MAX_HOLDERS], "claims": len(holders)}
     return {
         "reason": g.reason,
         "devices": g.devices,
         "message": g.message,
         "exampleDevices": list(g.example_devices),
-        "detail": _jsonable(g.detail),
+        "also": list(g.also),
+        "detail": _jsonable(detail),
     }
 
 
@@ -298,33 +343,116 @@ def funnel_json(f: Funnel, targets: list[str] | None = None, count: int | None =
 
 
 # Reasons whose messages name per-target facts (the holders of a node's devices): targets whose
-# devices were refused for that reason in the same numbers share a funnel, so that the
+# devices were refused for that reason share a funnel, its holders summarised, so that the
 # explanation does not grow with the number of nodes.
 _TARGET_SPECIFIC = frozenset({"allocated"})
 
 
 def signature(f: Funnel) -> tuple:
+    """The kind of refusal: the request and the causes (reason, the words where they do not
+    name per-target facts, what also refused), not the numbers nor the instance type (every
+    size of an instance family refuses a request for a model the same way)."""
     return (
         f.claim,
         f.request,
         f.needed,
-        f.instance_type,
-        f.candidates,
-        f.usable,
+        f.instance_type is None,
         f.whole,
         tuple(
-            (g.reason, g.devices, "" if g.reason in _TARGET_SPECIFIC else g.message)
-            for g in f.rejections
+            sorted(
+                (g.reason, "" if g.reason in _TARGET_SPECIFIC else g.message, g.also)
+                for g in f.rejections
+            )
         ),
     )
 
 
+class _Holders:
+    """Who holds the devices an ``allocated`` group stands for, over every target: counts,
+    and the first few named."""
+
+    __slots__ = ("devices", "claims", "pods", "in_run", "named")
+
+    def __init__(self) -> None:
+        self.devices = 0
+        self.claims: set[str] = set()
+        self.pods: set[str] = set()
+        self.in_run: set[str] = set()
+        self.named: list[Mapping[str, Any]] = []
+
+    def add(self, g: RejectionGroup) -> None:
+        self.devices += g.devices
+        for h in g.detail.get("holders") or ():
+            claim = h["claim"]
+            if claim not in self.claims:
+                self.claims.add(claim)
+                if len(self.named) < MAX_HOLDERS:
+                    self.named.append(h)
+            self.pods.update(h.get("pods") or ())
+            if h.get("inRun"):
+                self.in_run.add(claim)
+
+    def summary(self, g: RejectionGroup, targets: int) -> dict[str, Any]:
+        out = rejection_json(g)
+        if not self.claims or targets <= 1:  # one target's own words and holders
+            return out
+        out["message"] = (
+            holders_message(self.named, len(self.claims))
+            + device_suffix(g.devices)
+            + f" (on {targets} targets: {self.devices} devices held by {len(self.claims)} "
+            f"claims of {len(self.pods)} pods, {len(self.in_run)} claims placed in this run)"
+        )
+        out["detail"] = {
+            "holders": _jsonable(self.named),
+            "claims": len(self.claims),
+            "pods": len(self.pods),
+            "placedInRun": len(self.in_run),
+            "devices": self.devices,
+        }
+        return out
+
+
+class _Aggregate:
+    __slots__ = ("funnel", "examples", "targets", "holders", "instance_types")
+
+    def __init__(self, funnel: Funnel) -> None:
+        self.funnel = funnel  # the first target's: its numbers and words are shown
+        self.examples: list[str] = []
+        self.targets = 0
+        self.holders: dict[str, _Holders] = {}
+        self.instance_types: dict[str, None] = {}
+
+    def add(self, target: str, f: Funnel) -> None:
+        if f.instance_type is not None:
+            self.instance_types[f.instance_type] = None
+        if target:  # "" for a pod refused before any target (its claims)
+            self.targets += 1
+            if len(self.examples) < MAX_EXAMPLES and target not in self.examples:
+                self.examples.append(target)
+        for g in f.rejections:
+            if g.reason in _TARGET_SPECIFIC:
+                self.holders.setdefault(g.reason, _Holders()).add(g)
+
+    def to_json(self) -> dict:
+        out = funnel_json(self.funnel, self.examples, self.targets)
+        if len(self.instance_types) > 1:
+            out["instanceTypes"] = len(self.instance_types)
+            out["exampleInstanceTypes"] = list(self.instance_types)[:MAX_EXAMPLES]
+        rejections = []
+        for g, entry in zip(self.funnel.rejections, out["rejections"], strict=True):
+            holders = self.holders.get(g.reason)
+            rejections.append(holders.summary(g, self.targets) if holders else entry)
+        out["rejections"] = rejections
+        return out
+
+
 def aggregate(entries: Iterable[tuple], memo: dict | None = None) -> list[dict]:
-    """``pods[].explanation``: funnels of every target, one entry per way of refusing (first
-    target's messages and example devices), in the order first met. ``entries``: (target,
-    funnel) or (target, funnel, claim) where a cached funnel stands for another claim of the
-    same spec (renamed here, once per group rather than once per target)."""
-    groups: dict[tuple, list] = {}
+    """``pods[].explanation``: funnels of every target, one entry per kind of refusal (the
+    first target's numbers and words, the holders summarised over all), in the order first
+    met. ``entries``: (target, funnel) or (target, funnel, claim) where a cached funnel stands
+    for another claim of the same spec (renamed here, once per group rather than per
+    target)."""
+    groups: dict[tuple, _Aggregate] = {}
     # Funnel object id -> signature; pass one dict for many calls while the funnels live (a
     # cached funnel stands for many targets and many pods).
     sigs: dict[int, tuple] = memo if memo is not None else {}
@@ -337,12 +465,9 @@ def aggregate(entries: Iterable[tuple], memo: dict | None = None) -> list[dict]:
         key = (claim, sig)
         hit = groups.get(key)
         if hit is None:
-            hit = groups[key] = [f.for_claim(claim), [], 0]
-        if target:  # "" for a pod refused before any target (its claims)
-            hit[2] += 1
-            if len(hit[1]) < MAX_EXAMPLES and target not in hit[1]:
-                hit[1].append(target)
-    return [funnel_json(f, targets, n) for f, targets, n in groups.values()]
+            hit = groups[key] = _Aggregate(f.for_claim(claim))
+        hit.add(target, f)
+    return [g.to_json() for g in groups.values()]
 
 
 # --- the command line's summary ----------------------------------------------------------------

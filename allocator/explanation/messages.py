@@ -10,7 +10,7 @@ to its function; a reason without one is worded by ``generic``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from allocator.checks import (
@@ -119,6 +119,16 @@ class Wording:
     taints: TaintIndex | None = None
     holders: HolderIndex | None = None
     selector_words: dict[tuple, Refusal] | None = None
+    # Refusals whose words failed (shown as the check's plain reason instead): the run's
+    # warnings, each once.
+    failures: dict[str, None] = field(default_factory=dict)
+
+    def failed(self, what: str, error: Exception) -> None:
+        self.failures.setdefault(
+            f"{what} could not be worded ({type(error).__name__}: {error}); "
+            "shown as the check's plain reason",
+            None,
+        )
 
 
 # --- selector and cel-error --------------------------------------------------------------------

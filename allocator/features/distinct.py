@@ -182,7 +182,20 @@ def distinct_shortfall(
             found.setdefault((type(value), value), value)
         if len(found) >= need:
             return None
-    values = [_show(v) for v in sorted(found.values(), key=lambda v: (type(v).__name__, v))]
+    # Decided: not enough values. Only words follow, and words never fail a search.
+    try:
+        return _shortfall_words(attribute, list(found.values()), need, bool(chosen), lists_off)
+    except Exception:  # noqa: BLE001  a value the words cannot show must not end the run
+        return (
+            f"distinctAttribute {attribute}: {need} devices need a value of {attribute} of "
+            f"their own, and the devices that could take them have only {len(found)}"
+        )
+
+
+def _shortfall_words(
+    attribute: str, found: list[AttributeValue], need: int, chosen: bool, lists_off: int
+) -> str:
+    values = [_show(v) for v in sorted(found, key=_value_order)]
     shown = ", ".join(values[:SHOWN_VALUES])
     if len(values) > SHOWN_VALUES:
         shown += f" and {len(values) - SHOWN_VALUES} more"
@@ -196,6 +209,14 @@ def distinct_shortfall(
         f"{'its' if need == 1 else 'their'} own, and the devices that could take "
         f"{'it' if need == 1 else 'them'} have {offered}"
     )
+
+
+def _value_order(value: AttributeValue) -> tuple:
+    """By type, numbers by value, the rest as shown: versions (and anything else) need not
+    be orderable."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (type(value).__name__, value, "")
+    return (type(value).__name__, 0, _show(value))
 
 
 def _show(value: AttributeValue) -> str:

@@ -7,7 +7,18 @@ targets first, grouped where many nodes failed the same way (a 500-node cluster 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from allocator.explanation.funnel import signature
+
 MAX_NAMES = 3
+MAX_GROUPS = 6  # groups of existing targets the line names; the NodePools are all named
+MAX_REASON_CHARS = 600  # one target group's reason, cut between words (error and reasons)
+MAX_EXAMPLES = 5  # example targets of a grouped ``reasons`` entry
+# Up to this many targets, ``reasons`` keeps one entry per target in the order tried; beyond,
+# targets refusing the same way share one entry, so the result does not grow with the cluster.
+MAX_PLAIN_REASONS = 8
+MAX_REASON_GROUPS = 10  # grouped entries; the targets beyond share one last entry, counted
 
 
 def nodepool_reason(pool: str, reason: str, overhead: str = "{}") -> str:
@@ -31,10 +42,88 @@ def summarize(reasons: list[tuple[str, str]]) -> str:
         else:
             grouped.setdefault(reason, []).append(target)
     parts = []
-    for reason, targets in grouped.items():
+    ordered = list(grouped.items())
+    for reason, targets in ordered[:MAX_GROUPS]:
         names = ", ".join(targets[:MAX_NAMES])
         if len(targets) > MAX_NAMES:
             names += f" and {len(targets) - MAX_NAMES} more"
-        parts.append(f"{names}: {reason}")
-    parts.extend(pools)
+        parts.append(f"{names}: {clip(reason)}")
+    if len(ordered) > MAX_GROUPS:
+        rest = sum(len(t) for _, t in ordered[MAX_GROUPS:])
+        parts.append(
+            f"{rest} more targets refused it {len(ordered) - MAX_GROUPS} other ways (see reasons)"
+        )
+    parts.extend(clip(reason) for reason in pools)
     return "could not schedule pod, " + "; ".join(parts)
+
+
+def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """``text`` within about ``limit`` characters: its head (Karpenter's words) and, twice as
+    long, its tail (the last refusal and its decisive cause), the middle cut between words."""
+    if len(text) <= limit:
+        return text
+    head_end = text.rfind(" ", 0, limit // 3)
+    tail_start = text.find(" ", len(text) - (2 * limit) // 3)
+    if head_end <= 0 or tail_start <= head_end:
+        return text[: limit // 3] + " ... " + text[-((2 * limit) // 3) :]
+    return text[:head_end].rstrip(" ;,") + " ... " + text[tail_start + 1 :]
+
+
+def grouped_reasons(
+    reasons: list[tuple[str, str]], funnels: Iterable[tuple] = (), memo: dict | None = None
+) -> list[dict]:
+    """``pods[].reasons``: targets that refused the pod the same way share one entry
+    (``target`` the first, its words, ``targets`` their count, ``exampleTargets`` up to 5), in
+    the order first met, so the result does not grow with the cluster. The same way: the same
+    kinds of device refusal (``funnels``, the pod's funnel log: the words of an ``allocated``
+    refusal name each node's holders, the kind does not), else the same words; each NodePool
+    keeps its own entry. A few targets keep one entry each, in the order tried."""
+    if len(reasons) <= MAX_PLAIN_REASONS:
+        return [{"target": t, "reason": clip(r)} for t, r in reasons]
+    sigs: dict[int, tuple] = memo if memo is not None else {}
+    kinds: dict[str, list] = {}
+    for entry in funnels:
+        target, f = entry[0], entry[1]
+        sig = sigs.get(id(f))
+        if sig is None:
+            sig = sigs[id(f)] = signature(f)[1:]
+        kinds.setdefault(target, []).append(sig)
+    groups: dict[tuple, dict] = {}
+    for target, reason in reasons:
+        kind = kinds.get(target)
+        if target.startswith("nodepool/"):
+            key = ("nodepool", target)  # few, each named (the error ends with the last)
+        elif kind:
+            key = ("devices", tuple(kind))
+        else:
+            key = ("words", reason)
+        entry = groups.get(key)
+        if entry is None:
+            groups[key] = {
+                "target": target,
+                "reason": clip(reason),
+                "targets": 1,
+                "exampleTargets": [target],
+            }
+            continue
+        entry["targets"] += 1
+        if len(entry["exampleTargets"]) < MAX_EXAMPLES:
+            entry["exampleTargets"].append(target)
+    # NodePools come last and are all kept (the error names each); the node groups are capped.
+    entries = [e for k, e in groups.items() if k[0] != "nodepool"]
+    pools = [e for k, e in groups.items() if k[0] == "nodepool"]
+    if len(entries) <= MAX_REASON_GROUPS:
+        return entries + pools
+    shown, rest = entries[: MAX_REASON_GROUPS - 1], entries[MAX_REASON_GROUPS - 1 :]
+    count = sum(e["targets"] for e in rest)
+    examples = [t for e in rest for t in e["exampleTargets"]][:MAX_EXAMPLES]
+    shown.append(
+        {
+            "target": rest[0]["target"],
+            "reason": f"{count} more targets refused the pod {len(rest)} other ways "
+            f"(first: {clip(rest[0]['reason'], MAX_REASON_CHARS // 2)})",
+            "targets": count,
+            "exampleTargets": examples,
+        }
+    )
+    return shown + pools

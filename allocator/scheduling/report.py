@@ -55,9 +55,24 @@ EXTENDED_STAGE = "extended-resources"
 
 @dataclass(slots=True)
 class Pruned:
+    """An instance type a stage dropped. Its words are built only when the report is written:
+    a ``resources`` refusal keeps the numbers (what the pods asked, what the type has), since
+    a run records many more than it shows."""
+
     name: str
     reason: str  # devices | requirements | resources | offerings | limits
-    message: str
+    text: str = ""
+    wanted: Resources | None = None  # resources: the requests over capacity
+    has: Resources | None = None  # resources: the capacity of those
+
+    @property
+    def message(self) -> str:
+        if self.wanted is not None and self.has is not None:
+            return (
+                f"not enough resources, requests {format_resources(self.wanted)}, "
+                f"capacity {format_resources(self.has)}"
+            )
+        return self.text
 
     def to_json(self) -> dict:
         return {"name": self.name, "reason": self.reason, "message": self.message}
@@ -153,12 +168,7 @@ def classify_filtered(info: InstanceTypeInfo, reqs: Requirements, requests: Reso
         names = exceeded(requests, info.capacity)
         wanted = {n: requests[n] for n in names}
         has = {n: info.capacity.get(n, 0) for n in names}
-        return Pruned(
-            info.name,
-            RESOURCES,
-            f"not enough resources, requests {format_resources(wanted)}, "
-            f"capacity {format_resources(has)}",
-        )
+        return Pruned(info.name, RESOURCES, wanted=wanted, has=has)
     return Pruned(info.name, OFFERINGS, offerings_message(info, reqs))
 
 

@@ -183,6 +183,10 @@ def result_view(result: dict[str, Any] | None) -> dict[str, Any]:
         "disruption": result.get("disruption"),
         "warnings": result.get("warnings") or [],
         "total_cost": sum(nc["cost"]["price"] or 0 for nc in node_claims),
+        # Pods failing where a NodeClaim would be expected, for want of a NodePool.
+        "no_nodepool_failures": sum(
+            1 for p in failed if isinstance(p.get("cause"), dict) and p["cause"].get("noNodePool")
+        ),
     }
 
 
@@ -416,7 +420,8 @@ def funnel_view(
     dot being the one character anchors never hold; devices of instance type templates have no
     pool row and stay plain)."""
     pool_href = pool_href or {}
-    out = []
+    out: list[dict[str, Any]] = []
+    tables: dict[tuple, dict[str, Any]] = {}
     for funnel in explanation or []:
         if not isinstance(funnel, dict):
             continue
@@ -448,7 +453,19 @@ def funnel_view(
                 }
             )
         rows.sort(key=lambda r: -r["devices"] if isinstance(r["devices"], int) else 0)
-        out.append(
+        same = _same_table(funnel, rows)
+        seen = tables.get(same)
+        if seen is not None:  # the same table again (another instance type): one line, counted
+            seen["repeats"] += 1
+            if funnel.get("instanceType") and len(seen["repeatedFor"]) < REASON_EXAMPLES:
+                seen["repeatedFor"].append(funnel["instanceType"])
+            continue
+        tables[same] = view = {
+            "repeats": 1,
+            "repeatedFor": [],
+        }
+        out.append(view)
+        view.update(
             {
                 "claim": funnel.get("claim") or "",
                 "request": funnel.get("request") or "",
@@ -464,6 +481,20 @@ def funnel_view(
             }
         )
     return out
+
+
+def _same_table(funnel: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
+    """What a funnel's table shows, without its instance type: tables equal in all else are
+    shown once with a count."""
+    return (
+        funnel.get("claim"),
+        funnel.get("request"),
+        funnel.get("needed"),
+        funnel.get("candidates"),
+        funnel.get("usable"),
+        funnel.get("message") or "",
+        tuple((r["reason"], r["devices"], r["message"]) for r in rows),
+    )
 
 
 def pool_links(

@@ -238,7 +238,8 @@ def test_funnel_example_device_opens_the_pools_tab_at_that_device(user, no_pool_
     page.goto(f"{page.base}/runs/{no_pool_run.pk}/")
     failure = page.locator("#failed-ml-research-infer-l4-1")
     decisive = failure.locator(".funnel-table tr.decisive").first
-    expect(decisive.locator(".reason-code")).to_have_text("allocated")
+    # The node's A10Gs are all held, but an L4 request is refused for what they are.
+    expect(decisive.locator(".reason-code")).to_have_text("selector")
     link = decisive.locator("a[data-device=gpu-2]")
     expect(link).to_have_text(f"{GPU}/{NODE}/gpu-2")
     link.click()

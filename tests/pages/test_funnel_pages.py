@@ -221,3 +221,49 @@ def test_node_claim_manifest_without_a_nodepool_document():
     assert manifest["metadata"]["labels"] == {"karpenter.sh/nodepool": "gone"}
     assert "nodeClassRef" not in manifest["spec"]
     assert json.loads(json.dumps(manifest)) == manifest
+
+
+def test_repeated_identical_funnel_tables_show_once_with_a_count():
+    """29 instance types of a NodePool that reach no device: one table, "×29", the first few
+    instance types named; a different table stays apart."""
+    empty = [
+        {
+            "claim": "ml/train-0-gpu",
+            "request": "gpu",
+            "needed": 1,
+            "instanceType": f"m7i.{size}xlarge",
+            "targets": 1,
+            "exampleTargets": ["nodepool/general"],
+            "candidates": 0,
+            "usable": 0,
+            "rejections": [],
+        }
+        for size in range(2, 31)
+    ]
+    held = {
+        **empty[0],
+        "instanceType": "p5.48xlarge",
+        "candidates": 8,
+        "rejections": [{"reason": "allocated", "devices": 8, "message": "allocated to ..."}],
+    }
+    view = presenters.funnel_view([*empty, held])
+    assert [(f["instanceType"], f["repeats"]) for f in view] == [
+        ("m7i.2xlarge", 29),
+        ("p5.48xlarge", 1),
+    ]
+    assert view[0]["repeatedFor"] == [f"m7i.{size}xlarge" for size in range(3, 8)]
+
+
+def test_no_nodepool_failures_are_counted_for_the_nodeclaims_panel():
+    result = {
+        "pods": [
+            {
+                "pod": "ml/a",
+                "scheduled": False,
+                "cause": {"reason": "no-nodepool", "message": "x", "noNodePool": True},
+            },
+            {"pod": "ml/b", "scheduled": False, "cause": {"reason": "selector", "message": "y"}},
+            {"pod": "ml/c", "scheduled": True},
+        ]
+    }
+    assert presenters.result_view(result)["no_nodepool_failures"] == 1

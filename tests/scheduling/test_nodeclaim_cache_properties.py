@@ -149,7 +149,7 @@ def test_nodeclaim_caches_change_no_decision(nodes, its, pods, nics, limits) -> 
     assert fast == plain
 
 
-def test_a_pod_failing_on_full_nodeclaims_is_told_who_holds_their_devices() -> None:
+def test_a_pod_failing_on_full_nodeclaims_of_another_model_is_told_the_model_first() -> None:
     # 12 one-GPU L4 pods fill three NodeClaims of 4 L4s (the 1-GPU and H100 types dropped);
     # a T4 pod then fails everywhere: its refusals on the NodeClaims, found without words,
     # are explained afterwards with the words of a full attempt (who holds each GPU).
@@ -164,9 +164,18 @@ def test_a_pod_failing_on_full_nodeclaims_is_told_who_holds_their_devices() -> N
     failed = [p for p in fast["pods"] if not p["scheduled"]]
     assert [p["pod"] for p in failed] == ["default/train-12"]
     reasons = {r["target"]: r["reason"] for r in failed[0]["reasons"]}
-    for i, nc in enumerate(fast["nodeClaims"]):
+    for nc in fast["nodeClaims"]:
         reason = reasons[f"node/{nc['name']}"]
         assert "l4.4g1: claim default/train-12-gpu request gpu: 0 of 1 devices available" in reason
-        first = 4 * i
-        assert f"claim default/train-{first}-gpu of default/train-{first} (placed" in reason
+        # The L4s are held, but what decides is that they are not T4s: the holders are
+        # named only as what also refuses them.
+        assert 'rejected by selector: model is "L4"' in reason
+    on_node_claims = [
+        f for f in failed[0]["explanation"] if f["exampleTargets"][0].startswith("node/")
+    ]
+    assert on_node_claims
+    for funnel in on_node_claims:
+        assert [(g["reason"], g["also"]) for g in funnel["rejections"]] == [
+            ("selector", ["allocated"])
+        ]
     assert 'rejected by selector: model is "L4"' in reasons["nodepool/gpu-pool"]

@@ -1,0 +1,168 @@
+"""The decisive cause of a failed pod, in one line (docs/RESULT.md: ``pods[].cause``; the
+``error`` keeps Karpenter's words, each refusal ending with its own decisive cause).
+
+Read from the pod's funnels over every target it tried, the truth first:
+
+1. a request refused as a whole everywhere (``exceeding maximum``, a DeviceClass not found):
+   that refusal;
+2. a request no device in reach matches (every device refused for what it *is*: selector,
+   taint, ...): ``no device in reach matches the selector of claim X request gpu (productName
+   is "NVIDIA L40S" on 6, "NVIDIA A10G" on 6 devices)``;
+3. a request asking for more matching devices than any target has: ``no node or instance type
+   has 12 matching devices for claim X request gpu (largest: 8)``;
+4. else the largest state refusal over every target (allocated, counter, constraint ...).
+
+A snapshot without a NodePool says so: no new NodeClaim can be created for the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from allocator.explanation.funnel import (
+    DEVICE_IS,
+    Funnel,
+    RejectionGroup,
+    is_state,
+    lasting_rank,
+    short_cause,
+    show_value,
+)
+
+MAX_VALUES = 4  # values a selector cause names
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    reason: str  # a funnel reason code, or "request", "count", "no-devices", "no-nodepool"
+    message: str
+    no_nodepool: bool = False  # the snapshot has no NodePool (said in the message too)
+
+    def to_json(self) -> dict:
+        out: dict = {"reason": self.reason, "message": self.message}
+        if self.no_nodepool:
+            out["noNodePool"] = True
+        return out
+
+
+NO_NODEPOOL = "the snapshot has no NodePool, so no new NodeClaim can be created for it"
+
+
+def decisive_cause(entries: Iterable[tuple], has_nodepools: bool) -> Cause | None:
+    """``entries``: the pod's funnel log, (target, funnel[, claim]). None when the pod's
+    funnels say nothing (it failed for what it asks of the node only) and NodePools exist."""
+    per_request: dict[tuple[str, str], list[tuple[str, Funnel]]] = {}
+    for entry in entries:
+        target, f = entry[0], entry[1]
+        claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
+        per_request.setdefault((claim, f.request), []).append((target, f))
+    found = _device_cause(per_request)
+    if has_nodepools:
+        return found
+    if found is None:
+        return Cause("no-nodepool", NO_NODEPOOL, True)
+    return Cause(found.reason, f"{found.message}; {NO_NODEPOOL}", True)
+
+
+def _device_cause(per_request: dict[tuple[str, str], list[tuple[str, Funnel]]]) -> Cause | None:
+    if not per_request:
+        return None
+    # 1. Refused as a whole everywhere.
+    for seen in per_request.values():
+        if all(f.whole and not f.rejections and not f.candidates for _, f in seen):
+            return Cause("request", seen[0][1].whole or "")
+    # 2. Nothing in reach is what the request asks for.
+    for (claim, request), seen in per_request.items():
+        devices = [(t, f) for t, f in seen if not (f.whole and not f.candidates)]
+        if not devices or any(_matching(f) for _, f in devices):
+            continue
+        what = f"claim {claim} request {request}"
+        if not any(f.candidates for _, f in devices):
+            return Cause("no-devices", f"no node or instance type has a device for {what}")
+        return _nothing_matches(what, devices)
+    # 3. More than any target has.
+    for (claim, request), seen in per_request.items():
+        devices = [f for _, f in seen if f.candidates]
+        if not devices:
+            continue
+        largest = max(_matching(f) for f in devices)
+        needed = max(f.needed for f in devices)
+        if largest < needed and all(_matching(f) < f.needed for f in devices):
+            return Cause(
+                "count",
+                f"no node or instance type has {needed} matching devices for claim {claim} "
+                f"request {request} (largest: {largest})",
+            )
+    # 4. What the cluster's state does to the devices that match, largest first.
+    best: tuple[tuple[bool, int, int], str, RejectionGroup] | None = None
+    for (claim, request), seen in per_request.items():
+        for _, f in seen:
+            for g in f.rejections:
+                key = (not is_state(g.reason), -g.devices, lasting_rank(g.reason))
+                if best is None or key < best[0]:
+                    best = (key, f"claim {claim} request {request}", g)
+    if best is None:
+        return None
+    _, what, g = best
+    return Cause(g.reason, f"{what}: {g.devices} devices refused by {g.reason}: {short_cause(g)}")
+
+
+def _matching(f: Funnel) -> int:
+    """The devices in reach that are what the request asks for (usable, or refused only for
+    the cluster's state)."""
+    return f.usable + sum(g.devices for g in f.rejections if is_state(g.reason))
+
+
+def _nothing_matches(what: str, seen: list[tuple[str, Funnel]]) -> Cause:
+    by_reason: dict[str, int] = {}
+    for _, f in seen:
+        for g in f.rejections:
+            by_reason[g.reason] = by_reason.get(g.reason, 0) + g.devices
+    reason = min(by_reason, key=lambda r: (lasting_rank(r), -by_reason[r]))
+    groups = [g for _, f in seen for g in f.rejections if g.reason == reason]
+    if reason == "selector":
+        return Cause(
+            "selector", f"no device in reach matches the selector of {what} ({_values(groups)})"
+        )
+    shown = short_cause(max(groups, key=lambda g: g.devices))
+    check = reason if reason in DEVICE_IS else f"the {reason} check"
+    return Cause(reason, f"no device in reach of {what} passes {check} ({shown})")
+
+
+def _values(groups: list[RejectionGroup]) -> str:
+    """``productName is "L40S" on 6, "A10G" on 6 devices``: per group of devices, the value
+    its selector read that the fewest other groups share (what sets the group apart), counted
+    over the groups, by attribute."""
+    reads: list[tuple[list[tuple[str, str]], int]] = []
+    for g in groups:
+        values = g.detail.get("values") if isinstance(g.detail, dict) else None
+        shown: list[tuple[str, str]] = []
+        if isinstance(values, dict):
+            for name, vals in values.items():
+                shown.append((name, " or ".join(show_value(v) for v in vals) if vals else "unset"))
+        reads.append((shown, g.devices))
+    share: dict[tuple[str, str], int] = {}
+    for shown, _ in reads:
+        for pair in shown:
+            share[pair] = share.get(pair, 0) + 1
+    by_name: dict[str, dict[str, int]] = {}
+    unread = 0
+    for shown, n in reads:
+        if not shown:
+            unread += n
+            continue
+        name, value = min(shown, key=lambda pair: share[pair])  # first of the rarest
+        counts = by_name.setdefault(name, {})
+        counts[value] = counts.get(value, 0) + n
+    parts = []
+    for name, counts in by_name.items():
+        ordered = sorted(counts.items(), key=lambda kv: -kv[1])
+        shown_values = ", ".join(f"{v} on {n}" for v, n in ordered[:MAX_VALUES])
+        if len(ordered) > MAX_VALUES:
+            rest = sum(n for _, n in ordered[MAX_VALUES:])
+            shown_values += f", {len(ordered) - MAX_VALUES} more values on {rest}"
+        parts.append(f"{name} is {shown_values} devices")
+    if unread:
+        parts.append(f"false on {unread} devices")
+    return "; ".join(parts)
