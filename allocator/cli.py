@@ -14,6 +14,7 @@ import os
 import sys
 from typing import TextIO
 
+from allocator import jsonwrite
 from allocator.features.gates import (
     KUBERNETES_VERSIONS,
     FeatureGateError,
@@ -290,13 +291,13 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
             bar.close()
     if args.trace is not None:
         try:
-            with open(args.trace, "w", encoding="utf-8") as fh:
-                json.dump(output.trace, fh)
+            with open(args.trace, "wb") as fh:
+                fh.write(jsonwrite.to_bytes(output.trace))
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
     _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
     if args.json or args.output == "json":
-        json.dump(output.result, stdout, indent=2)
+        stdout.write(jsonwrite.to_text(output.result, indent=True))
         stdout.write("\n")
     else:
         stdout.write(summary(output.result, node_pools=len(snapshot.node_pools)))
