@@ -218,7 +218,7 @@ class NodeClaim:
         """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
         total = merged(self.requests, requests)
         if not claims:
-            reqs, refused = _with_topology(pod, state, self.taints, reqs)
+            reqs, refused = _with_topology(pod, state, self.taints, reqs, quick)
             if refused is not None:
                 return refused
         filtered = filter_instance_types(candidates, reqs, total, state.filter_memo)
@@ -268,7 +268,7 @@ class NodeClaim:
         problem = pod_level_problem(pod.pod, result)
         if problem is not None:
             return Refusal(explain.dra_reason(problem), "node-resources", reach=None)
-        tightened, refused = _with_topology(pod, state, self.taints, tightened)
+        tightened, refused = _with_topology(pod, state, self.taints, tightened, quick)
         if refused is not None:
             return refused
         refiltered = filter_instance_types(kept, tightened, merged(total, dra), state.filter_memo)
@@ -459,10 +459,11 @@ class Probe:
 
 
 def _with_topology(
-    pod: PodData, state: RunState, taints: list[Taint], reqs: Requirements
+    pod: PodData, state: RunState, taints: list[Taint], reqs: Requirements, quick: bool
 ) -> tuple[Requirements, Refusal | None]:
     """The NodeClaim's requirements narrowed by the pod's topology (last: it may pick one
-    domain of several), or the topology's refusal."""
+    domain of several), or the topology's refusal (``quick``: without its words, ``deferred``
+    until the pod fails everywhere)."""
     topology = state.topology
     if topology.empty:
         return reqs, None
@@ -470,6 +471,8 @@ def _with_topology(
         narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
     except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
+        if quick:  # not even the error: it holds the frames it was raised through
+            return reqs, Refusal("", "topology", deferred=True, reach=None)
         return reqs, Refusal(err.explained(), "topology", reach=None, topology=err)
     if narrowed is None:
         return reqs, None
