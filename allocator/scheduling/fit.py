@@ -290,6 +290,7 @@ class _FilterEntry:
     # The compatible instance types with an allowed offering, in try order (price, then
     # name); None when answers were added since it was sorted.
     ordered: list[InstanceTypeInfo] | None = None
+    rank: dict[int, int] = field(default_factory=dict)  # id(info) -> its place in ``ordered``
 
 
 class FilterMemo:
@@ -350,6 +351,7 @@ class FilterMemo:
                         priced.append((hit[2], hit[0].name, hit[0]))
             priced.sort(key=lambda entry: (entry[0], entry[1]))
             entry.ordered = [info for _, _, info in priced]
+            entry.rank = {id(info): place for place, info in enumerate(entry.ordered)}
         return entry
 
 
@@ -369,9 +371,16 @@ def filter_instance_types(
     candidates = list(candidates)
     ids = set(map(id, candidates))
     entry = memo.entry(reqs, candidates, ids)
-    remaining = [
-        info for info in entry.ordered if id(info) in ids and fits(requests, info.capacity)
-    ]
+    if len(candidates) < len(entry.ordered):  # a NodeClaim narrowed to a few types
+        rank = entry.rank
+        remaining = [
+            info for info in candidates if id(info) in rank and fits(requests, info.capacity)
+        ]
+        remaining.sort(key=lambda info: rank[id(info)])
+    else:
+        remaining = [
+            info for info in entry.ordered if id(info) in ids and fits(requests, info.capacity)
+        ]
     if not remaining:
         return _filter_counted(candidates, reqs, requests, entry.answers)
     outcome = FilterOutcome(remaining)
