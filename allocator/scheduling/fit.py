@@ -360,12 +360,14 @@ def filter_instance_types(
     reqs: Requirements,
     requests: Resources,
     memo: FilterMemo | None = None,
+    *,
+    count: bool = True,
 ) -> FilterOutcome:
     """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings.
 
     ``memo``: the run's (``FilterMemo``); with it, the instance types that remain are those of
     the content's try order that are candidates and have the resources; when none remain, the
-    full filter counts why."""
+    full filter counts why (``count`` False: not even that, for a refusal worded later)."""
     if memo is None:
         return _filter_counted(candidates, reqs, requests, None)
     candidates = list(candidates)
@@ -382,6 +384,8 @@ def filter_instance_types(
             info for info in entry.ordered if id(info) in ids and fits(requests, info.capacity)
         ]
     if not remaining:
+        if not count:
+            return FilterOutcome([])
         return _filter_counted(candidates, reqs, requests, entry.answers)
     outcome = FilterOutcome(remaining)
     short = min_values_shortfall(remaining, reqs)

@@ -221,8 +221,12 @@ class NodeClaim:
             reqs, refused = _with_topology(pod, state, self.taints, reqs, quick)
             if refused is not None:
                 return refused
-        filtered = filter_instance_types(candidates, reqs, total, state.filter_memo)
+        filtered = filter_instance_types(
+            candidates, reqs, total, state.filter_memo, count=not quick
+        )
         if not filtered.remaining:
+            if quick:  # worded only if the pod fails everywhere
+                return Refusal("", "instance-types", deferred=True)
             return Refusal(_no_instance_type(total, reqs, filtered), "instance-types")
         stages = [(FILTER_STAGE, candidates, reqs, total, filtered.remaining)]
         if not claims:
@@ -271,8 +275,12 @@ class NodeClaim:
         tightened, refused = _with_topology(pod, state, self.taints, tightened, quick)
         if refused is not None:
             return refused
-        refiltered = filter_instance_types(kept, tightened, merged(total, dra), state.filter_memo)
+        refiltered = filter_instance_types(
+            kept, tightened, merged(total, dra), state.filter_memo, count=not quick
+        )
         if not refiltered.remaining:
+            if quick:
+                return Refusal("", "instance-types", deferred=True, reach=None)
             return Refusal(
                 explain.dra_reason(_no_instance_type(merged(total, dra), tightened, refiltered)),
                 "instance-types",
