@@ -290,7 +290,6 @@ class _FilterEntry:
     # The compatible instance types with an allowed offering, in try order (price, then
     # name); None when answers were added since it was sorted.
     ordered: list[InstanceTypeInfo] | None = None
-    rank: dict[int, int] = field(default_factory=dict)  # id(info) -> its place in ``ordered``
 
 
 class FilterMemo:
@@ -351,7 +350,6 @@ class FilterMemo:
                         priced.append((hit[2], hit[0].name, hit[0]))
             priced.sort(key=lambda entry: (entry[0], entry[1]))
             entry.ordered = [info for _, _, info in priced]
-            entry.rank = {id(info): place for place, info in enumerate(entry.ordered)}
         return entry
 
 
@@ -374,11 +372,17 @@ def filter_instance_types(
     ids = set(map(id, candidates))
     entry = memo.entry(reqs, candidates, ids)
     if len(candidates) < len(entry.ordered):  # a NodeClaim narrowed to a few types
-        rank = entry.rank
-        remaining = [
-            info for info in candidates if id(info) in rank and fits(requests, info.capacity)
-        ]
-        remaining.sort(key=lambda info: rank[id(info)])
+        answers = entry.answers
+        priced = []
+        for info in candidates:
+            hit = answers[id(info)]
+            if hit[1] and fits(requests, info.capacity):
+                if hit[2] is _UNPRICED:
+                    hit[2] = cheapest_offering(info, reqs)
+                if hit[2] is not None:
+                    priced.append((hit[2], info.name, info))
+        priced.sort(key=lambda entry: (entry[0], entry[1]))
+        remaining = [info for _, _, info in priced]
     else:
         remaining = [
             info for info in entry.ordered if id(info) in ids and fits(requests, info.capacity)
