@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import os
 import sys
@@ -297,11 +298,23 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
     _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
     if args.json or args.output == "json":
-        stdout.write(jsonwrite.to_text(output.result, indent=True))
-        stdout.write("\n")
+        _write_json(stdout, output.result)
     else:
         stdout.write(summary(output.result, node_pools=len(snapshot.node_pools)))
     return EXIT_OK
+
+
+def _write_json(stdout: TextIO, value: dict) -> None:
+    """The document, indented, then a newline: as bytes straight to a real stream's buffer (a
+    result of tens of megabytes is not copied into a string and encoded again)."""
+    data = jsonwrite.to_bytes(value, indent=True)
+    if isinstance(stdout, io.TextIOWrapper):
+        stdout.flush()
+        stdout.buffer.write(data)
+        stdout.buffer.write(b"\n")
+    else:
+        stdout.write(data.decode("utf-8"))
+        stdout.write("\n")
 
 
 MAX_WARNINGS_SHOWN = 10
