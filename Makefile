@@ -9,13 +9,20 @@ SYSTEM_PACKAGES := redis-server postgresql chromium chromium-driver
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench fuzz fuzz-cli fuzz-api lint format system-deps venv demo clean
+.PHONY: run test bench bytecode fuzz fuzz-cli fuzz-api lint format system-deps venv demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[web,test]'
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
+
+# An editable install leaves the project's own modules uncompiled (pip compiles those of a
+# regular install): under PYTHONDONTWRITEBYTECODE every process would compile them again, about
+# 0.15 s of CPU per `python -m allocator`. Stale files are recompiled here and ignored by Python.
+bytecode:
+	$(PY) -m compileall -q allocator dra_web >/dev/null
 
 venv: $(STAMP)
 
@@ -61,7 +68,7 @@ fuzz-cli: $(STAMP)
 fuzz-api: $(STAMP)
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-3000} $(PY) -m pytest -q -p no:cacheprovider tests/web/test_api_fuzz.py
 
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	$(PY) bench/cel_bench.py
 	$(PY) bench/allocator_bench.py
 	$(PY) bench/scheduling_bench.py

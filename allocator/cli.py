@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import os
 import sys
 from typing import TextIO
 
+from allocator import jsonwrite
 from allocator.features.gates import (
     KUBERNETES_VERSIONS,
     FeatureGateError,
@@ -290,17 +292,29 @@ def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
             bar.close()
     if args.trace is not None:
         try:
-            with open(args.trace, "w", encoding="utf-8") as fh:
-                json.dump(output.trace, fh)
+            with open(args.trace, "wb") as fh:
+                fh.write(jsonwrite.to_bytes(output.trace))
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
     _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
     if args.json or args.output == "json":
-        json.dump(output.result, stdout, indent=2)
-        stdout.write("\n")
+        _write_json(stdout, output.result)
     else:
         stdout.write(summary(output.result, node_pools=len(snapshot.node_pools)))
     return EXIT_OK
+
+
+def _write_json(stdout: TextIO, value: dict) -> None:
+    """The document, indented, then a newline: as bytes straight to a real stream's buffer (a
+    result of tens of megabytes is not copied into a string and encoded again)."""
+    data = jsonwrite.to_bytes(value, indent=True)
+    if isinstance(stdout, io.TextIOWrapper):
+        stdout.flush()
+        stdout.buffer.write(data)
+        stdout.buffer.write(b"\n")
+    else:
+        stdout.write(data.decode("utf-8"))
+        stdout.write("\n")
 
 
 MAX_WARNINGS_SHOWN = 10

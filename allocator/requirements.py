@@ -20,7 +20,7 @@ NodeClaims do not, so node-name-pinned selectors are incompatible with them, as 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 
 NODE_NAME_KEY = "metadata.name"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
@@ -411,9 +411,12 @@ class Requirements:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
-    def content_key(self) -> tuple:
-        """A hashable value equal for requirements of equal content (now: they may change)."""
-        return tuple(sorted(self._reqs.items()))
+    def content_key(self, keys: Set[str] | None = None) -> tuple:
+        """A hashable value equal for requirements of equal content (now: they may change);
+        with ``keys``, of the requirements on those keys only."""
+        if keys is None:
+            return tuple(sorted(self._reqs.items()))
+        return tuple(sorted(item for item in self._reqs.items() if item[0] in keys))
 
     def compatible(
         self, other: Requirements, allow_undefined: Iterable[str] = WELL_KNOWN_LABELS

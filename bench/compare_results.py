@@ -29,6 +29,12 @@ WORKLOADS = (
     ("nodeclaims", 1.0),
     ("existing", 0.02),
     ("existing", 0.1),
+    ("held", 0.05),
+    ("nodeclaims-failing", 0.3),
+    ("karpenter", 1.0),
+    ("karpenter-failing", 1.0),
+    ("karpenter-generic-failing", 1.0),
+    ("karpenter-dra-failing", 0.3),
 )
 
 

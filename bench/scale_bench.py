@@ -3,14 +3,22 @@ anchors.
 
 (a) ``existing``: 5,000 existing nodes x 8 GPUs, 1,000 pending pods, 5 % asking for a model
     nobody has (target under 20 s, goal 5 s);
+    ``held``: 1,000 nodes whose GPUs three different claims hold each, 1,000 pods, 5 % asking
+    for a whole node (so every node refuses them with its own holders);
 (b) ``nodeclaims``: 100 nodes, 1,000 pods needing about 170 new NodeClaims from 100 instance
-    types (target under 6 s, goal 1 s);
-(c) ``upload``: a 10 MB YAML snapshot, loaded and simulated (the upload's parse is its load).
+    types (target under 6 s, goal 1 s); ``nodeclaims-failing``: the same with 5 % of the pods
+    asking for 16 GPUs, more than any instance type has (target 3 s, goal 1 s);
+(c) ``upload``: a 10 MB YAML snapshot, loaded and simulated (the upload's parse is its load);
+(d) ``karpenter*``: Karpenter's own scheduling benchmark (its 400 fake instance types and its
+    diverse pod mix: 1,000 pods onto about 200 new nodes), generic pods only, with DRA claims,
+    with pods that cannot be placed. Its figure in Go is the target.
 
 For each: the snapshot is generated with fixed seeds (bench/workloads.py), then
-``python -m allocator simulate FILE`` runs in a child process: its wall time and peak
-RSS are the whole-process figures. A second child times the phases (load, simulate, explanation
-and suggestions with the result document) with the same library calls the CLI makes.
+``python -m allocator simulate FILE --json`` runs in a child process: its wall time and peak
+RSS are the whole-process figures, its output the result document (bytes per failed pod are
+the result's size over the failed pods). A second child times the phases (load, simulate,
+explanation and suggestions with the result document written) with the same library calls the
+CLI makes.
 
 Anchors: Karpenter's Go scheduling benchmark places 1,000 pods on 200 new nodes in 0.89 s
 (without DRA); kube-scheduler's scheduler_perf runs at a few hundred pods/s with DRA.
@@ -19,7 +27,7 @@ For (a) it also prints the failing pod x node pairs the run weighed (failing pod
 nodes x the passes that attempted them; retries skipped as unchanged do not count) per second
 of the whole process and of the simulation phase.
 
-Run: .venv/bin/python bench/scale_bench.py [existing nodeclaims upload] [--scale F] [--no-phases]
+Run: .venv/bin/python bench/scale_bench.py [WORKLOAD ...] [--scale F] [--no-phases]
      [--repo DIR]  (another checkout's allocator, e.g. a "before" worktree)
 """
 
@@ -29,7 +37,6 @@ import argparse
 import inspect
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -39,7 +46,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TARGETS = {"existing": (20.0, 5.0), "nodeclaims": (6.0, 1.0), "upload": (4.0, None)}
+from bench.workloads import KARPENTER_SHAPES, KINDS  # noqa: E402
+
+KARPENTER_SECONDS = 0.89  # BenchmarkScheduling1000 in Go: 1,000 pods, about 200 new nodes
+# workload: (target, goal) in seconds of the whole process
+TARGETS = {
+    "existing": (20.0, 5.0),
+    "held": (20.0, 5.0),
+    "nodeclaims": (6.0, 1.0),
+    "nodeclaims-failing": (3.0, 1.0),
+    "upload": (4.0, 1.0),
+    **{kind: (KARPENTER_SECONDS, None) for kind in KARPENTER_SHAPES},
+}
 KARPENTER_ANCHOR = "Karpenter Go benchmark: 1,000 pods on 200 new nodes in 0.89 s (no DRA)"
 KUBE_SCHEDULER_ANCHOR = "kube-scheduler scheduler_perf (DRA): a few hundred pods/s"
 
@@ -105,7 +123,12 @@ def phases(path: str) -> None:
 
     suggestions = suggest(snapshot, run, outcomes)
     result = build_result(snapshot, options, run, outcomes, simulated - loaded, suggestions)
-    text = json.dumps(result)
+    try:  # the CLI's own writer
+        from allocator.jsonwrite import to_text
+
+        text = to_text(result, indent=True)
+    except ImportError:  # an older tree (--repo)
+        text = json.dumps(result, indent=2)
     done = time.perf_counter()
     print(
         json.dumps(
@@ -129,25 +152,28 @@ def bench(kind: str, scale: float, with_phases: bool, directory: str, repo: Path
     gen = [py, str(ROOT / "bench" / "workloads.py"), kind, "--out", path, "--scale", str(scale)]
     _child(gen)
     size = os.path.getsize(path)
-    # The human summary (not --json): a big result parsed here would grow this process, and
-    # a child forked from a big process reports its peak RSS.
-    wall, cpu, rss, out = _child([py, "-m", "allocator", "simulate", path], repo)
-    first = out.decode().splitlines()[0]  # "Pods: N pending, N scheduled, N failed  (...)"
-    found = re.match(r"Pods: (\d+) pending, (\d+) scheduled, (\d+) failed", first)
-    if found is None:
-        raise SystemExit(f"unexpected summary: {first}")
-    pods, scheduled, failed = (int(g) for g in found.groups())
+    # The result document goes to a file the child writes (not parsed here: a big parent
+    # would make the next child's figures its own).
+    result_path = os.path.join(directory, f"{kind}.result.json")
+    wall, cpu, rss, _ = _child(
+        ["sh", "-c", 'exec "$0" -m allocator simulate "$1" --json > "$2"', py, path, result_path],
+        repo,
+    )
+    stats = _stats(result_path)
+    result_bytes = os.path.getsize(result_path)
     row = {
         "workload": kind,
         "MB": size / 1e6,
-        "pods": pods,
-        "scheduled": scheduled,
-        "failed": failed,
-        "nodeClaims": "?",
+        "pods": stats["pods"],
+        "scheduled": stats["scheduled"],
+        "failed": stats["failed"],
+        "nodeClaims": stats.get("nodeClaims", "?"),
         "seconds": wall,
         "cpuSeconds": cpu,
-        "podsPerSecond": pods / wall if wall else 0.0,
+        "podsPerSecond": stats["pods"] / wall if wall else 0.0,
         "peakRSSMB": rss / 1e6,
+        "resultMB": result_bytes / 1e6,
+        "bytesPerFailedPod": result_bytes / stats["failed"] if stats["failed"] else None,
     }
     if with_phases:
         _, _, _, text = _child([py, str(Path(__file__).resolve()), "--phases", path], repo)
@@ -155,9 +181,21 @@ def bench(kind: str, scale: float, with_phases: bool, directory: str, repo: Path
     return row
 
 
+def _stats(result_path: str) -> dict:
+    """The result's ``stats`` (a flat object after the pods and NodeClaims), read without
+    parsing the whole document."""
+    with open(result_path, "rb") as fh:
+        data = fh.read()
+    start = data.rfind(b'"stats": {')
+    if start < 0:
+        raise SystemExit(f"no stats in the result: {data[:300]!r}")
+    start = data.index(b"{", start)
+    return json.loads(data[start : data.index(b"}", start) + 1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workloads", nargs="*", default=["existing", "nodeclaims", "upload"])
+    parser.add_argument("workloads", nargs="*", default=list(KINDS), help=", ".join(KINDS))
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--no-phases", action="store_true")
     parser.add_argument("--phases", metavar="FILE", help=argparse.SUPPRESS)
@@ -168,6 +206,9 @@ def main() -> None:
     if args.phases:
         phases(args.phases)
         return
+    unknown = [kind for kind in args.workloads if kind not in KINDS]
+    if unknown:
+        parser.error(f"unknown workloads {', '.join(unknown)} (choose from {', '.join(KINDS)})")
     print(f"anchors: {KARPENTER_ANCHOR}; {KUBE_SCHEDULER_ANCHOR}")
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as directory:
         for kind in args.workloads:
@@ -175,12 +216,18 @@ def main() -> None:
             target, goal = TARGETS[kind]
             verdict = "ok" if row["seconds"] < target * max(args.scale, 1.0) else "ABOVE TARGET"
             line = (
-                f"{kind:10s} {row['MB']:5.1f} MB pods={row['pods']} scheduled={row['scheduled']} "
+                f"{kind:25s} {row['MB']:5.1f} MB pods={row['pods']} scheduled={row['scheduled']} "
                 f"failed={row['failed']} nodeClaims={row['nodeClaims']} "
                 f"whole-process={row['seconds']:.2f}s (CPU {row['cpuSeconds']:.2f}s) "
                 f"pods/s={row['podsPerSecond']:.0f} "
-                f"peak RSS={row['peakRSSMB']:.0f} MB"
+                f"peak RSS={row['peakRSSMB']:.0f} MB result={row['resultMB']:.1f} MB"
             )
+            if row["bytesPerFailedPod"] is not None:
+                line += f" ({row['bytesPerFailedPod'] / 1e3:.0f} kB per failed pod)"
+            if kind in KARPENTER_SHAPES:
+                line += f" | {row['seconds'] / KARPENTER_SECONDS:.1f}x Karpenter's Go figure"
+                if "simulate" in row:
+                    line += f" (simulation alone {row['simulate'] / KARPENTER_SECONDS:.1f}x)"
             if row.get("failingPairs"):
                 pairs = row["failingPairs"]
                 line += (

@@ -478,6 +478,27 @@ def existing_nodes(
     return [d for d in docs if d["kind"] not in ("NodePool", "InstanceType")]
 
 
+def held_devices(nodes: int = 1000, pods: int = 1000, missing_every: int = 20) -> list[dict]:
+    """H100 nodes x 8 GPUs, three GPUs of each held by three running pods' claims (every
+    node's holders differ); every ``missing_every``-th pending pod asks for all 8 GPUs of a
+    node, which no node has free: it fails on every node, each refusing it with its own
+    holders. No NodePool."""
+    docs = synthetic_cluster(
+        nodes=nodes, gpus_per_node=8, running_pods=3 * nodes, pending_pods=pods
+    )
+    template = next(d for d in docs if d["kind"] == "ResourceClaimTemplate")
+    whole = copy.deepcopy(template)
+    whole["metadata"]["name"] = "h100-x8"
+    whole["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 8
+    docs.append(whole)
+    for d in docs:
+        if d["kind"] == "Pod" and d["metadata"]["name"].startswith("train-"):
+            index = int(d["metadata"]["name"].removeprefix("train-"))
+            if index % missing_every == missing_every - 1:
+                d["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "h100-x8"
+    return [d for d in docs if d["kind"] not in ("NodePool", "InstanceType")]
+
+
 # --- (b) new NodeClaims from 100 instance types -----------------------------------------------
 
 
@@ -511,7 +532,11 @@ def _instance_types(rng: random.Random) -> list[dict]:
     return out
 
 
-def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list[dict]:
+def new_nodeclaims(
+    nodes: int = 100, pods: int = 1000, seed: int = SEED, *, failing_every: int = 0
+) -> list[dict]:
+    """With ``failing_every`` = N, every N-th pending pod asks for 16 GPUs of its model, more
+    than any instance type has (8 at most): it fails on every node and NodeClaim."""
     rng = random.Random(seed)
     docs: list[dict] = [
         namespace(),
@@ -526,7 +551,7 @@ def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list
     ]
     docs += _instance_types(rng)
     for _family, model, _memory, _price in FAMILIES:
-        for count in (1, 2):
+        for count in (1, 2, 16) if failing_every else (1, 2):
             docs.append(gpu_claim_template(f"{model.lower()}-x{count}", model, count))
     # Existing nodes: 8 GPUs of one family each, 6 of them taken by running pods.
     running = 0
@@ -557,6 +582,8 @@ def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list
         _family, model, _memory, _ = rng.choices(FAMILIES, weights=weights)[0]
         count = 2 if rng.random() < 0.5 else 1
         cpu = rng.choice((2, 4, 6, 8, 12))
+        if failing_every and p % failing_every == failing_every - 1:
+            count = 16
         template = f"{model.lower()}-x{count}"
         docs.append(
             training_pod(
@@ -568,6 +595,203 @@ def new_nodeclaims(nodes: int = 100, pods: int = 1000, seed: int = SEED) -> list
             )
         )
     return docs
+
+
+# --- (d) Karpenter's scheduling benchmark -------------------------------------------------------
+# The pod mix and instance types of Karpenter's scheduling_benchmark_test.go (its
+# makeDiversePods and the fake cloud provider's InstanceTypes(400)), which places 1,000 pods
+# onto about 200 new nodes. Its random choices come from Go's math/rand (seed 42); these come
+# from Python's with the same choices and weights, so the mix is the same, not the very pods.
+# The fake instance types' labels "size", "special" and "integer" are left out: no pod of the
+# benchmark selects them.
+
+KARPENTER_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
+KARPENTER_CPU_MILLIS = (100, 250, 500, 1000, 1500)
+KARPENTER_MEMORY_MI = (100, 256, 512, 1024, 2048, 4096)
+KARPENTER_LABEL_VALUES = ("a", "b", "c", "d", "e", "f", "g")
+KARPENTER_NAMESPACE = "default"
+
+
+def karpenter_instance_types(total: int = 400, *, gpus: bool = False) -> list[dict]:
+    """``fake-it-0`` ... : i+1 vCPUs, 2(i+1) GiB, 10(i+1) pods, less Karpenter's fake
+    kube-reserved (100m, 10Mi); spot and on-demand in test-zone-1/2, on-demand in test-zone-3,
+    priced by resources as the fake does. ``gpus``: each also publishes 1 to 8 L4 GPUs."""
+    out = []
+    for i in range(total):
+        cpu, memory_gi = i + 1, (i + 1) * 2
+        price = round(0.1 * cpu + 0.1 * memory_gi * 2**30 / 1e9, 6)
+        offerings = [
+            {"zone": zone, "capacityType": capacity_type, "price": price, "available": True}
+            for capacity_type, zones in (
+                ("spot", KARPENTER_ZONES[:2]),
+                ("on-demand", KARPENTER_ZONES),
+            )
+            for zone in zones
+        ]
+        name = f"fake-it-{i}"
+        spec: dict = {
+            "capacity": {
+                "cpu": f"{cpu * 1000 - 100}m",
+                "memory": f"{memory_gi * 1024 - 10}Mi",
+                "pods": str((i + 1) * 10),
+            },
+            "requirements": [
+                requirement("kubernetes.io/arch", "amd64"),
+                requirement("kubernetes.io/os", "darwin", "linux", "windows"),
+            ],
+            "offerings": offerings,
+        }
+        if gpus:
+            devices = [gpu(g, name, "L4", "24Gi") for g in range(1 + i % 8)]
+            spec["dynamicResources"] = {
+                "resourceSliceTemplates": [
+                    {"driver": DRIVER, "pool": {"name": f"{name}-gpus"}, "devices": devices}
+                ]
+            }
+        out.append(
+            {
+                "apiVersion": "dra-web.io/v1alpha1",
+                "kind": "InstanceType",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+        )
+    return out
+
+
+def _karpenter_pod(
+    rng: random.Random,
+    index: int,
+    labels: dict[str, str],
+    affinity: dict | None = None,
+    spread: dict | None = None,
+    claim: str | None = None,
+    cpu_millis: int | None = None,
+) -> dict:
+    cpu = cpu_millis if cpu_millis is not None else rng.choice(KARPENTER_CPU_MILLIS)
+    container: dict = {
+        "name": "app",
+        "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.9",
+        "resources": {
+            "requests": {"cpu": f"{cpu}m", "memory": f"{rng.choice(KARPENTER_MEMORY_MI)}Mi"}
+        },
+    }
+    spec: dict = {"containers": [container]}
+    if affinity:
+        spec["affinity"] = affinity
+    if spread:
+        spec["topologySpreadConstraints"] = [spread]
+    if claim:
+        container["resources"]["claims"] = [{"name": "gpu"}]
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": claim}]
+    name = f"pod-{index:05d}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": KARPENTER_NAMESPACE,
+            "uid": f"uid-{name}",
+            "labels": labels,
+            "creationTimestamp": f"2026-11-30T10:{index // 60 % 60:02d}:{index % 60:02d}Z",
+        },
+        "spec": spec,
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
+def _random_label(rng: random.Random, key: str = "my-label") -> dict[str, str]:
+    return {key: rng.choice(KARPENTER_LABEL_VALUES)}
+
+
+def karpenter_benchmark(
+    pods: int = 1000,
+    *,
+    topology: bool = True,
+    dra: bool = False,
+    failing_every: int = 0,
+    seed: int = 42,
+) -> list[dict]:
+    """Karpenter's benchmark cluster: no nodes, one NodePool without requirements over the 400
+    fake instance types, and ``pods`` pending pods of makeDiversePods' five groups (generic,
+    zone spread, hostname spread, zone self-affinity, hostname anti-affinity; ``topology=False``:
+    all generic, as its makeGenericPods). ``dra``: the generic pods also ask for one L4 GPU
+    each through a ResourceClaimTemplate. ``failing_every`` = N: every N-th generic pod asks
+    for more than any instance type has (1,000 vCPUs; with ``dra``, 16 GPUs instead)."""
+    rng = random.Random(seed)
+    node_pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [],
+                    "nodeClassRef": {
+                        "group": "karpenter.test.sh",
+                        "kind": "TestNodeClass",
+                        "name": "default",
+                    },
+                }
+            },
+            "limits": {"cpu": "10000000", "memory": "10000000Gi"},
+        },
+    }
+    docs: list[dict] = [namespace(KARPENTER_NAMESPACE), node_pool]
+    docs += karpenter_instance_types(gpus=dra)
+    if dra:
+        docs.append(gpu_device_class())
+        for count in (1, 16):
+            template = gpu_claim_template(f"l4-x{count}", "L4", count)
+            template["metadata"]["namespace"] = KARPENTER_NAMESPACE
+            docs.append(template)
+    group = pods // 5 if topology else 0
+    out: list[dict] = []
+    generic = 0
+
+    def add_generic() -> None:
+        nonlocal generic
+        failing = failing_every and generic % failing_every == failing_every - 1
+        claim = None
+        cpu = None
+        if dra:
+            claim = "l4-x16" if failing else "l4-x1"
+        elif failing:
+            cpu = 1_000_000
+        out.append(_karpenter_pod(rng, len(out), _random_label(rng), claim=claim, cpu_millis=cpu))
+        generic += 1
+
+    for _ in range(group):
+        add_generic()
+    for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname"):
+        for _ in range(group):
+            labels = _random_label(rng)
+            spread = {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": _random_label(rng)},
+            }
+            out.append(_karpenter_pod(rng, len(out), labels, spread=spread))
+    for _ in range(group):
+        labels = _random_label(rng, "my-affininity")
+        term = {
+            "labelSelector": {"matchLabels": labels},
+            "topologyKey": "topology.kubernetes.io/zone",
+        }
+        affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        out.append(_karpenter_pod(rng, len(out), labels, affinity=affinity))
+    for _ in range(group):
+        labels = {"app": "nginx"}
+        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+        affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        out.append(_karpenter_pod(rng, len(out), labels, affinity=affinity))
+    while len(out) < pods:
+        add_generic()
+    return docs + out
 
 
 # --- (c) a 10 MB YAML upload ------------------------------------------------------------------
@@ -583,22 +807,52 @@ def upload_yaml(megabytes: float = 10.0) -> str:
     return to_yaml(docs)
 
 
-def write(kind: str, path: Path, scale: float = 1.0) -> int:
+# Karpenter's benchmark shapes: (topology, dra, failing_every).
+KARPENTER_SHAPES = {
+    "karpenter": (True, False, 0),
+    "karpenter-failing": (True, False, 10),
+    "karpenter-generic": (False, False, 0),
+    "karpenter-generic-failing": (False, False, 20),
+    "karpenter-dra": (True, True, 0),
+    "karpenter-dra-failing": (True, True, 10),
+}
+KINDS = (
+    "existing",
+    "held",
+    "nodeclaims",
+    "nodeclaims-failing",
+    "upload",
+    *KARPENTER_SHAPES,
+)
+
+
+def documents(kind: str, scale: float = 1.0) -> list[dict]:
+    """The snapshot documents of a benchmark shape (not ``upload``, which is YAML text)."""
     if kind == "existing":
-        text = json.dumps(existing_nodes(int(5000 * scale), int(1000 * scale)))
-    elif kind == "nodeclaims":
-        text = json.dumps(new_nodeclaims(int(100 * scale), int(1000 * scale)))
-    elif kind == "upload":
-        text = upload_yaml(10.0 * scale)
-    else:
-        raise SystemExit(f"unknown workload {kind!r}")
+        return existing_nodes(int(5000 * scale), int(1000 * scale))
+    if kind == "held":
+        return held_devices(int(1000 * scale), int(1000 * scale))
+    if kind == "nodeclaims":
+        return new_nodeclaims(int(100 * scale), int(1000 * scale))
+    if kind == "nodeclaims-failing":
+        return new_nodeclaims(int(100 * scale), int(1000 * scale), failing_every=20)
+    if kind in KARPENTER_SHAPES:
+        topology, dra, failing_every = KARPENTER_SHAPES[kind]
+        return karpenter_benchmark(
+            int(1000 * scale), topology=topology, dra=dra, failing_every=failing_every
+        )
+    raise SystemExit(f"unknown workload {kind!r}")
+
+
+def write(kind: str, path: Path, scale: float = 1.0) -> int:
+    text = upload_yaml(10.0 * scale) if kind == "upload" else json.dumps(documents(kind, scale))
     path.write_text(text)
     return len(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=["existing", "nodeclaims", "upload"])
+    parser.add_argument("kind", choices=KINDS)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()

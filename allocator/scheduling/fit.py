@@ -253,6 +253,8 @@ def _values_key(reqs: Requirements, key: str) -> tuple | None:
 @dataclass(slots=True)
 class FilterOutcome:
     remaining: list[InstanceTypeInfo]  # in try order: cheapest allowed offering, then name
+    # Why the others were left out; counted when none remained (a memo's fast answer with
+    # some remaining does not count them: only ``failure_reason`` reads them).
     requirements_failed: int = 0
     resources_failed: int = 0
     offerings_failed: int = 0
@@ -276,40 +278,144 @@ class FilterOutcome:
         return " or ".join(parts) if parts else "no instance types available"
 
 
-_UNPRICED = object()  # filter_instance_types' memo: the cheapest offering not asked yet
+_UNPRICED = object()  # a memo's cheapest offering not asked yet
+
+
+@dataclass(slots=True)
+class _FilterEntry:
+    """What a FilterMemo knows for one requirements' content."""
+
+    # id(info) -> [info, requirements compatible, cheapest allowed offering or _UNPRICED]
+    answers: dict[int, list] = field(default_factory=dict)
+    # The compatible instance types with an allowed offering, in try order (price, then
+    # name); None when answers were added since it was sorted.
+    ordered: list[InstanceTypeInfo] | None = None
+
+
+class FilterMemo:
+    """filter_instance_types' memory for one run: per requirements' content, each instance
+    type's requirement answer and cheapest allowed offering (neither reads anything else), and
+    the compatible ones with an offering in try order, so that a filter asked again in the same
+    content only checks resources.
+
+    The content is that of the keys an instance type or an offering defines, with zone and
+    capacity type (all that Intersects and the offerings read): a new NodeClaim's hostname,
+    which no instance type defines, does not make every NodeClaim's content a new one."""
+
+    __slots__ = ("_keys", "_entries")
+
+    def __init__(self, infos: Iterable[InstanceTypeInfo] = ()) -> None:
+        self._keys: set[str] = {ZONE, CAPACITY_TYPE}
+        self._entries: dict[tuple, _FilterEntry] = {}
+        for info in infos:
+            self._cover(info)
+
+    def _cover(self, info: InstanceTypeInfo) -> None:
+        """Make the content cover the keys ``info`` reads (forgetting what was keyed without)."""
+        keys = info.requirements.keys()
+        for _, extra in info.offerings:
+            if extra is not None:
+                keys |= extra.keys()
+        if not keys <= self._keys:
+            self._keys |= keys
+            self._entries.clear()
+
+    def entry(
+        self, reqs: Requirements, candidates: list[InstanceTypeInfo], ids: set[int]
+    ) -> _FilterEntry:
+        """The entry of ``reqs``' content, knowing the answers of every candidate (``ids``:
+        theirs)."""
+        entry = self._entries.get(reqs.content_key(self._keys))
+        if entry is None or not entry.answers.keys() >= ids:
+            for info in candidates:
+                self._cover(info)
+            content = reqs.content_key(self._keys)
+            entry = self._entries.get(content)
+            if entry is None:
+                entry = self._entries[content] = _FilterEntry()
+            answers = entry.answers
+            for info in candidates:
+                hit = answers.get(id(info))
+                if hit is None or hit[0] is not info:
+                    compatible = reqs.intersects(info.requirements) is None
+                    answers[id(info)] = [info, compatible, _UNPRICED]
+                    entry.ordered = None
+        if entry.ordered is None:
+            priced = []
+            for hit in entry.answers.values():
+                if hit[1]:
+                    if hit[2] is _UNPRICED:
+                        hit[2] = cheapest_offering(hit[0], reqs)
+                    if hit[2] is not None:
+                        priced.append((hit[2], hit[0].name, hit[0]))
+            priced.sort(key=lambda entry: (entry[0], entry[1]))
+            entry.ordered = [info for _, _, info in priced]
+        return entry
 
 
 def filter_instance_types(
     candidates: Iterable[InstanceTypeInfo],
     reqs: Requirements,
     requests: Resources,
-    memo: dict | None = None,
+    memo: FilterMemo | None = None,
     *,
+    count: bool = True,
     min_values: bool = True,
 ) -> FilterOutcome:
     """Karpenter's filterInstanceTypesByRequirements: requirements, resources, offerings.
 
-    ``memo``: the caller's (one run), remembering per requirements' content each instance
-    type's requirement answer and cheapest allowed offering (neither reads anything else).
+    ``memo``: the run's (``FilterMemo``); with it, the instance types that remain are those of
+    the content's try order that are candidates and have the resources; when none remain, the
+    full filter counts why (``count`` False: not even that, for a refusal worded later).
     ``min_values`` False: the caller checks the requirements' minValues itself, on the
     instance types of several calls together (DaemonSet overhead groups)."""
+    if memo is None:
+        return _filter_counted(candidates, reqs, requests, None, min_values)
+    candidates = list(candidates)
+    ids = set(map(id, candidates))
+    entry = memo.entry(reqs, candidates, ids)
+    if len(candidates) < len(entry.ordered):  # a NodeClaim narrowed to a few types
+        answers = entry.answers
+        priced = []
+        for info in candidates:
+            hit = answers[id(info)]
+            if hit[1] and fits(requests, info.capacity):
+                if hit[2] is _UNPRICED:
+                    hit[2] = cheapest_offering(info, reqs)
+                if hit[2] is not None:
+                    priced.append((hit[2], info.name, info))
+        priced.sort(key=lambda entry: (entry[0], entry[1]))
+        remaining = [info for _, _, info in priced]
+    else:
+        remaining = [
+            info for info in entry.ordered if id(info) in ids and fits(requests, info.capacity)
+        ]
+    if not remaining:
+        if not count:
+            return FilterOutcome([])
+        return _filter_counted(candidates, reqs, requests, entry.answers, min_values)
+    outcome = FilterOutcome(remaining)
+    short = min_values_shortfall(remaining, reqs) if min_values else None
+    if short:
+        outcome.remaining = []
+        outcome.min_values_short = short
+    return outcome
+
+
+def _filter_counted(
+    candidates: Iterable[InstanceTypeInfo],
+    reqs: Requirements,
+    requests: Resources,
+    answers: dict[int, list] | None,
+    min_values: bool = True,
+) -> FilterOutcome:
+    """The filter in full: every candidate asked, every refusal counted (``answers``: a
+    FilterMemo entry's, which knows every candidate)."""
     outcome = FilterOutcome([])
     priced: list[tuple[float, str, InstanceTypeInfo]] = []
-    seen = None
-    if memo is not None:
-        content = reqs.content_key()
-        seen = memo.get(content)
-        if seen is None:
-            seen = memo[content] = {}
     for info in candidates:
-        hit = None
-        if seen is not None:
-            hit = seen.get(id(info))
-            if hit is None or hit[0] is not info:
-                hit = seen[id(info)] = [info, reqs.intersects(info.requirements) is None, _UNPRICED]
-            compatible = hit[1]
-        else:
-            compatible = reqs.intersects(info.requirements) is None
+        hit = answers[id(info)] if answers is not None else None
+        compatible = hit[1] if hit is not None else reqs.intersects(info.requirements) is None
         if not compatible:
             outcome.requirements_failed += 1
             continue
@@ -319,9 +425,9 @@ def filter_instance_types(
         if hit is None:
             price = cheapest_offering(info, reqs)
         else:
+            if hit[2] is _UNPRICED:
+                hit[2] = cheapest_offering(info, reqs)
             price = hit[2]
-            if price is _UNPRICED:
-                price = hit[2] = cheapest_offering(info, reqs)
         if price is None:
             outcome.offerings_failed += 1
             continue

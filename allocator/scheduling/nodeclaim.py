@@ -19,6 +19,7 @@ from allocator.scheduling.daemonsets import DaemonOverheadGroup
 from allocator.scheduling.decision import NodeClaimDecision, Plan, Refusal
 from allocator.scheduling.fit import (
     HOSTNAME,
+    FilterMemo,
     FilterOutcome,
     InstanceTypeInfo,
     Resources,
@@ -236,15 +237,19 @@ class NodeClaim:
         """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
         total = merged(self.requests, requests)
         if not claims:
-            reqs, refused = _with_topology(pod, state, self.taints, reqs)
+            reqs, refused = _with_topology(pod, state, self.taints, reqs, quick)
             if refused is not None:
                 return refused
         groups = self._open_groups(pod)
         # One group for all of the NodePool's instance types (no DaemonSet depends on them).
         whole = len(groups) == 1 and len(self.daemon_groups) == 1
         stages: list[tuple] = []
-        filtered = _filter(candidates, reqs, total, groups, state.filter_memo, stages, whole)
+        filtered = _filter(
+            candidates, reqs, total, groups, state.filter_memo, stages, whole, count=not quick
+        )
         if not filtered.remaining:
+            if quick:  # worded only if the pod fails everywhere
+                return Refusal("", "instance-types", deferred=True)
             return Refusal(_no_instance_type(total, reqs, filtered, groups), "instance-types")
         if not claims:
             return Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
@@ -289,14 +294,23 @@ class NodeClaim:
         problem = pod_level_problem(pod.pod, result)
         if problem is not None:
             return Refusal(explain.dra_reason(problem), "node-resources", reach=None)
-        tightened, refused = _with_topology(pod, state, self.taints, tightened)
+        tightened, refused = _with_topology(pod, state, self.taints, tightened, quick)
         if refused is not None:
             return refused
         stages.append((DRA_STAGE, filtered.remaining, result, kept))
         refiltered = _filter(
-            kept, tightened, merged(total, dra), groups, state.filter_memo, stages, whole
+            kept,
+            tightened,
+            merged(total, dra),
+            groups,
+            state.filter_memo,
+            stages,
+            whole,
+            count=not quick,
         )
         if not refiltered.remaining:
+            if quick:
+                return Refusal("", "instance-types", deferred=True, reach=None)
             return Refusal(
                 explain.dra_reason(
                     _no_instance_type(merged(total, dra), tightened, refiltered, groups)
@@ -503,10 +517,11 @@ class Probe:
 
 
 def _with_topology(
-    pod: PodData, state: RunState, taints: list[Taint], reqs: Requirements
+    pod: PodData, state: RunState, taints: list[Taint], reqs: Requirements, quick: bool
 ) -> tuple[Requirements, Refusal | None]:
     """The NodeClaim's requirements narrowed by the pod's topology (last: it may pick one
-    domain of several), or the topology's refusal."""
+    domain of several), or the topology's refusal (``quick``: without its words, ``deferred``
+    until the pod fails everywhere)."""
     topology = state.topology
     if topology.empty:
         return reqs, None
@@ -514,6 +529,8 @@ def _with_topology(
         narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
     except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
+        if quick:  # not even the error: it holds the frames it was raised through
+            return reqs, Refusal("", "topology", deferred=True, reach=None)
         return reqs, Refusal(err.explained(), "topology", reach=None, topology=err)
     if narrowed is None:
         return reqs, None
@@ -548,9 +565,11 @@ def _filter(
     reqs: Requirements,
     requests: Resources,
     groups: tuple[DaemonOverheadGroup, ...],
-    memo: dict | None,
+    memo: FilterMemo | None,
     stages: list[tuple],
     whole: bool = False,
+    *,
+    count: bool = True,
 ) -> FilterOutcome:
     """Karpenter's filterInstanceTypesByRequirements over the DaemonSet overhead groups: each
     group's instance types must also hold its DaemonSet pods' requests; minValues is checked on
@@ -558,7 +577,7 @@ def _filter(
     the instance type), one plain filter. Appends each group's FILTER_STAGE to ``stages``."""
     if whole:
         total = merged(requests, groups[0].overhead)
-        outcome = filter_instance_types(candidates, reqs, total, memo)
+        outcome = filter_instance_types(candidates, reqs, total, memo, count=count)
         stages.append((FILTER_STAGE, candidates, reqs, total, outcome.remaining))
         return outcome
     outcome = FilterOutcome([])
@@ -568,7 +587,7 @@ def _filter(
         if not subset:
             continue
         total = merged(requests, group.overhead)
-        found = filter_instance_types(subset, reqs, total, memo, min_values=False)
+        found = filter_instance_types(subset, reqs, total, memo, count=count, min_values=False)
         stages.append((FILTER_STAGE, subset, reqs, total, found.remaining))
         outcome.requirements_failed += found.requirements_failed
         outcome.resources_failed += found.resources_failed

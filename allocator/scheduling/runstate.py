@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from allocator.errors import AllocationError
 from allocator.model import DeviceID, ResourceClaim
 from allocator.scheduling.devicecount import DeviceCounter
+from allocator.scheduling.fit import FilterMemo
 from allocator.scheduling.hooks import NO_TOPOLOGY, Topology
 from allocator.scheduling.initialization import claim_state_before_dfs
 from allocator.scheduling.poddata import PodOutcome
@@ -30,7 +31,7 @@ class RunState:
     volumes: RunVolumes = field(default_factory=RunVolumes)  # the pods' volumes, by pod
     prunes: PruneLog = field(default_factory=PruneLog)  # why NodeClaims lost instance types
     # filter_instance_types' answers per requirements' content (None: not remembered).
-    filter_memo: dict | None = None
+    filter_memo: FilterMemo | None = None
     in_memory: set[str] = field(default_factory=set)  # claims allocated earlier in this run
     claim_users: dict[str, set[str]] = field(default_factory=dict)  # claim -> pods placed here
     maps_node_resources: dict[str, bool] = field(default_factory=dict)  # claim -> devices map

@@ -17,7 +17,7 @@ from allocator.scheduling.daemonsets import DaemonPods, daemon_pods
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.disruption import check_candidates
 from allocator.scheduling.existingnode import EXISTING, ExistingNode, existing_nodes, hostname
-from allocator.scheduling.fit import instance_type_info
+from allocator.scheduling.fit import FilterMemo, instance_type_info
 from allocator.scheduling.hostports import usage_of as host_port_usage_of
 from allocator.scheduling.initialization import (
     PodClaims,
@@ -135,7 +135,7 @@ def build_run(
         trace=trace,
         topology=_topology(snapshot, pods, existing, infos),
         volumes=RunVolumes(storage, pods.volume_topology),
-        filter_memo={} if tuning.nodeclaim_caches else None,
+        filter_memo=FilterMemo(infos.values()) if tuning.nodeclaim_caches else None,
     )
     # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
     allocator.wording.holders = HolderIndex(

@@ -205,6 +205,36 @@ def check_document(value: Any, where: str = "", *, depth: int = 1, check_text: b
     return _string_keys(value) if odd_keys else value
 
 
+def json_within_bounds(value: Any, depth: int = 1) -> bool:
+    """Whether a document orjson decoded is within the bounds (no path, no message). orjson
+    gives only string keys, integers within 64 bits (longer ones as finite floats) and finite
+    floats (it refuses infinities), so depth and string lengths are all there is to check:
+    level by level over the containers, in half of ``check_document``'s time. False: let
+    ``check_document`` find the problem and name its field."""
+    level = [value]
+    while level:
+        if depth > MAX_DEPTH:
+            return False
+        below = []
+        for v in level:
+            if type(v) is dict:
+                if max(map(len, v), default=0) > MAX_STRING_CHARS:
+                    return False
+                children = v.values()
+            else:
+                children = v
+            for x in children:
+                t = type(x)
+                if t is str:
+                    if len(x) > MAX_STRING_CHARS:
+                        return False
+                elif t is dict or t is list:
+                    below.append(x)
+        level = below
+        depth += 1
+    return True
+
+
 def check_expansion(docs: list[Any], where: str) -> None:
     """Refuse YAML whose aliases expand past MAX_ALIAS_NODES, nest past MAX_DEPTH once
     expanded, or refer to themselves. PyYAML shares one Python object per anchor, so this

@@ -75,7 +75,38 @@ def _attribute_scalar(ctx: Context, type_: str, value: object, path: str) -> Att
     return None
 
 
+def _plain_attribute(spec: object) -> AttributeValue | None:
+    """A well-formed single-valued attribute (``{"string": "H100"}``), read without building
+    the field paths a problem would name; None for anything else (the full reading decides)."""
+    if type(spec) is not dict or len(spec) != 1:
+        return None
+    ((kind, value),) = spec.items()
+    t = type(value)
+    if kind == "string":
+        return value if t is str else None
+    if kind == "int":
+        return value if t is int else None
+    if kind == "bool":
+        return value if t is bool else None
+    if kind == "version" and t is str and value:
+        return Version(value[1:] if value.startswith("v") else value)
+    return None
+
+
 def read_attributes(ctx: Context, d: dict, path: str) -> dict[str, AttributeValue]:
+    # Most devices publish only plain scalar attributes: a 5,000-node snapshot has 240,000 of
+    # them, and naming each one's field path for a problem that never comes was a fifth of
+    # its load.
+    raw = d.get("attributes") if type(d) is dict else None
+    if type(raw) is dict:
+        plain = {name: _plain_attribute(spec) for name, spec in raw.items()}
+        if None not in plain.values():
+            return plain
+    return read_attributes_checked(ctx, d, path)
+
+
+def read_attributes_checked(ctx: Context, d: dict, path: str) -> dict[str, AttributeValue]:
+    """Every attribute checked, each problem naming its field."""
     out: dict[str, AttributeValue] = {}
     for name, spec in ctx.map(d, "attributes", path).items():
         p = f"{path}.{name}"

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from dra_web import blobs
+from dra_web.fields import FastJSONField
 
 
 class Run(models.Model):
@@ -35,7 +36,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)  # written by the worker
     progress_done = models.IntegerField(default=0)
     progress_total = models.IntegerField(default=0)
-    result = models.JSONField(null=True, blank=True)  # docs/RESULT.md
+    result = FastJSONField(null=True, blank=True)  # docs/RESULT.md
     # zlib(JSON) of docs/TRACE.md {"nodes": [...], "omitted": n, "maxNodes": n}.
     trace_blob = models.BinaryField(null=True, blank=True)
     trace_node_count = models.IntegerField(default=0)

@@ -3,7 +3,6 @@ overview), what the trace says about new NodeClaims, downloads, diffs."""
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from django.core.cache import cache
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
+from allocator import jsonwrite
 from allocator.trace import parse_new_nodeclaim_label
 from dra_web.runs import diff
 from dra_web.runs.models import Run, TraceNode
@@ -383,7 +383,7 @@ def instance_types_pruned(run: Run, names: set[str]) -> dict[str, list[dict[str,
 
 
 def result_json_bytes(run: Run) -> bytes:
-    return json.dumps(run.result, indent=2, ensure_ascii=False).encode("utf-8")
+    return jsonwrite.to_bytes(run.result, indent=True)
 
 
 def trace_json_bytes(run: Run) -> bytes:

@@ -12,7 +12,10 @@ from allocator.model import InstanceType, Offering, Pod, Taint, Toleration
 from allocator.quantity import Quantity
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import (
+    CAPACITY_TYPE,
+    HOSTNAME,
     ZONE,
+    FilterMemo,
     filter_instance_types,
     fits,
     format_resources,
@@ -146,6 +149,64 @@ def test_filter_failure_reasons_name_each_cause():
         "no instance type met the scheduling requirements or no instance type had enough "
         "resources or no instance type had a required offering"
     )
+
+
+_ZONES = ["us-west-2a", "us-west-2b", "us-west-2c"]
+
+
+@st.composite
+def _catalog(draw):
+    """Up to 8 instance types of the p5/g6e families and a sequence of filters asked of one
+    run's memo."""
+    infos = []
+    for i in range(draw(st.integers(1, 8))):
+        offerings = [
+            Offering(
+                zone,
+                capacity_type,
+                draw(st.sampled_from([1.0, 2.5, 12.29])),
+                available=draw(st.booleans()),
+            )
+            for zone in draw(st.sets(st.sampled_from(_ZONES), min_size=1))
+            for capacity_type in draw(st.sets(st.sampled_from(["spot", "on-demand"]), min_size=1))
+        ]
+        name = f"{draw(st.sampled_from(['p5', 'g6e']))}.{i}xlarge"
+        infos.append(
+            instance_type_info(_it(name, draw(st.sampled_from(["4", "8", "16"])), offerings))
+        )
+    asks = draw(
+        st.lists(
+            st.tuples(
+                st.lists(st.sampled_from(range(len(infos))), unique=True),
+                st.dictionaries(
+                    st.sampled_from([ZONE, CAPACITY_TYPE, HOSTNAME]),
+                    st.sampled_from([*_ZONES, "spot", "on-demand", "default-1", "default-2"]),
+                ),
+                st.sampled_from([1000, 6000, 12000, 20000]),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return infos, asks
+
+
+@given(_catalog())
+def test_the_memo_filters_as_the_full_filter(catalog):
+    # One run's memo asked again and again (NodeClaims named default-1, default-2 differ only
+    # by hostname, which no instance type defines): the same instance types remain, in the
+    # same order, and an empty answer counts the same causes.
+    infos, asks = catalog
+    memo = FilterMemo(infos)
+    for chosen, labels, cpu in asks:
+        candidates = [infos[i] for i in chosen]
+        reqs = Requirements.from_labels(labels)
+        requests = {"cpu": cpu, "pods": 1000}
+        fast = filter_instance_types(candidates, reqs, requests, memo)
+        plain = filter_instance_types(candidates, reqs, requests)
+        assert [i.name for i in fast.remaining] == [i.name for i in plain.remaining]
+        if not plain.remaining:
+            assert fast == plain
 
 
 def test_limits_refuse_instance_types_larger_than_what_remains():

@@ -1,19 +1,33 @@
 """Smoke test of the bench's generated clusters (bench/workloads.py), small: their shapes
-hold, and the NodeClaim fast path decides as the plain one on them."""
+hold, and the fast paths (Tuning on) decide as the plain ones (Tuning off) on them, failure
+workloads and Karpenter's benchmark shapes included."""
 
 from __future__ import annotations
 
 import json
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
-from bench.workloads import existing_nodes, new_nodeclaims, upload_yaml
+from bench.workloads import (
+    existing_nodes,
+    held_devices,
+    karpenter_benchmark,
+    karpenter_instance_types,
+    new_nodeclaims,
+    upload_yaml,
+)
+
+PLAIN = Tuning(funnel_refusal=False, nodeclaim_caches=False)
 
 
-def run(docs: list[dict], caches: bool = True) -> dict:
+def run(docs: list[dict], caches: bool = True, tuning: Tuning | None = None) -> dict:
     snapshot = load_files([("bench.json", json.dumps(docs))])
-    result = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches)).result
+    tuning = tuning or Tuning(nodeclaim_caches=caches)
+    result = simulate(snapshot, SimulationOptions(), tuning=tuning).result
     result["stats"].pop("seconds")
     result["stats"].pop("suggestionSeconds", None)
     return result
@@ -47,3 +61,67 @@ def test_upload_workload_is_about_the_size_asked_for() -> None:
     text = upload_yaml(0.2)
     assert 150_000 < len(text) < 250_000
     assert text.count("kind: Node\n") > 20
+
+
+def test_nodeclaims_failing_workload_fails_the_pods_asking_for_16_gpus_as_the_plain_path() -> None:
+    docs = new_nodeclaims(nodes=4, pods=60, failing_every=20)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    failed = sorted(p["pod"] for p in fast["pods"] if not p["scheduled"])
+    # Every 20th pod asks for 16 GPUs; no instance type has more than 8.
+    assert failed == ["ml-training/train-19", "ml-training/train-39", "ml-training/train-59"]
+    assert fast["nodeClaims"]
+
+
+def test_held_devices_workload_fails_whole_node_pods_on_nodes_held_by_different_claims() -> None:
+    docs = held_devices(nodes=12, pods=40)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    failed = sorted(p["pod"] for p in fast["pods"] if not p["scheduled"])
+    assert failed == ["ml-training/train-19", "ml-training/train-39"]
+    claims = [d for d in docs if d["kind"] == "ResourceClaim"]
+    # Three claims hold three GPUs of every node, each claim another pod's.
+    assert len(claims) == 36 == len({c["status"]["reservedFor"][0]["name"] for c in claims})
+
+
+def test_karpenter_instance_types_are_the_fake_cloud_providers() -> None:
+    types = karpenter_instance_types()
+    assert len(types) == 400
+    last = types[-1]
+    assert last["metadata"]["name"] == "fake-it-399"
+    # 400 vCPUs and 800 GiB less the fake kube-reserved 100m and 10Mi; 4,000 pods.
+    assert last["spec"]["capacity"] == {"cpu": "399900m", "memory": "819190Mi", "pods": "4000"}
+    zones = {(o["zone"], o["capacityType"]) for o in last["spec"]["offerings"]}
+    assert zones == {
+        ("test-zone-1", "spot"),
+        ("test-zone-2", "spot"),
+        ("test-zone-1", "on-demand"),
+        ("test-zone-2", "on-demand"),
+        ("test-zone-3", "on-demand"),
+    }
+
+
+def test_karpenter_benchmark_puts_anti_affinity_pods_one_per_nodeclaim() -> None:
+    result = run(karpenter_benchmark(100))
+    assert result["stats"]["scheduled"] == 100
+    nginx = {f"default/pod-{i:05d}" for i in range(80, 100)}  # the fifth group
+    by_claim = [{p for p in c["pods"] if p in nginx} for c in result["nodeClaims"]]
+    assert sum(len(pods) for pods in by_claim) == 20
+    assert all(len(pods) <= 1 for pods in by_claim)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**16),
+    pods=st.integers(10, 60),
+    topology=st.booleans(),
+    dra=st.booleans(),
+    failing_every=st.sampled_from([0, 4, 10]),
+)
+def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
+    seed: int, pods: int, topology: bool, dra: bool, failing_every: int
+) -> None:
+    docs = karpenter_benchmark(
+        pods, topology=topology, dra=dra, failing_every=failing_every, seed=seed
+    )
+    assert run(docs) == run(docs, tuning=PLAIN)

@@ -192,3 +192,21 @@ def test_time_limit_interrupts_a_long_search(user, settings, _web_settings):
     assert run.status == Run.FAILED
     assert "time limit exceeded" in run.error
     assert run.duration_seconds < 30
+
+
+def test_a_stored_result_reads_back_whatever_orjson_refuses(run):
+    # The result column is written by orjson; a 2**64 byte count (which orjson refuses) is
+    # written by the standard library instead (SQLite and PostgreSQL both store it).
+    result = {
+        "schemaVersion": "v1",
+        "pods": [{"pod": "ml-training/train-東京", "labels": {"team": "research"}}],
+        "nodeClaims": [],
+        "stats": {"pods": 1, "bytes": 2**64},
+    }
+    assert worker.store_output(run.pk, result, None)
+    run.refresh_from_db()
+    assert run.result == result
+    plain = {**result, "pods": [{"pod": "ml-training/train-東京"}]}
+    assert worker.store_output(run.pk, plain, None)
+    run.refresh_from_db()
+    assert run.result == plain
