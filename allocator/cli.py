@@ -454,6 +454,12 @@ def _funnel_lines(pod: dict) -> list[str]:
     return lines
 
 
+def _reason_target(reason: dict) -> str:
+    """A ``reasons`` entry's target, with how many more refused the pod the same way."""
+    more = int(reason.get("targets") or 1) - 1
+    return f"  {reason['target']}" + (f" (+{more} alike)" if more > 0 else "")
+
+
 def _suggestion_line(pod: dict) -> str:
     """The first verified suggestion of a failed pod, one line (empty when none)."""
     suggestions = pod.get("suggestions") or []
@@ -471,17 +477,21 @@ def _patch_lines(suggestion: dict) -> str:
     out = []
     for entry in suggestion.get("changes") or [suggestion]:
         change = entry.get("change") if isinstance(entry.get("change"), dict) else entry
-        patch = entry.get("patch")
-        if not patch:
+        if not entry.get("patch"):
             continue
-        kind, _, ref = str(change.get("object") or "").partition(" ")
-        ns, slash, name = ref.partition("/")
-        where = f"-n {ns} {name}" if slash else ref
-        body = json.dumps(patch, separators=(",", ":"))
-        if not entry.get("recreate"):
-            out.append(f"    patch: kubectl patch {kind.lower()} {where} --type json -p '{body}'\n")
-        else:  # the API server refuses it in place: it edits the manifest that is recreated
-            out.append(f"    patch of the saved manifest: {body}\n")
+        # A workload-wide change carries each replica's own patch.
+        each = entry.get("patches") or [{"object": change.get("object"), "patch": entry["patch"]}]
+        for one in each:
+            kind, _, ref = str(one.get("object") or "").partition(" ")
+            ns, slash, name = ref.partition("/")
+            where = f"-n {ns} {name}" if slash else ref
+            body = json.dumps(one.get("patch"), separators=(",", ":"))
+            if not entry.get("recreate"):
+                line = f"kubectl patch {kind.lower()} {where} --type json -p '{body}'"
+                out.append(f"    patch: {line}\n")
+            else:  # the API server refuses it in place: it edits the manifest that is recreated
+                out.append(f"    patch of the saved manifest ({kind} {ref}): {body}\n")
+        if entry.get("recreate"):
             out.append(f"    recreate ({entry.get('workload') or 'the object'}):\n")
             out.extend(f"      {step}\n" for step in entry.get("recreateSteps") or [])
     return "".join(out)
@@ -567,8 +577,11 @@ def summary(result: dict, node_pools: int | None = None) -> str:
         for p in failures:
             reasons = p.get("reasons") or []
             out.append(f"{p['pod']}: {_error_line(p.get('error') or 'not scheduled')}\n")
+            cause = p.get("cause") or {}
+            if cause.get("message"):
+                out.append(f"  cause: {_error_line(cause['message'], 2 * MAX_ERROR_CHARS)}\n")
             if reasons:
-                rows = [["  " + r["target"], _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
+                rows = [[_reason_target(r), _clip(r["reason"])] for r in reasons[:MAX_REASONS]]
                 out.append(_table(["  TARGET", "REASON"], rows))
                 if len(reasons) > MAX_REASONS:
                     out.append(f"  ... {len(reasons) - MAX_REASONS} more targets (see --json)\n")

@@ -222,11 +222,13 @@ def test_summary_cuts_reasons_between_words():
     text = json.loads(cli("simulate", str(EKS), "--json")[1])
     said = [r["reason"] for p in text["pods"] for r in p.get("reasons") or []]
     said += [p.get("error") or "" for p in text["pods"]]
+    said += [(p.get("cause") or {}).get("message") or "" for p in text["pods"]]
     words = {w.rstrip(",;") for line in said for w in line.split()}
     failures = out[out.index("Failures:") :].split("  why:")[0]
     for line in failures.splitlines()[1:]:
         for word in line.split()[1:]:
-            assert word.rstrip(",;") in words or word in {"...", "TARGET", "REASON"}, line
+            known = {"...", "TARGET", "REASON", "cause:", "alike)"}
+            assert word.rstrip(",;") in words or word in known or word.startswith("(+"), line
 
 
 def test_summary_says_when_the_snapshot_has_no_node_pool(tmp_path):
@@ -239,3 +241,15 @@ def test_summary_says_when_the_snapshot_has_no_node_pool(tmp_path):
     assert code == 0
     assert "No NodePool in the snapshot" in out
     assert "No NodePool" not in cli("simulate", str(EKS))[1]
+
+
+def test_summary_names_the_decisive_cause_of_a_failed_pod():
+    """An H100 request on a cluster of A100s and A10Gs: the line under the error says no device
+    matches the selector, and what the devices are, before any word about holders."""
+    _, out, _ = cli("simulate", str(EKS))
+    text = json.loads(cli("simulate", str(EKS), "--json")[1])
+    failed = next(p for p in text["pods"] if (p.get("cause") or {}).get("reason") == "selector")
+    block = out[out.index(f"{failed['pod']}: ") :]
+    cause_line = block.splitlines()[1]
+    assert cause_line.startswith("  cause: no device in reach matches the selector")
+    assert "NVIDIA A100-SXM4-40GB" in cause_line

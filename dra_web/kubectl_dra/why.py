@@ -190,8 +190,12 @@ def _decisive_funnel(funnels: list[Mapping[str, Any]]) -> Mapping[str, Any] | No
 
 
 def decisive_cause(entry: Mapping[str, Any]) -> str:
-    """The refusal that decides, in one line: the decisive funnel's first rejection, else the
-    last target's reason, else the error."""
+    """The refusal that decides, in one line: the result's ``cause`` (what the devices are
+    before what holds them), else the decisive funnel's first rejection, else the last
+    target's reason, else the error."""
+    cause = entry.get("cause")
+    if isinstance(cause, Mapping) and cause.get("message"):
+        return clip_words(str(cause["message"]), 240)
     funnel = _decisive_funnel(list(entry.get("explanation") or []))
     if funnel is not None:
         where = ", ".join(funnel.get("exampleTargets") or [])
