@@ -126,3 +126,25 @@ def test_decoder_whose_nodepool_shuts_out_the_kv_cache_zone_may_drop_its_pod_aff
     assert relaxed["change"]["objects"] == ["Pod inference/decoder-0"]
     assert f"outside the {ZONE} of the pods it asked to be near" in relaxed["message"]
     placed_after(docs, relaxed, "inference/decoder-0")
+
+
+def test_decoder_whose_nodepool_shuts_out_the_kv_cache_zone_is_offered_that_zone_first():
+    """The kv-cache runs in us-west-2b and cannot move: allowing us-west-2b in the NodePool keeps
+    the decoder's pod affinity, so it ranks above dropping the affinity."""
+    docs = example("topology-decoder-affinity.yaml")
+    (pool,) = of_kind(docs, "NodePool")
+    requirements = pool["spec"]["template"]["spec"]["requirements"]
+    pool["spec"]["template"]["spec"]["requirements"] = [
+        *(r for r in requirements if r["key"] != ZONE),
+        {"key": ZONE, "operator": "In", "values": ["us-west-2a"]},
+    ]
+    entry = pod_result(run(docs), "inference/decoder-0")
+    kinds = [s["kind"] for s in entry["suggestions"]]
+    allow = next(s for s in entry["suggestions"] if s["kind"] == "nodepool-requirement")
+    assert kinds.index("nodepool-requirement") < kinds.index("relax-topology")
+    assert allow["change"]["object"] == f"NodePool {pool['metadata']['name']}"
+    zone = next(r for r in allow["change"]["value"] if r["key"] == ZONE)
+    assert zone["values"] == ["us-west-2a", "us-west-2b"]
+    assert "inference/kv-cache-0" in allow["message"]
+    placed = placed_after(docs, allow, "inference/decoder-0")
+    assert pod_result(placed, "inference/decoder-0")["target"]["new"] is True

@@ -302,6 +302,7 @@ def _for_pod(ctx: _Context, outcome, report: SuggestionReport) -> list[dict]:
         (_pod_requirements, False),
         (_pool_allows_asked, False),
         (_volume_zones, False),
+        (_affinity_domains, False),
         (_pool_requirements, False),
         (_min_values, False),
         (_pool_limits, False),
@@ -1792,6 +1793,72 @@ def _volume_zones(ctx: _Context, outcome) -> list[_Candidate]:
                     )
                 )
     return out[:MAX_PER_KIND]
+
+
+def _affinity_domains(ctx: _Context, outcome) -> list[_Candidate]:
+    """A required pod affinity on a key other than the hostname (``zone``: run near the
+    kv-cache), whose pods run only in values of the key that a NodePool's requirements shut
+    out: allow one of those values in the NodePool (the pods it must be near cannot move; the
+    pod keeps its affinity)."""
+    pod = outcome.pod
+    if pod.pod_affinity is None or not any("topology" in r for _, r in outcome.reasons):
+        return []
+    out: list[_Candidate] = []
+    for term in pod.pod_affinity.required:
+        if term.topology_key == LABEL_HOSTNAME or term.label_selector is None:
+            continue
+        if term.namespace_selector is not None:
+            continue  # which namespaces it names is the namespaces' labels: not guessed here
+        near = _running_near(ctx, pod, term)
+        if not near:
+            continue
+        values = sorted(near)
+        for plan in ctx.scheduler.templates:
+            if untolerated_taint(pod.tolerations, plan.taints) is not None:
+                continue
+            if not plan.requirements.has(term.topology_key):
+                continue
+            allowed = plan.requirements.get(term.topology_key)
+            if any(allowed.has(v) for v in values):
+                continue  # the NodePool allows it: something else refuses the pod
+            found = _allow_value(ctx, plan, term.topology_key, values)
+            if found is None:
+                continue  # no instance type of the catalog offers it: not a NodePool edit
+            value, widened, replacement = found
+            pods = ", ".join(sorted(near[value])[:3])
+            out.append(
+                _Candidate(
+                    "nodepool-requirement",
+                    {
+                        "object": f"NodePool {plan.pool.name}",
+                        "field": "spec.template.spec.requirements",
+                        "op": "set",
+                        "value": widened,
+                    },
+                    f"allow {term.topology_key} {value} in NodePool {plan.pool.name} (pod "
+                    f"{pod.key} must run in the {term.topology_key} of {pods} by its required "
+                    f"pod affinity, which the NodePool's requirement {allowed} shuts out)",
+                    override=_plan_override(ctx, plan, replacement),
+                )
+            )
+    return out[:MAX_PER_KIND]
+
+
+def _running_near(ctx: _Context, pod: Pod, term) -> dict[str, list[str]]:
+    """The values of ``term``'s topology key of the nodes where the pods it selects run (bound
+    in the snapshot), each with those pods."""
+    namespaces = set(term.namespaces) or {pod.namespace}
+    found: dict[str, list[str]] = {}
+    for other in ctx.snapshot.pods:
+        if other is pod or other.node_name is None or other.namespace not in namespaces:
+            continue
+        if not term.label_selector.matches(other.labels):
+            continue
+        node = ctx.snapshot.nodes.get(other.node_name)
+        value = node.labels.get(term.topology_key) if node is not None else None
+        if value is not None:
+            found.setdefault(value, []).append(other.key)
+    return found
 
 
 def _allow_value(ctx: _Context, plan, key: str, values: list[str]):
