@@ -21,7 +21,7 @@ from typing import Any
 MAX_EXAMPLES = 5  # example devices per rejection group, example targets per funnel
 MAX_CAUSES = 3  # rejection groups an error message names
 MAX_HOLDERS = 3  # holders a group message names
-MAX_FUNNELS = 8  # kinds of refusal a pod's explanation shows, in the order first met
+MAX_FUNNELS = 6  # kinds of refusal a pod's explanation shows, in the order first met
 
 # The order in which a device's refusals decide (docs/RESULT.md): what the device *is* (the
 # request or the supply must change) before what the cluster's state *does* to it (it may

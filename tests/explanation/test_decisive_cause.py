@@ -194,3 +194,18 @@ def test_failing_nodeclaims_workload_decides_as_the_plain_path_and_stays_small()
         assert len(json.dumps(entry)) < 20_000
         assert entry["cause"]["reason"] == "count"
         assert "(largest: 8)" in entry["cause"]["message"]
+
+
+def test_every_failed_pod_of_the_demo_stays_under_20_kb() -> None:
+    """The demo's failed pods, with funnels, grouped reasons and suggestions carrying patches and
+    manifests: each entry stays small enough to read and to store per pod."""
+    from pathlib import Path
+
+    from allocator.snapshot import load_paths
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "demo-snapshot.yaml"
+    result = simulate(load_paths([str(demo)]), SimulationOptions()).result
+    failed = [p for p in result["pods"] if not p["scheduled"]]
+    assert len(failed) >= 8
+    for entry in failed:
+        assert len(json.dumps(entry)) < 20_000, (entry["pod"], len(json.dumps(entry)))
