@@ -11,6 +11,7 @@ from __future__ import annotations
 from allocator.explanation.suggestions import apply_suggestion
 from tests.scheduling.k8s import (
     GPU,
+    claim,
     device_class,
     families,
     gpu,
@@ -103,6 +104,32 @@ def test_a_device_class_edit_is_cluster_scope_and_flagged_as_shared():
     relaxed = entry["suggestions"][1]
     assert relaxed["change"]["object"] == "DeviceClass h100.nvidia.com"
     assert "this edits DeviceClass h100.nvidia.com, shared by every workload" in relaxed["message"]
+
+
+def test_deleting_another_workloads_pod_ranks_after_the_pods_own_change_even_one_giving_up_the_h100():
+    # The only H100 is held by a running pod of another workload; an L40S node has room.
+    # Deleting that pod keeps the H100 but reaches into another workload: the pod's own
+    # selector change (an L40S instead, said so) ranks first.
+    docs = [
+        device_class(GPU),
+        node("gpu-node-h100", instance_type="p5.48xlarge", cpu="190", memory="2000Gi"),
+        resource_slice("gpu-node-h100-gpus", node="gpu-node-h100", devices=[gpu(0, H100)]),
+        claim(
+            "batch-0-gpu",
+            [request("gpu")],
+            allocated=[("gpu", GPU, "gpu-node-h100", "gpu-0")],
+            reserved_for=["batch-0"],
+        ),
+        pod("batch-0", node_name="gpu-node-h100", claims={"gpu": "batch-0-gpu"}),
+        *l40s_node(),
+        *h100_pod(),
+    ]
+    entry = failed(docs)
+    ranked = [(s["kind"], s["scope"]) for s in entry["suggestions"]]
+    assert ranked == [("relax-selector", "pod"), ("free-device", "other-pods")]
+    assert "other hardware than it asked for" in entry["suggestions"][0]["message"]
+    assert "default/batch-0" in entry["suggestions"][1]["message"]
+    placed_after(docs, entry["suggestions"][0])
 
 
 def test_no_single_change_places_the_pod_so_two_changes_are_offered_together():

@@ -38,6 +38,11 @@ KIND_ORDER = {
 }
 
 
+# Scopes whose edits reach beyond the pod's own workload and its provisioning: ranked after
+# every fix that stays within them, whatever the latter gives up.
+SHARED_SCOPES = frozenset({"cluster", "other-pods"})
+
+
 def scope_of(kind: str, change: dict) -> str:
     """The scope of one change (``change`` as in the result: object, field, op, value)."""
     if change.get("op") == "delete":
@@ -68,11 +73,14 @@ def shared_note(scope: str, change: dict) -> str:
 
 
 def rank_key(gives_up_ask: bool, scope: str, changes: int, kind: str, found: int) -> tuple:
-    """A suggestion's place among the pod's (smaller first): one that keeps what the pod asked
-    for (its hardware, its zone) first, then by scope, then the fewest objects changed, the
-    smallest kind of change, and the order found. The whole-loop check then moves those that
-    cost another pod its placement after all the others (``core._on_the_whole_loop``)."""
-    return (gives_up_ask, SCOPES.index(scope), changes, KIND_ORDER[kind], found)
+    """A suggestion's place among the pod's (smaller first): an edit of what every workload
+    shares (a DeviceClass, a DeviceTaintRule) or of another workload's pods after every other;
+    within each part, one that keeps what the pod asked for (its hardware, its zone) first, then
+    by scope, then the fewest objects changed, the smallest kind of change, and the order found.
+    The whole-loop check then moves those that cost another pod its placement after all the
+    others (``core._on_the_whole_loop``)."""
+    shared = scope in SHARED_SCOPES
+    return (shared, gives_up_ask, SCOPES.index(scope), changes, KIND_ORDER[kind], found)
 
 
 def trial_order(kind: str, scope: str, found: int) -> tuple:
