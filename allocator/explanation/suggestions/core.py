@@ -1726,30 +1726,12 @@ def _pool_allows_asked(ctx: _Context, outcome) -> list[_Candidate]:
         if untolerated_taint(pod.tolerations, plan.taints) is not None:
             continue
         for key, values in _asked_values(pod):
-            if key == LABEL_HOSTNAME or not plan.requirements.has(key):
+            if key == LABEL_HOSTNAME:
                 continue
-            allowed = plan.requirements.get(key)
-            if any(allowed.has(v) for v in values):
-                continue
-            found = _allow_value(ctx, plan, key, values)
-            if found is None:
-                continue  # no instance type of the catalog offers it
-            value, widened, replacement = found
-            out.append(
-                _Candidate(
-                    "nodepool-requirement",
-                    {
-                        "object": f"NodePool {plan.pool.name}",
-                        "field": "spec.template.spec.requirements",
-                        "op": "set",
-                        "value": widened,
-                    },
-                    f"allow {key} {value} in NodePool {plan.pool.name} (pod {pod.key} asks "
-                    f"for {key} In [{' '.join(values)}], which the NodePool's requirement "
-                    f"{allowed} shuts out)",
-                    override=_plan_override(ctx, plan, replacement),
-                )
-            )
+            asked = f"pod {pod.key} asks for {key} In [{' '.join(values)}]"
+            found = _allowing(ctx, plan, key, values, asked)
+            if found is not None:
+                out.append(found)
     return out[:MAX_PER_KIND]
 
 
@@ -1767,31 +1749,12 @@ def _volume_zones(ctx: _Context, outcome) -> list[_Candidate]:
             for pinned in alternative.requirements:
                 if pinned.key == LABEL_HOSTNAME or pinned.operator() != "In":
                     continue
-                if not plan.requirements.has(pinned.key):
-                    continue
-                allowed = plan.requirements.get(pinned.key)
-                if any(allowed.has(v) for v in pinned.values()):
-                    continue  # the NodePool allows it: something else refuses the pod
-                found = _allow_value(ctx, plan, pinned.key, sorted(pinned.values()))
-                if found is None:
-                    continue  # no instance type of the catalog offers it: not a NodePool edit
-                value, widened, replacement = found
+                values = sorted(pinned.values())
                 sources = "; ".join(str(src) for src in alternative.sources)
-                out.append(
-                    _Candidate(
-                        "nodepool-requirement",
-                        {
-                            "object": f"NodePool {plan.pool.name}",
-                            "field": "spec.template.spec.requirements",
-                            "op": "set",
-                            "value": widened,
-                        },
-                        f"allow {pinned.key} {value} in NodePool {plan.pool.name} ({sources} "
-                        f"pins the pod to {pinned.key} In [{' '.join(sorted(pinned.values()))}], "
-                        f"which the NodePool's requirement {allowed} shuts out)",
-                        override=_plan_override(ctx, plan, replacement),
-                    )
-                )
+                why = f"{sources} pins the pod to {pinned.key} In [{' '.join(values)}]"
+                found = _allowing(ctx, plan, pinned.key, values, why)
+                if found is not None:
+                    out.append(found)
     return out[:MAX_PER_KIND]
 
 
@@ -1816,32 +1779,42 @@ def _affinity_domains(ctx: _Context, outcome) -> list[_Candidate]:
         for plan in ctx.scheduler.templates:
             if untolerated_taint(pod.tolerations, plan.taints) is not None:
                 continue
-            if not plan.requirements.has(term.topology_key):
-                continue
-            allowed = plan.requirements.get(term.topology_key)
-            if any(allowed.has(v) for v in values):
-                continue  # the NodePool allows it: something else refuses the pod
-            found = _allow_value(ctx, plan, term.topology_key, values)
-            if found is None:
-                continue  # no instance type of the catalog offers it: not a NodePool edit
-            value, widened, replacement = found
-            pods = ", ".join(sorted(near[value])[:3])
-            out.append(
-                _Candidate(
-                    "nodepool-requirement",
-                    {
-                        "object": f"NodePool {plan.pool.name}",
-                        "field": "spec.template.spec.requirements",
-                        "op": "set",
-                        "value": widened,
-                    },
-                    f"allow {term.topology_key} {value} in NodePool {plan.pool.name} (pod "
-                    f"{pod.key} must run in the {term.topology_key} of {pods} by its required "
-                    f"pod affinity, which the NodePool's requirement {allowed} shuts out)",
-                    override=_plan_override(ctx, plan, replacement),
-                )
+            pods = ", ".join(sorted({p for v in values for p in near[v]})[:3])
+            why = (
+                f"pod {pod.key} must run in the {term.topology_key} of {pods} by its required "
+                "pod affinity"
             )
+            found = _allowing(ctx, plan, term.topology_key, values, why)
+            if found is not None:
+                out.append(found)
     return out[:MAX_PER_KIND]
+
+
+def _allowing(ctx: _Context, plan, key: str, values: list[str], why: str) -> _Candidate | None:
+    """Allow one of ``values`` of ``key`` in the NodePool of ``plan``, whose requirements shut
+    them all out (``why``: what asks for them); None when the NodePool allows one already
+    (something else refuses the pod) or no instance type of the catalog offers any."""
+    if not plan.requirements.has(key):
+        return None
+    allowed = plan.requirements.get(key)
+    if any(allowed.has(v) for v in values):
+        return None
+    found = _allow_value(ctx, plan, key, values)
+    if found is None:
+        return None
+    value, widened, replacement = found
+    return _Candidate(
+        "nodepool-requirement",
+        {
+            "object": f"NodePool {plan.pool.name}",
+            "field": "spec.template.spec.requirements",
+            "op": "set",
+            "value": widened,
+        },
+        f"allow {key} {value} in NodePool {plan.pool.name} ({why}, which the NodePool's "
+        f"requirement {allowed} shuts out)",
+        override=_plan_override(ctx, plan, replacement),
+    )
 
 
 def _running_near(ctx: _Context, pod: Pod, term) -> dict[str, list[str]]:
