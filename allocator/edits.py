@@ -312,6 +312,11 @@ def _recreate_pod_steps(pod_ref: str, workload: str | None, patch: list[dict]) -
     return steps
 
 
+# Pods a claim's recreate steps name one by one; a template many pods use would otherwise make
+# every failed pod's entry grow with its workload.
+MAX_RECREATE_PODS = 5
+
+
 def _recreate_claim_steps(
     ref: str, kind: str, users: list[str], workloads: list[str | None]
 ) -> list[str]:
@@ -322,7 +327,7 @@ def _recreate_claim_steps(
         f"kubectl delete {lower} -n {ns} {name} && kubectl create -f {lower}.yaml"
         "  # without metadata.uid, resourceVersion, creationTimestamp and status",
     ]
-    for pod, workload in zip(users, workloads, strict=True):
+    for pod, workload in zip(users[:MAX_RECREATE_PODS], workloads, strict=False):
         _, pns, pname = split_object(pod)
         if workload is not None:
             steps.append(
@@ -336,6 +341,11 @@ def _recreate_claim_steps(
                 f"kubectl replace --force -f pod.yaml  # pod {pns}/{pname}, saved with "
                 f"kubectl get pod -n {pns} {pname} -o yaml > pod.yaml"
             )
+    if len(users) > MAX_RECREATE_PODS:
+        steps.append(
+            f"the same for the {len(users) - MAX_RECREATE_PODS} other pods that use it "
+            f"(kubectl get pods -n {ns} -o wide lists them)"
+        )
     return steps
 
 
@@ -373,7 +383,10 @@ def edit_for(change: dict, index: ObjectIndex) -> Edit:
         users = index.users(kind, ns or "default", name)
         owners = [pod_workload(index.objects[u][1], index) for u in users]
         named = sorted({o for o in owners if o is not None})
-        workload = ", ".join(named) if named else (users[0] if users else None)
+        shown = ", ".join(named[:MAX_RECREATE_PODS])
+        if len(named) > MAX_RECREATE_PODS:
+            shown += f" and {len(named) - MAX_RECREATE_PODS} more"
+        workload = shown if named else (users[0] if users else None)
         how = _recreate_claim_steps(ref, kind, users, owners)
     return Edit(ref, patch, manifest, recreate, workload, how)
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from allocator.edits import (
     EditError,
     annotate,
+    annotate_all,
     apply_edits,
     edit_for,
     field_steps,
@@ -458,3 +459,58 @@ def test_the_patch_applied_by_jsonpatch_sets_the_value(case, value):
     else:
         assert read(after, steps) == value
     assert all(op["op"] in ("add", "remove", "replace") for op in ops)
+
+
+def test_a_template_many_pods_use_names_five_of_them_in_its_recreate_steps():
+    """A ResourceClaimTemplate used by 40 training pods: the steps name five pods and say the
+    same goes for the 35 others, so the suggestion stays small whatever the workload's size."""
+    docs = [
+        (
+            "ResourceClaimTemplate",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "h100-x1", "namespace": "ml-training"},
+                "spec": {
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {
+                                    "name": "gpu",
+                                    "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1},
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+        ),
+        *(
+            (
+                "Pod",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"train-{i}", "namespace": "ml-training"},
+                    "spec": {
+                        "containers": [{"name": "main", "image": "pytorch:2.5"}],
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "h100-x1"}],
+                    },
+                },
+            )
+            for i in range(40)
+        ),
+    ]
+    suggestion = {
+        "change": {
+            "object": "ResourceClaimTemplate ml-training/h100-x1",
+            "field": "spec.spec.devices.requests[0].exactly.count",
+            "op": "set",
+            "value": 2,
+        }
+    }
+    annotate_all([[suggestion]], docs)
+    assert suggestion["recreate"] is True
+    steps = suggestion["recreateSteps"]
+    assert sum("kubectl replace --force" in step for step in steps) == 5
+    assert steps[-1].startswith("the same for the 35 other pods that use it")
