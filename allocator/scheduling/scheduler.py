@@ -29,13 +29,13 @@ from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
 from allocator.scheduling.poddata import PodData, PodOutcome
-from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.preferences import (
     Preferences,
     Relaxation,
     pod_requirements,
     strict_pod_requirements,
 )
+from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.runstate import RunState
 from allocator.trace import NULL_TRACE
 
