@@ -228,11 +228,11 @@ class Allocator:
             and all(r is not None for r in it_reqs.values())
         ):
             first_views = dict(zip(instance_types, variants, strict=True))
-        # Count-stage funnels are shared between NodeClaims that hold nothing yet and reach
-        # templates only (untraced: a trace shows every device).
+        # Count-stage funnels are shared between NodeClaims that reach templates only and
+        # hold no in-cluster device (untraced: a trace shows every device); the template
+        # devices a NodeClaim holds are part of the memo's key.
         fresh = (
-            node_claim.id not in self.tracker.templates
-            and node_claim.id not in self.tracker.cluster_by_node_claim
+            not any(self.tracker.cluster_by_node_claim.get(node_claim.id, {}).values())
             and not trace.enabled
             and not superset
             and not node_claim.id.startswith("node/")

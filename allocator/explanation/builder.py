@@ -6,12 +6,15 @@ the most lasting check that refuses it, every other refusing check as ``also`` (
 groups them), the count stage's refusal message, the funnel of the slot the search got stuck on. The devices' refusals are worded by
 ``explanation/messages.py``.
 
-On a NodeClaim that holds no device yet and reaches no in-cluster device, the count stage
-reads only this instance type's template devices, each refused (or not) for what its own
-attributes and the claim's spec say: every fresh NodeClaim of the NodePool gets the same answer
-for a claim of the same spec. The ``memo`` (the Allocator's ``fresh_funnels``, which the
-scheduler switches on) keeps it per (NodePool, instance type, claim spec, request, count):
-``_COUNT_PASSES``, or the refusal's funnel (renamed for the claim it is shown for).
+On a NodeClaim that reaches no in-cluster device, the count stage reads only this instance
+type's template devices, each refused (or not) for what its own attributes and the claim's
+spec say, and which of them the NodeClaim already holds there (and for whom): every fresh
+NodeClaim of the NodePool gets the same answer for a claim of the same spec, and so does one
+NodeClaim while it holds the same devices (the pods that fail on it one after another). The
+``memo`` (the Allocator's ``fresh_funnels``, which the scheduler switches on) keeps it per
+(NodePool, instance type, claim spec, request, count, the NodeClaim and the devices it holds
+there, when it holds some): ``_COUNT_PASSES``, or the refusal's funnel (renamed for the claim
+it is shown for).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ class FunnelBuilder:
 
     def __init__(self, wording: Wording, memo: dict | None) -> None:
         self.wording = wording
-        # Count-stage funnels of fresh NodeClaims, shared across Allocate calls; None: the
-        # NodeClaim is not fresh (or the run is traced), nothing is shared.
+        # Count-stage funnels of NodeClaims reaching templates only, shared across Allocate
+        # calls; None: the NodeClaim reaches in-cluster devices (or the run is traced).
         self.memo = memo
         # Every in-cluster device's refusal per request, shared by the instance types reaching
         # the same pools (when their prefilters are shared too).
@@ -185,7 +188,12 @@ class FunnelBuilder:
                 claim.claim,
                 (claim.claim.namespace, repr(claim.claim.spec)),
             )
-        return (search.node_pool, search.instance_type, spec[1], req.name, req.num_devices)
+        # Held template devices are refused as allocated, their holders named: the NodeClaim
+        # and exactly those devices are part of what the answer read.
+        held = search.tracker.templates.get(search.node_claim_id)
+        mine = held.get(search.instance_type) if held else None
+        where = (search.node_claim_id, frozenset(mine)) if mine else None
+        return (search.node_pool, search.instance_type, spec[1], req.name, req.num_devices, where)
 
     # --- funnels ------------------------------------------------------------------------------
 

@@ -6,8 +6,9 @@ what it read (versions only grow, so an equal stamp means nothing changed):
 
 * count-stage funnels of existing nodes, per claim spec and request: a node whose cached count
   stage shows that a pod's requests cannot be met is refused without running Allocate there;
-* refusals of the run's NodeClaims, per pod shape, and of Allocate on a NodeClaim, per claim
-  specs and instance types;
+* refusals of the run's NodeClaims, per pod shape (with their words and funnels once a pod of
+  that shape failed everywhere: explained once per cause, shared by the pods that see it), and
+  of Allocate on a NodeClaim, per claim specs and instance types;
 * the attempt of a pod of the same shape in the same state (replicas of one workload): it is
   replayed, renamed, instead of being run again;
 * the scheduler's state version, so that a retry in an unchanged state is skipped.
@@ -53,6 +54,42 @@ class NodeClaimRefusal:
     deferred: bool
     dfs_nodes: int
     validated: bool  # the attempt marked the pod validated
+    # Its words and funnels, built in full for the first pod of this shape that failed
+    # everywhere while this refusal held (the state it read is the same for the next one).
+    explained: ExplainedRefusal | None = None
+
+
+@dataclass(slots=True)
+class ExplainedRefusal:
+    """A deferred NodeClaim refusal in words, for the pod whose claims are ``claim_keys``;
+    another pod of the same shape gets it with its own claims named instead."""
+
+    claim_keys: list[str]
+    reason: str
+    funnels: list[FunnelEntry]
+
+    def for_claims(self, claim_keys: list[str]) -> Refusal:
+        if claim_keys == self.claim_keys:
+            return Refusal(self.reason, funnels=list(self.funnels))
+        names = dict(zip(self.claim_keys, claim_keys, strict=True))
+        reason = self.reason
+        for a, b in names.items():
+            reason = reason.replace(f"claim {a}", f"claim {b}")
+        funnels = [(t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in self.funnels]
+        return Refusal(reason, funnels=funnels)
+
+    @staticmethod
+    def shareable(refusal: Refusal, pod_key: str, claim_keys: list[str]) -> bool:
+        """Whether the words name the pod only through its claims (``claim <key>``, as the
+        renaming above assumes): a refusal naming the pod itself is not another pod's."""
+        texts = [refusal.reason]
+        texts += [f.whole for _, f, _ in refusal.funnels if f.whole]
+        for text in texts:
+            for key in claim_keys:
+                text = text.replace(f"claim {key}", "")
+            if pod_key in text or any(key in text for key in claim_keys):
+                return False
+        return True
 
 
 @dataclass(slots=True)

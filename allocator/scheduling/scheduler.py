@@ -35,6 +35,7 @@ from allocator.scheduling.preferences import (
     pod_requirements,
     strict_pod_requirements,
 )
+from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.runstate import RunState
 from allocator.trace import NULL_TRACE
 
@@ -312,7 +313,8 @@ class Scheduler:
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
-                    deferred.append((len(reasons), len(funnels), partial(nc.explain, pod, state)))
+                    again = partial(self._explain_nodeclaim, nc, pod, shape)
+                    deferred.append((len(reasons), len(funnels), again))
                 else:
                     funnels.extend(found.funnels)
                 reasons.append((nc.reason_target, found.reason))
@@ -395,6 +397,20 @@ class Scheduler:
             outcome.reasons[place] = (outcome.reasons[place][0], refusal.reason)
             outcome.funnel_log[funnel_place:funnel_place] = refusal.funnels
         allocator.dfs_nodes = nodes
+
+    def _explain_nodeclaim(self, nc: NodeClaim, pod: PodData, shape: tuple | None) -> Refusal:
+        """A NodeClaim's refusal in words, built once per cause: the remembered refusal of this
+        pod shape still holds (nothing it read changed), so its words, once built for a pod
+        of this shape, are this pod's too, with its own claims named."""
+        state = self.state
+        known = state.cache.nodeclaim_refusal((nc.id, shape), nc.id) if shape else None
+        claim_keys = [c.key for c in pod.outcome.pod_claims.claims]
+        if known is not None and known.explained is not None:
+            return known.explained.for_claims(claim_keys)
+        refusal = nc.explain(pod, state)
+        if known is not None and ExplainedRefusal.shareable(refusal, pod.pod.key, claim_keys):
+            known.explained = ExplainedRefusal(claim_keys, refusal.reason, list(refusal.funnels))
+        return refusal
 
     def _explain_counted_out(
         self, pod: PodData, counted_out: list[tuple[int, ExistingNode, int]]

@@ -179,3 +179,64 @@ def test_a_pod_failing_on_full_nodeclaims_of_another_model_is_told_the_model_fir
             ("selector", ["allocated"])
         ]
     assert 'rejected by selector: model is "L4"' in reasons["nodepool/gpu-pool"]
+
+
+def test_failed_pods_of_one_shape_share_the_words_of_unchanged_nodeclaims(monkeypatch) -> None:
+    # train-12 (T4) fails on three full L4 NodeClaims; train-13 (L4) opens a fourth; train-14
+    # (T4, the same shape as train-12) fails again. Only the new NodeClaim is asked again in
+    # full for train-14: the three others read nothing that changed, so the words built for
+    # train-12 are train-14's too, naming train-14's own claim.
+    from allocator.scheduling.nodeclaim import NodeClaim
+
+    asked: list[tuple[str, str]] = []
+    explain = NodeClaim.explain
+
+    def counted(self, pod, state):
+        asked.append((self.name, pod.pod.key))
+        return explain(self, pod, state)
+
+    monkeypatch.setattr(NodeClaim, "explain", counted)
+    l4, t4 = ("L4", 1, 2, None, False), ("T4", 1, 2, None, False)
+    its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
+    docs = cluster([], its, [l4] * 12 + [t4, l4, t4], 0, False)
+    fast = run(docs, True)
+    assert [a for a in asked if a[1] == "default/train-14"] == [("gpu-pool-4", "default/train-14")]
+    assert fast == run(docs, False)
+    failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
+    assert sorted(failed) == ["default/train-12", "default/train-14"]
+    reasons = {r["target"]: r["reason"] for r in failed["default/train-14"]["reasons"]}
+    for name in ("gpu-pool-1", "gpu-pool-2", "gpu-pool-3", "gpu-pool-4"):
+        assert (
+            "claim default/train-14-gpu request gpu: 0 of 1 devices available"
+            in (reasons[f"node/{name}"])
+        )
+        assert "train-12" not in reasons[f"node/{name}"]
+
+
+def test_a_nodeclaim_holding_devices_counts_each_refusal_once_per_state(monkeypatch) -> None:
+    # The same scene: train-12 is tried again after train-13 and train-14. The three full L4
+    # NodeClaims hold the same GPUs every time it fails there: the count stage's funnel of an
+    # instance type is worked out once per NodeClaim and devices held, then reused.
+    from allocator.explanation.builder import FunnelBuilder
+
+    counted: list[tuple] = []
+    count_refusal = FunnelBuilder._count_refusal
+
+    def recorded(self, search, claim, req):
+        held = search.tracker.templates.get(search.node_claim_id, {})
+        mine = frozenset(held.get(search.instance_type, ()))
+        spec = repr(claim.claim.spec)
+        # One simulation's counts (suggestions re-run the loop with an Allocator of their own).
+        run_id = id(self.memo)
+        counted.append((run_id, search.node_claim_id, search.instance_type, spec, mine))
+        return count_refusal(self, search, claim, req)
+
+    monkeypatch.setattr(FunnelBuilder, "_count_refusal", recorded)
+    l4, t4 = ("L4", 1, 2, None, False), ("T4", 1, 2, None, False)
+    its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
+    docs = cluster([], its, [l4] * 12 + [t4, l4, t4], 0, False)
+    fast = run(docs, True)
+    on_held = [c for c in counted if c[4]]
+    assert on_held  # the full NodeClaims were counted with their GPUs held
+    assert len(set(on_held)) == len(on_held)
+    assert fast == run(docs, False)
