@@ -242,7 +242,7 @@ def build_result(
 
 def _add_suggestions(result: dict, report, snapshot: Snapshot) -> None:
     """``pods[].suggestions`` (``[]`` for placed pods and when no single change helps) and
-    their cost in ``stats`` (allocator/explanation/suggestions.py); each with its JSON patch,
+    their cost in ``stats`` (allocator/explanation/suggestions/); each with its JSON patch,
     manifest and ``recreate`` (allocator/edits.py)."""
     for entry in result["pods"]:
         entry["suggestions"] = report.by_pod.get(entry["pod"], [])

@@ -455,7 +455,7 @@ class Scheduler:
                 x for e in log for x in (e if isinstance(e, list) else (e,)) if x is not None
             ]
 
-    # --- trials (allocator/explanation/suggestions.py) ---------------------------------------
+    # --- trials (allocator/explanation/suggestions/) ---------------------------------------
 
     def trial(self, pod: Pod, pod_claims: PodClaims, *, counting: bool = True) -> Decision | None:
         """Where ``pod`` would go now: its placement decided on the current state and not
