@@ -217,28 +217,35 @@ def _create_snapshot(
     texts = [(fname, _as_bytes(content).decode("utf-8")) for fname, content in files]
     warnings = list(loaded.warnings) + [w for w in extra_warnings if w]
     file_names = [fname for fname, _ in files]
+    return _stored(
+        name=(name or "").strip()[:MAX_NAME] or _default_name(file_names),
+        owner=owner,
+        source=source,
+        content_hash=digest,
+        files_hash=raw_digest,
+        files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts], level=1),
+        documents_blob=zlib.compress(documents_json, 1),
+        object_counts=loaded.object_counts(),
+        object_index=object_index(loaded.documents),
+        warnings=warnings,
+        unsimulated=list(loaded.unsimulated),
+        kubernetes_version=kubernetes_version[:64],
+        size_bytes=sum(len(_as_bytes(c)) for _, c in files),
+        file_names=file_names,
+    )
+
+
+def _stored(**fields) -> Snapshot:
+    """Snapshot.objects.create; when the same owner stored the same content concurrently
+    (unique on owner and content_hash), the first one stored wins and is this one
+    (``existing`` True)."""
     try:
         with transaction.atomic():
-            snap = Snapshot.objects.create(
-                name=(name or "").strip()[:MAX_NAME] or _default_name(file_names),
-                owner=owner,
-                source=source,
-                content_hash=digest,
-                files_hash=raw_digest,
-                files_blob=blobs.pack([{"name": n, "content": c} for n, c in texts], level=1),
-                documents_blob=zlib.compress(documents_json, 1),
-                object_counts=loaded.object_counts(),
-                object_index=object_index(loaded.documents),
-                warnings=warnings,
-                unsimulated=list(loaded.unsimulated),
-                kubernetes_version=kubernetes_version[:64],
-                size_bytes=sum(len(_as_bytes(c)) for _, c in files),
-                file_names=file_names,
-            )
+            snap = Snapshot.objects.create(**fields)
     except IntegrityError:
-        # The same owner uploaded the same content concurrently: the first one stored wins
-        # (unique on owner and content_hash), this upload is that snapshot.
-        existing = Snapshot.objects.filter(owner=owner, content_hash=digest).first()
+        existing = Snapshot.objects.filter(
+            owner=fields["owner"], content_hash=fields["content_hash"]
+        ).first()
         if existing is None:
             raise
         existing.existing = True
@@ -392,34 +399,24 @@ def create_variant(owner, parent: Snapshot, edits: object, name: str | None = No
     # stored documents reads them back the same.
     items = ",".join(blobs.canonical(raw).decode("utf-8") for _, raw in documents)
     text = '{"apiVersion":"v1","kind":"List","items":[' + items + "]}"
-    try:
-        with transaction.atomic():
-            snap = Snapshot.objects.create(
-                name=label,
-                owner=owner,
-                source=Snapshot.SOURCE_VARIANT,
-                content_hash=digest,
-                files_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                files_blob=blobs.pack([{"name": "what-if.json", "content": text}], level=1),
-                documents_blob=zlib.compress(documents_json, 1),
-                object_counts=loaded.object_counts(),
-                object_index=object_index(loaded.documents),
-                warnings=list(loaded.warnings),
-                unsimulated=list(loaded.unsimulated),
-                kubernetes_version=parent.kubernetes_version,
-                size_bytes=len(text.encode("utf-8")),
-                file_names=["what-if.json"],
-                parent=parent,
-                edits=edits,
-            )
-    except IntegrityError:
-        existing = Snapshot.objects.filter(owner=owner, content_hash=digest).first()
-        if existing is None:
-            raise
-        existing.existing = True
-        return existing
-    snap.existing = False
-    return snap
+    return _stored(
+        name=label,
+        owner=owner,
+        source=Snapshot.SOURCE_VARIANT,
+        content_hash=digest,
+        files_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        files_blob=blobs.pack([{"name": "what-if.json", "content": text}], level=1),
+        documents_blob=zlib.compress(documents_json, 1),
+        object_counts=loaded.object_counts(),
+        object_index=object_index(loaded.documents),
+        warnings=list(loaded.warnings),
+        unsimulated=list(loaded.unsimulated),
+        kubernetes_version=parent.kubernetes_version,
+        size_bytes=len(text.encode("utf-8")),
+        file_names=["what-if.json"],
+        parent=parent,
+        edits=edits,
+    )
 
 
 def _variant_name(parent: Snapshot, edits: list) -> str:
