@@ -122,6 +122,7 @@ def phases(path: str) -> None:
     from allocator.explanation.suggestions import suggest
 
     suggestions = suggest(snapshot, run, outcomes)
+    suggested = time.perf_counter()
     result = build_result(snapshot, options, run, outcomes, simulated - loaded, suggestions)
     try:  # the CLI's own writer
         from allocator.jsonwrite import to_text
@@ -130,12 +131,17 @@ def phases(path: str) -> None:
     except ImportError:  # an older tree (--repo)
         text = json.dumps(result, indent=2)
     done = time.perf_counter()
+    # The yardstick: every failed pod's entry (compact JSON) under 20 kB.
+    failed_entries = [len(json.dumps(p)) for p in result["pods"] if not p["scheduled"]]
     print(
         json.dumps(
             {
                 "load": loaded - started,
                 "simulate": simulated - loaded,
                 "explain": done - simulated,
+                "suggest": suggested - simulated,
+                "write": done - suggested,
+                "maxFailedEntryKB": max(failed_entries, default=0) / 1e3,
                 "nodeClaims": len(result["nodeClaims"]),
                 "failingPairs": pairs,
                 "resultMB": len(text) / 1e6,
@@ -237,8 +243,11 @@ def main() -> None:
             if "load" in row:
                 line += (
                     f" | phases: load={row['load']:.2f}s simulate={row['simulate']:.2f}s "
-                    f"explanation+suggestions+result={row['explain']:.2f}s"
+                    f"explanation+suggestions+result={row['explain']:.2f}s "
+                    f"(suggestions {row['suggest']:.2f}s, result {row['write']:.2f}s)"
                 )
+                if row["maxFailedEntryKB"]:
+                    line += f" largest failed entry={row['maxFailedEntryKB']:.1f} kB"
             line += f" (target {target:g}s" + (f", goal {goal:g}s" if goal else "")
             print(f"{line}: {verdict})", flush=True)
 
