@@ -6,6 +6,8 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
 from allocator.explanation.cause import decisive_cause
@@ -113,7 +115,16 @@ def _cluster_devices(claim: ResourceClaim) -> list[dict]:
     return [d.to_json() for d in in_cluster_devices(claim)]
 
 
-def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None = None) -> dict:
+@dataclass(slots=True)
+class _Memos:
+    """What was read of each funnel object, shared by every pod of one result (the outcomes
+    keep the funnels alive; a cached funnel stands for many targets and many pods)."""
+
+    signatures: dict = field(default_factory=dict)  # explanation/funnel.py signature
+    causes: dict = field(default_factory=dict)  # explanation/cause.py facts
+
+
+def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> dict:
     timeout = options.binding_timeout_seconds
     target = outcome.target
     claims_json = []
@@ -146,15 +157,15 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memo: dict | None =
         "target": target.target_json() if target is not None else None,
         "claims": claims_json,
         "error": outcome.error,
-        "reasons": grouped_reasons(outcome.reasons, outcome.funnel_log, memo),
+        "reasons": grouped_reasons(outcome.reasons, outcome.funnel_log, memos.signatures),
     }
     if not outcome.scheduled:
         try:
-            funnels = aggregate(outcome.funnel_log, memo)
+            funnels = aggregate(outcome.funnel_log, memos.signatures)
             if len(funnels) > MAX_FUNNELS:  # bounded whatever the cluster: the rest counted
                 entry["explanationOmitted"] = len(funnels) - MAX_FUNNELS
             entry["explanation"] = funnels[:MAX_FUNNELS]
-            cause = decisive_cause(outcome.funnel_log, bool(run.scheduler.templates))
+            cause = decisive_cause(outcome.funnel_log, bool(run.scheduler.templates), memos.causes)
         except Exception as error:  # noqa: BLE001  an explanation never breaks a run
             run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
             entry["explanation"] = []
@@ -204,8 +215,8 @@ def build_result(
     from allocator.scheduling.report import extend_node_claims, extend_pod_claims
 
     lookup = _DeviceLookup(snapshot)
-    memo: dict = {}  # funnel signatures, shared by every pod (the outcomes keep them alive)
-    pod_entries = [_pod_entry(o, run, options, lookup, memo) for o in outcomes]
+    memos = _Memos()
+    pod_entries = [_pod_entry(o, run, options, lookup, memos) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
     node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
     extend_node_claims(node_claims, run, snapshot, by_key)  # scheduling/report.py

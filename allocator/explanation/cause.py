@@ -49,15 +49,29 @@ class Cause:
 NO_NODEPOOL = "the snapshot has no NodePool, so no new NodeClaim can be created for it"
 
 
-def decisive_cause(entries: Iterable[tuple], has_nodepools: bool) -> Cause | None:
+def decisive_cause(
+    entries: Iterable[tuple], has_nodepools: bool, memo: dict | None = None
+) -> Cause | None:
     """``entries``: the pod's funnel log, (target, funnel[, claim]). None when the pod's
-    funnels say nothing (it failed for what it asks of the node only) and NodePools exist."""
-    per_request: dict[tuple[str, str], list[tuple[str, Funnel]]] = {}
+    funnels say nothing (it failed for what it asks of the node only) and NodePools exist.
+    ``memo``: what was read of each funnel object, shared by every pod of a result while the
+    funnels live (a cached funnel stands for many targets and many pods)."""
+    facts: dict[int, object] = memo if memo is not None else {}
+    # Per request, each funnel object once with the number of targets it stands for: the
+    # cause reads numbers, never which target said them.
+    per_request: dict[tuple[str, str], dict[int, list]] = {}
     for entry in entries:
-        target, f = entry[0], entry[1]
+        f = entry[1]
         claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
-        per_request.setdefault((claim, f.request), []).append((target, f))
-    found = _device_cause(per_request)
+        seen = per_request.setdefault((claim, f.request), {})
+        hit = seen.get(id(f))
+        if hit is None:
+            seen[id(f)] = [f, 1]
+        else:
+            hit[1] += 1
+    found = _device_cause(
+        {key: [(f, n) for f, n in seen.values()] for key, seen in per_request.items()}, facts
+    )
     if has_nodepools:
         return found
     if found is None:
@@ -65,30 +79,32 @@ def decisive_cause(entries: Iterable[tuple], has_nodepools: bool) -> Cause | Non
     return Cause(found.reason, f"{found.message}; {NO_NODEPOOL}", True)
 
 
-def _device_cause(per_request: dict[tuple[str, str], list[tuple[str, Funnel]]]) -> Cause | None:
+def _device_cause(
+    per_request: dict[tuple[str, str], list[tuple[Funnel, int]]], facts: dict[int, object]
+) -> Cause | None:
     if not per_request:
         return None
     # 1. Refused as a whole everywhere.
     for seen in per_request.values():
-        if all(f.whole and not f.rejections and not f.candidates for _, f in seen):
-            return Cause("request", seen[0][1].whole or "")
+        if all(f.whole and not f.rejections and not f.candidates for f, _ in seen):
+            return Cause("request", seen[0][0].whole or "")
     # 2. Nothing in reach is what the request asks for.
     for (claim, request), seen in per_request.items():
-        devices = [(t, f) for t, f in seen if not (f.whole and not f.candidates)]
-        if not devices or any(_matching(f) for _, f in devices):
+        devices = [(f, n) for f, n in seen if not (f.whole and not f.candidates)]
+        if not devices or any(_matching(f, facts) for f, _ in devices):
             continue
         what = f"claim {claim} request {request}"
-        if not any(f.candidates for _, f in devices):
+        if not any(f.candidates for f, _ in devices):
             return Cause("no-devices", f"no node or instance type has a device for {what}")
-        return _nothing_matches(what, devices)
+        return _nothing_matches(what, devices, facts)
     # 3. More than any target has.
     for (claim, request), seen in per_request.items():
-        devices = [f for _, f in seen if f.candidates]
-        if not devices:
+        counted = [f for f, _ in seen if f.candidates]
+        if not counted:
             continue
-        largest = max(_matching(f) for f in devices)
-        needed = max(f.needed for f in devices)
-        if largest < needed and all(_matching(f) < f.needed for f in devices):
+        largest = max(_matching(f, facts) for f in counted)
+        needed = max(f.needed for f in counted)
+        if largest < needed and all(_matching(f, facts) < f.needed for f in counted):
             return Cause(
                 "count",
                 f"no node or instance type has {needed} matching devices for claim {claim} "
@@ -97,7 +113,7 @@ def _device_cause(per_request: dict[tuple[str, str], list[tuple[str, Funnel]]]) 
     # 4. What the cluster's state does to the devices that match, largest first.
     best: tuple[tuple[bool, int, int], str, RejectionGroup] | None = None
     for (claim, request), seen in per_request.items():
-        for _, f in seen:
+        for f, _ in seen:
             for g in f.rejections:
                 key = (not is_state(g.reason), -g.devices, lasting_rank(g.reason))
                 if best is None or key < best[0]:
@@ -108,53 +124,63 @@ def _device_cause(per_request: dict[tuple[str, str], list[tuple[str, Funnel]]]) 
     return Cause(g.reason, f"{what}: {g.devices} devices refused by {g.reason}: {short_cause(g)}")
 
 
-def _matching(f: Funnel) -> int:
+def _matching(f: Funnel, facts: dict[int, object]) -> int:
     """The devices in reach that are what the request asks for (usable, or refused only for
     the cluster's state)."""
-    return f.usable + sum(g.devices for g in f.rejections if is_state(g.reason))
+    hit = facts.get(id(f))
+    if hit is None:
+        hit = facts[id(f)] = f.usable + sum(g.devices for g in f.rejections if is_state(g.reason))
+    return hit  # type: ignore[return-value]
 
 
-def _nothing_matches(what: str, seen: list[tuple[str, Funnel]]) -> Cause:
+def _nothing_matches(what: str, seen: list[tuple[Funnel, int]], facts: dict[int, object]) -> Cause:
     by_reason: dict[str, int] = {}
-    for _, f in seen:
+    for f, n in seen:
         for g in f.rejections:
-            by_reason[g.reason] = by_reason.get(g.reason, 0) + g.devices
+            by_reason[g.reason] = by_reason.get(g.reason, 0) + g.devices * n
     reason = min(by_reason, key=lambda r: (lasting_rank(r), -by_reason[r]))
-    groups = [g for _, f in seen for g in f.rejections if g.reason == reason]
+    groups = [(g, n) for f, n in seen for g in f.rejections if g.reason == reason]
     if reason == "selector":
         return Cause(
-            "selector", f"no device in reach matches the selector of {what} ({_values(groups)})"
+            "selector",
+            f"no device in reach matches the selector of {what} ({_values(groups, facts)})",
         )
-    shown = short_cause(max(groups, key=lambda g: g.devices))
+    shown = short_cause(max((g for g, _ in groups), key=lambda g: g.devices))
     check = reason if reason in DEVICE_IS else f"the {reason} check"
     return Cause(reason, f"no device in reach of {what} passes {check} ({shown})")
 
 
-def _values(groups: list[RejectionGroup]) -> str:
-    """``productName is "L40S" on 6, "A10G" on 6 devices``: per group of devices, the value
-    its selector read that the fewest other groups share (what sets the group apart), counted
-    over the groups, by attribute."""
-    reads: list[tuple[list[tuple[str, str]], int]] = []
-    for g in groups:
+def _reads(g: RejectionGroup, facts: dict[int, object]) -> list[tuple[str, str]]:
+    """The attribute values a selector group read, shown (once per group object)."""
+    hit = facts.get(id(g))
+    if hit is None:
         values = g.detail.get("values") if isinstance(g.detail, dict) else None
         shown: list[tuple[str, str]] = []
         if isinstance(values, dict):
             for name, vals in values.items():
                 shown.append((name, " or ".join(show_value(v) for v in vals) if vals else "unset"))
-        reads.append((shown, g.devices))
+        hit = facts[id(g)] = shown
+    return hit  # type: ignore[return-value]
+
+
+def _values(groups: list[tuple[RejectionGroup, int]], facts: dict[int, object]) -> str:
+    """``productName is "L40S" on 6, "A10G" on 6 devices``: per group of devices, the value
+    its selector read that the fewest other groups share (what sets the group apart), counted
+    over the groups (each as many times as the targets it stands for), by attribute."""
+    reads = [(_reads(g, facts), g.devices * n, n) for g, n in groups]
     share: dict[tuple[str, str], int] = {}
-    for shown, _ in reads:
+    for shown, _, times in reads:
         for pair in shown:
-            share[pair] = share.get(pair, 0) + 1
+            share[pair] = share.get(pair, 0) + times
     by_name: dict[str, dict[str, int]] = {}
     unread = 0
-    for shown, n in reads:
+    for shown, devices, _ in reads:
         if not shown:
-            unread += n
+            unread += devices
             continue
         name, value = min(shown, key=lambda pair: share[pair])  # first of the rarest
         counts = by_name.setdefault(name, {})
-        counts[value] = counts.get(value, 0) + n
+        counts[value] = counts.get(value, 0) + devices
     parts = []
     for name, counts in by_name.items():
         ordered = sorted(counts.items(), key=lambda kv: -kv[1])
