@@ -100,12 +100,14 @@ def binding_instance_types(
         for node in snapshot.nodes.values()
     ]
     launched += [(nc.node_pool, nc.instance_type) for nc in snapshot.node_claims.values()]
+    names = {pool: {it.name for it in its} for pool, its in out.items()}
     for pool, it_name in launched:
         if not pool or not it_name or it_name not in snapshot.instance_types:
             continue
-        names = {it.name for it in out.setdefault(pool, [])}
-        if it_name not in names:
-            out[pool].append(snapshot.instance_types[it_name])
+        known = names.setdefault(pool, set())
+        if it_name not in known:
+            known.add(it_name)
+            out.setdefault(pool, []).append(snapshot.instance_types[it_name])
     return out
 
 
