@@ -7,11 +7,13 @@ labels so that an untraced run pays one attribute read per tried device.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable
 from typing import Any
 
 KINDS = ("pod", "target", "instanceType", "claim", "request", "slot", "device")
 STATUSES = ("ok", "failed", "pruned")
 DEFAULT_MAX_NODES = 200_000
+MAX_EXAMPLE_TARGETS = 5  # example targets of a node that stands for several (as in reasons)
 
 
 # A new NodeClaim's attempt is the trace target "nodepool/POOL (new NAME)", NAME the one it
@@ -81,6 +83,53 @@ class Trace:
             node["reason"] = reason
         if message is not None:
             node["message"] = message
+
+    def group_targets(self, root: int, key: Callable[[list[dict[str, Any]]], Hashable]) -> None:
+        """Targets under ``root`` (a pod's attempt, settled) that were refused the same way
+        (``key`` of the target's node and its subtree) share the first one's node, which
+        counts them (``targets``) and names a few (``exampleTargets``); the others and their
+        subtrees are dropped and the attempt's nodes renumbered, as the result groups a failed
+        pod's ``reasons``: a trace does not grow with the number of nodes refusing alike."""
+        if root < 0:
+            return
+        nodes = self.nodes
+        top: dict[int, int] = {}  # node id -> the target (child of root) it belongs under
+        members: dict[int, list[dict[str, Any]]] = {}
+        for node in nodes[root + 1 :]:
+            parent = node["parent"]
+            if parent == root:
+                top[node["id"]] = node["id"]
+                members[node["id"]] = [node]
+            elif parent in top:
+                owner = top[node["id"]] = top[parent]
+                members[owner].append(node)
+        groups: dict[Hashable, dict[str, Any]] = {}
+        dropped: set[int] = set()
+        for target, subtree in members.items():
+            head = subtree[0]
+            if head["kind"] != "target" or head["status"] == "ok":
+                continue
+            group_key = key(subtree)
+            first = groups.get(group_key)
+            if first is None:
+                groups[group_key] = head
+                continue
+            first["targets"] = first.get("targets", 1) + 1
+            examples = first.setdefault("exampleTargets", [first["label"]])
+            if len(examples) < MAX_EXAMPLE_TARGETS:
+                examples.append(head["label"])
+            dropped.add(target)
+        if not dropped:
+            return
+        kept = [n for n in nodes[root + 1 :] if top.get(n["id"], -1) not in dropped]
+        renumbered = {root: root}
+        for new_id, node in enumerate(kept, start=root + 1):
+            renumbered[node["id"]] = new_id
+            node["id"] = new_id
+            parent = node["parent"]
+            node["parent"] = renumbered.get(parent, parent)
+        del nodes[root + 1 :]
+        nodes.extend(kept)
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "omitted": self.omitted, "maxNodes": self.max_nodes}

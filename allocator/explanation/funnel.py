@@ -367,6 +367,42 @@ def signature(f: Funnel) -> tuple:
     )
 
 
+def json_signature(f: Mapping[str, Any]) -> tuple:
+    """``signature`` of a funnel as the trace records it (funnel_json without targets)."""
+    return (
+        f.get("claim"),
+        f.get("request"),
+        f.get("needed"),
+        f.get("instanceType") is None,
+        f.get("message"),
+        tuple(
+            sorted(
+                (
+                    r.get("reason"),
+                    "" if r.get("reason") in _TARGET_SPECIFIC else r.get("message"),
+                    tuple(r.get("also") or ()),
+                )
+                for r in f.get("rejections") or ()
+            )
+        ),
+    )
+
+
+def trace_target_key(subtree: list[Mapping[str, Any]]) -> tuple:
+    """How a target refused a pod, read from its trace node and the nodes under it, grouped as
+    the result's ``reasons`` are: by the kinds of device refusal where devices were counted
+    (the words of an ``allocated`` refusal name each node's holders, the kind does not), else
+    by the target's words."""
+    head = subtree[0]
+    # Each kind once: a target's node and its instance type's may carry the same funnel.
+    funnels = tuple(
+        dict.fromkeys(json_signature(f) for node in subtree for f in node.get("funnel") or ())
+    )
+    if funnels:
+        return (head["status"], head["reason"], "devices", funnels)
+    return (head["status"], head["reason"], "words", head["message"])
+
+
 class _Holders:
     """Who holds the devices an ``allocated`` group stands for, over every target: counts,
     and the first few named."""

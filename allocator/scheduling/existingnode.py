@@ -236,9 +236,11 @@ class ExistingNode:
         dra: Resources = {}
         result = None
         if claims:
-            if specs and not trace.enabled:
+            if specs:
                 refused = state.cache.funnel_refusal(self, specs, pod.outcome)
                 if refused is not None:
+                    if trace.enabled:  # counted out as before: the funnel, not the search
+                        state.traced_refusal(pod_node, label, refused)
                     return refused
             node = state.target_trace(pod_node, label)
             try:

@@ -138,6 +138,16 @@ class RunState:
             self.trace.add(pod_node, "target", label, "failed", code, reason)
         return reason
 
+    def traced_refusal(self, pod_node: int, label: str, refusal) -> None:
+        """A target refused from the refusal cache (its devices were counted out for an earlier
+        pod of the same claims, nothing changed since): one failed node with that funnel."""
+        from allocator.explanation.funnel import decisive_reason, funnel_json
+
+        funnels = [f.for_claim(claim) if claim else f for _, f, claim in refusal.funnels]
+        code = (decisive_reason(funnels[0]) if funnels else None) or "devices"
+        funnel = [funnel_json(f) for f in funnels]
+        self.trace.add(pod_node, "target", label, "failed", code, refusal.reason, funnel=funnel)
+
     def trace_funnels(self, node: int, err: AllocationError) -> None:
         from allocator.explanation.funnel import funnel_json
 

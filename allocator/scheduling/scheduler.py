@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import Funnel
+from allocator.explanation.funnel import Funnel, trace_target_key
 from allocator.model import Pod, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
@@ -176,6 +176,8 @@ class Scheduler:
             trace.set(pod_node, "failed", "node-resources", shared)
             return False
         decision, data, relaxed = self._try_schedule(outcome, pod_node, explain=True)
+        if trace.enabled:  # targets refused alike share one node, as in the result
+            trace.group_targets(pod_node, trace_target_key)
         if decision is not None:
             outcome.relaxed = relaxed
             self._commit(data, decision)
