@@ -10,6 +10,7 @@ from allocator.snapshot import load_files
 from allocator.trace import Trace
 from bench.workloads import existing_nodes, to_json
 
+
 def _selector_funnel(pool: str) -> list[dict]:
     return [
         {
