@@ -170,23 +170,25 @@ class ExistingNode:
         if self.unschedulable:
             reason = state.refused(pod_node, label, "unschedulable", "node is unschedulable")
             return Refusal(reason, "unschedulable")
-        if not fits(requests, self.available):
-            reason = state.refused(pod_node, label, "resources", exceeds(requests, self.available))
-            return Refusal(reason, "resources")
+        # Karpenter's ExistingNode.CanAdd order: taints, volume limits, host ports, then the
+        # resources left (the words of a node refusing for several reasons are Karpenter's).
         taint = untolerated_taint(pod.pod.tolerations, self.taints)
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
             return Refusal(state.refused(pod_node, label, "taint", reason), "taint")
-        if pod.host_ports and self.host_port_usage is not None:
-            conflict = self.host_port_usage.conflicts(pod.pod, pod.host_ports)
-            if conflict is not None:
-                reason = f"checking host port usage, {conflict}"
-                return Refusal(state.refused(pod_node, label, "host-ports", reason), "host-ports")
         if pod.volumes and self.volume_usage is not None:
             exceeded = self.volume_usage.exceeds_limits(pod.volumes)
             if exceeded is not None:
                 reason = f"checking volume usage, {exceeded}"
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
+        if pod.host_ports and self.host_port_usage is not None:
+            conflict = self.host_port_usage.conflicts(pod.pod, pod.host_ports)
+            if conflict is not None:
+                reason = f"checking host port usage, {conflict}"
+                return Refusal(state.refused(pod_node, label, "host-ports", reason), "host-ports")
+        if not fits(requests, self.available):
+            reason = state.refused(pod_node, label, "resources", exceeds(requests, self.available))
+            return Refusal(reason, "resources")
         allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         requirements = self.requirements
         term = pod.terms[0]

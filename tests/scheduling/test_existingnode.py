@@ -56,3 +56,23 @@ def test_the_narrowed_requirements_still_refuse_what_the_earlier_pod_excluded():
     entry = pod_result(result, "default/trainer-0")
     assert not entry["scheduled"]
     assert f"key {TEAM}" in entry["error"]
+
+
+def test_a_node_refusing_for_a_taint_and_for_room_says_the_taint_as_karpenter_checks_it_first():
+    # Karpenter's ExistingNode.CanAdd checks taints, volume limits and host ports before the
+    # resources left: a tainted full node is refused for its taint.
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    docs = [
+        node(
+            "ip-10-0-1-9",
+            instance_type="p5.48xlarge",
+            cpu="4",
+            memory="16Gi",
+            taints=[gpu_taint],
+        ),
+        pod("etl-0", cpu="8"),
+    ]
+    entry = pod_result(run(docs), "default/etl-0")
+    assert not entry["scheduled"]
+    assert "did not tolerate taint nvidia.com/gpu=present:NoSchedule" in entry["error"]
+    assert "exceeds node resources" not in entry["error"]
