@@ -30,6 +30,7 @@ WORKLOADS = (
     ("existing", 0.02),
     ("existing", 0.1),
     ("held", 0.05),
+    ("busy", 0.25),
     ("nodeclaims-failing", 0.3),
     ("karpenter", 1.0),
     ("karpenter-failing", 1.0),

@@ -5,6 +5,8 @@ anchors.
     nobody has (target under 20 s, goal 5 s);
     ``held``: 1,000 nodes whose GPUs three different claims hold each, 1,000 pods, 5 % asking
     for a whole node (so every node refuses them with its own holders);
+``busy``: 2,000 CPU nodes, 1,900 of them full, 1,000 pending pods (5 % too big for any):
+    every pod passes the full nodes first (words of a refusal built only when read);
 (b) ``nodeclaims``: 100 nodes, 1,000 pods needing about 170 new NodeClaims from 100 instance
     types (target under 6 s, goal 1 s); ``nodeclaims-failing``: the same with 5 % of the pods
     asking for 16 GPUs, more than any instance type has (target 3 s, goal 1 s);
@@ -53,6 +55,7 @@ KARPENTER_SECONDS = 0.89  # BenchmarkScheduling1000 in Go: 1,000 pods, about 200
 TARGETS = {
     "existing": (20.0, 5.0),
     "held": (20.0, 5.0),
+    "busy": (5.0, 1.0),
     "nodeclaims": (6.0, 1.0),
     "nodeclaims-failing": (3.0, 1.0),
     "upload": (4.0, 1.0),

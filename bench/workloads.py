@@ -19,6 +19,8 @@ The benchmark shapes:
   for 1 or 2 GPUs of one of five models; the other pods need about 170 new NodeClaims from a
   NodePool over 100 instance types (five GPU families x 1/2/4/8 GPUs x five CPU sizes, zones,
   spot and on-demand offerings), each with a GPU ResourceSlice template;
+* ``busy``: 2,000 CPU nodes, all but 100 of them full, and 1,000 pending web pods (5 % asking
+  more CPU than any node has): each pod passes the full nodes before it finds room;
 * ``upload``: a YAML snapshot of about 10 MB (the synthetic H100 cluster with running pods).
 
 Run: .venv/bin/python bench/workloads.py existing|nodeclaims|upload [--out FILE] [--scale F]
@@ -502,6 +504,37 @@ def held_devices(nodes: int = 1000, pods: int = 1000, missing_every: int = 20) -
 # --- (b) new NodeClaims from 100 instance types -----------------------------------------------
 
 
+def _service_pod(name: str, index: int, cpu: str, memory: str, node_name: str | None) -> dict:
+    """A web service's pod without devices: running on ``node_name``, else pending."""
+    pod = training_pod(name, index, claim={}, node_name=node_name)
+    pod["metadata"]["labels"] = {"app": "storefront"}
+    spec = pod["spec"]
+    del spec["resourceClaims"]
+    spec["containers"][0]["image"] = "public.ecr.aws/nginx/nginx:1.27"
+    spec["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+    return pod
+
+
+def busy_nodes(nodes: int = 2000, pods: int = 1000, failing_every: int = 20) -> list[dict]:
+    """``nodes`` m7i.2xlarge nodes (8 vCPU, 32 GiB) of which all but 100 run a pod using
+    7 vCPU; ``pods`` pending web pods asking 500m / 1 GiB, every ``failing_every``-th asking
+    16 vCPU, more than any node has. Each pending pod passes the full nodes before it finds
+    room: thousands of refusals per placed pod, words read only for the failing ones."""
+    docs: list[dict] = [namespace()]
+    free = max(nodes - 100, 0)
+    for i in range(nodes):
+        name = f"ip-10-2-{i // 250}-{i % 250}.us-west-2.compute.internal"
+        allocatable = {"cpu": "7910m", "memory": "31Gi", "pods": "58"}
+        docs.append(node(name, ZONES[i % 3], "m7i.2xlarge", allocatable))
+        if i < free:
+            docs.append(_service_pod(f"batch-{i}", i, "7", "8Gi", name))
+    for j in range(pods):
+        failing = failing_every and j % failing_every == failing_every - 1
+        cpu = "16" if failing else "500m"
+        docs.append(_service_pod(f"storefront-{j}", nodes + j, cpu, "1Gi", None))
+    return docs
+
+
 def _instance_types(rng: random.Random) -> list[dict]:
     out = []
     for family, model, memory, gpu_price in FAMILIES:
@@ -819,6 +852,7 @@ KARPENTER_SHAPES = {
 KINDS = (
     "existing",
     "held",
+    "busy",
     "nodeclaims",
     "nodeclaims-failing",
     "upload",
@@ -832,6 +866,8 @@ def documents(kind: str, scale: float = 1.0) -> list[dict]:
         return existing_nodes(int(5000 * scale), int(1000 * scale))
     if kind == "held":
         return held_devices(int(1000 * scale), int(1000 * scale))
+    if kind == "busy":
+        return busy_nodes(int(2000 * scale), int(1000 * scale))
     if kind == "nodeclaims":
         return new_nodeclaims(int(100 * scale), int(1000 * scale))
     if kind == "nodeclaims-failing":

@@ -34,7 +34,6 @@ from allocator.scheduling.fit import (
     add_into,
     first_compatible_term,
     fits,
-    format_resources,
     format_taint,
     merged,
     untolerated_taint,
@@ -187,7 +186,8 @@ class ExistingNode:
                 reason = f"checking host port usage, {conflict}"
                 return Refusal(state.refused(pod_node, label, "host-ports", reason), "host-ports")
         if not fits(requests, self.available):
-            reason = state.refused(pod_node, label, "resources", exceeds(requests, self.available))
+            words = state.exceeds(requests, self.available)
+            reason = state.refused(pod_node, label, "resources", words)
             return Refusal(reason, "resources")
         allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         requirements = self.requirements
@@ -269,7 +269,7 @@ class ExistingNode:
                 return Refusal(explain.dra_reason(problem), "node-resources")
             if dra and not fits(merged(requests, dra), self.available):
                 trace.set(node, "failed", "resources", "device node resources")
-                return Refusal(exceeds(merged(requests, dra), self.available), "resources")
+                return Refusal(state.exceeds(merged(requests, dra), self.available), "resources")
             trace.set(node, "ok", "allocated")
         elif trace.enabled:
             trace.add(pod_node, "target", label, "ok", "fits")
@@ -328,14 +328,6 @@ def _with_hostname(requirements: Requirements, labels: dict[str, str], name: str
     # labels it (topology counts it as that domain).
     requirements.add(Requirement.new(LABEL_HOSTNAME, "In", [hostname(labels, name)]))
     return requirements
-
-
-def exceeds(requests: Resources, available: Resources) -> str:
-    shown = {k: max(v, 0) for k, v in available.items() if k in requests}
-    return (
-        f"exceeds node resources, requests {format_resources(requests)}, "
-        f"available {format_resources(shown)}"
-    )
 
 
 # --- building the existing nodes (docs/SIMULATION.md, targets 1) -----------------------------

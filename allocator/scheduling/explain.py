@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from allocator.explanation.funnel import signature
+from allocator.scheduling.fit import Resources, format_resources
 
 MAX_NAMES = 3
 MAX_GROUPS = 6  # groups of existing targets the line names; the NodePools are all named
@@ -24,6 +25,15 @@ MAX_REASON_GROUPS = 10  # grouped entries; the targets beyond share one last ent
 def nodepool_reason(pool: str, reason: str, overhead: str = "{}") -> str:
     """Karpenter's wording, daemonset overhead included (``overhead``: resources JSON)."""
     return f'incompatible with nodepool "{pool}", daemonset overhead={overhead}, {reason}'
+
+
+def exceeds(requests: Resources, available: Resources) -> str:
+    """An existing node without room for the pod (the room left shown, never below zero)."""
+    shown = {k: max(v, 0) for k, v in available.items() if k in requests}
+    return (
+        f"exceeds node resources, requests {format_resources(requests)}, "
+        f"available {format_resources(shown)}"
+    )
 
 
 def dra_reason(error: str) -> str:

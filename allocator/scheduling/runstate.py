@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from allocator.errors import AllocationError
 from allocator.model import DeviceID, ResourceClaim
+from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.fit import FilterMemo
 from allocator.scheduling.hooks import NO_TOPOLOGY, Topology
@@ -35,6 +36,9 @@ class RunState:
     in_memory: set[str] = field(default_factory=set)  # claims allocated earlier in this run
     claim_users: dict[str, set[str]] = field(default_factory=dict)  # claim -> pods placed here
     maps_node_resources: dict[str, bool] = field(default_factory=dict)  # claim -> devices map
+    # "exceeds node resources" words per (requests, what is left of them): thousands of full
+    # nodes refuse every pod that passes them, and the words are read only if it fails.
+    resource_words: dict[tuple, str] = field(default_factory=dict)
 
     def claim_state(self, claim: ResourceClaim) -> str:
         """How the allocator will classify the claim (``claim_state_before_dfs``)."""
@@ -124,6 +128,14 @@ class RunState:
         return features is not None and claim_maps_node_resources(
             features.devices, self.allocator.pipeline.gates, devices, templates_by_it
         )
+
+    def exceeds(self, requests: dict[str, int], available: dict[str, int]) -> str:
+        """``exceeds(requests, available)`` worded once per distinct pair."""
+        key = (*requests.items(), *(available.get(name, 0) for name in requests))
+        words = self.resource_words.get(key)
+        if words is None:
+            words = self.resource_words[key] = explain.exceeds(requests, available)
+        return words
 
     # --- the trace -------------------------------------------------------------------------
 

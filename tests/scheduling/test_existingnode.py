@@ -76,3 +76,20 @@ def test_a_node_refusing_for_a_taint_and_for_room_says_the_taint_as_karpenter_ch
     assert not entry["scheduled"]
     assert "did not tolerate taint nvidia.com/gpu=present:NoSchedule" in entry["error"]
     assert "exceeds node resources" not in entry["error"]
+
+
+def test_a_full_nodes_words_say_the_room_left_after_the_pods_placed_on_it():
+    # The words of "exceeds node resources" are built once per requests and room left: after
+    # web-0 lands, the retried trainer-0 reads the room that is left, not the room before.
+    docs = [
+        node("ip-10-0-1-7", instance_type="m7i.large", cpu="2", memory="8Gi"),
+        pod("trainer-0", cpu="3"),
+        pod("web-0", cpu="1"),
+    ]
+    result = run(docs)
+    assert pod_result(result, "default/web-0")["target"]["name"] == "ip-10-0-1-7"
+    entry = pod_result(result, "default/trainer-0")
+    assert not entry["scheduled"]
+    [reason] = [r["reason"] for r in entry["reasons"] if r["target"] == "node/ip-10-0-1-7"]
+    assert reason.startswith("exceeds node resources")
+    assert '"cpu":"1"' in reason.split("available", 1)[1], reason
