@@ -84,6 +84,10 @@ class ExistingNode:
     # Host ports held by the node's pods and volumes attached to it (None: not counted).
     host_port_usage: HostPortUsage | None = None
     volume_usage: VolumeUsage | None = None
+    # What the checks that read only this node and the pod refused, per pod shape (with the
+    # room left they read): a Deployment's pods pass thousands of nodes that refuse each of
+    # them as they refused the first. Forgotten when a pod is added here.
+    refusals: dict[tuple, tuple[tuple, Refusal]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.reason_target = f"node/{self.name}"
@@ -163,7 +167,29 @@ class ExistingNode:
         specs: list | None = None,
         claims: list[ResourceClaim] | None = None,
     ) -> ExistingNodeDecision | Refusal:
-        trace = state.trace
+        shape = pod.shape if requests is pod.requests else None
+        if shape is not None:
+            room = tuple([self.available.get(name, 0) for name, _ in pod.wanted])
+            hit = self.refusals.get(shape)
+            if hit is not None and hit[0] == room:
+                return hit[1]
+            local = self._local(pod, state, requests)
+            if isinstance(local, Refusal):
+                self.refusals[shape] = (room, local)
+                return local
+        else:
+            local = self._local(pod, state, requests)
+            if isinstance(local, Refusal):
+                return local
+        term, requirements = local
+        return self._search(pod, state, requests, term, requirements, needed, bounds, specs, claims)
+
+    def _local(
+        self, pod: PodData, state: RunState, requests: Resources
+    ) -> Refusal | tuple[Requirements, Requirements]:
+        """Karpenter's ExistingNode.CanAdd up to the topology: what only this node and the pod
+        decide (the pod's requirement term and the node's requirements with its volumes'), or
+        the refusal."""
         pod_node = pod.trace_node
         label = self.trace_label
         if self.unschedulable:
@@ -203,6 +229,25 @@ class ExistingNode:
             requirements, reason = _volume_alternative(requirements, pod.volume_requirements, allow)
             if requirements is None:
                 return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
+        return term, requirements
+
+    def _search(
+        self,
+        pod: PodData,
+        state: RunState,
+        requests: Resources,
+        term: Requirements,
+        requirements: Requirements,
+        needed: int,
+        bounds: dict[str, int] | None,
+        specs: list | None,
+        claims: list[ResourceClaim] | None,
+    ) -> ExistingNodeDecision | Refusal:
+        """The rest of CanAdd: the topologies, then the devices."""
+        trace = state.trace
+        pod_node = pod.trace_node
+        label = self.trace_label
+        allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         topology = state.topology
         if not topology.empty:
             # Karpenter's tryVolumeAlternative: the node's requirements with the pod's, narrowed
@@ -285,6 +330,7 @@ class ExistingNode:
             state.commit(decision.result, decision.claims)
         for name, value in decision.requests.items():
             self.available[name] = self.available.get(name, 0) - value
+        self.refusals.clear()
         self.pods.append(pod.outcome.pod)
         if pod.host_ports and self.host_port_usage is not None:
             self.host_port_usage.add(pod.pod, pod.host_ports)

@@ -89,6 +89,9 @@ class PodData:
     needed: int  # devices the pod's claims need at least (the device-count pre-check)
     specs: list | None  # RefusalCache.specs: what a cached count-stage refusal is keyed by
     trace_node: int = -1  # the attempt's trace node (-1: untraced)
+    # RefusalCache.shape of the pod as this attempt sees it (None: not to be remembered):
+    # pods of one Deployment share it, and so do the refusals of what only they and a node read.
+    shape: tuple | None = None
     # Untraced and nothing but resources and devices can refuse the pod on an open node:
     # ExistingNode.can_add may answer from the device count or a cached refusal directly.
     fast: bool = False

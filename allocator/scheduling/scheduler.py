@@ -243,6 +243,7 @@ class Scheduler:
             needed=claims_minimum(state.to_allocate(claims)) if claims else 0,
             specs=state.cache.specs(claims, state.claim_state),
             trace_node=pod_node,
+            shape=state.cache.shape(pod, outcome, state.claim_state, state.trace.enabled),
             # Host ports, volumes and topologies refuse before devices do: no shortcut past them.
             fast=not (
                 state.trace.enabled
@@ -486,6 +487,8 @@ class Scheduler:
         """Forget every cached refusal and replayable attempt: call it after changing the
         allocation state other than through a placement (a trial that frees devices ...)."""
         self.state.invalidate_caches()
+        for node in self.existing:
+            node.refusals.clear()
 
 
 def _fewer_pods(a: NodeClaim, b: NodeClaim) -> bool:

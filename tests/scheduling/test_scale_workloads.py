@@ -13,6 +13,7 @@ from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from bench.workloads import (
+    busy_nodes,
     existing_nodes,
     held_devices,
     karpenter_benchmark,
@@ -20,6 +21,7 @@ from bench.workloads import (
     new_nodeclaims,
     upload_yaml,
 )
+from tests.scheduling.k8s import node, pod
 
 PLAIN = Tuning(funnel_refusal=False, nodeclaim_caches=False)
 
@@ -124,4 +126,73 @@ def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
     docs = karpenter_benchmark(
         pods, topology=topology, dra=dra, failing_every=failing_every, seed=seed
     )
+    assert run(docs) == run(docs, tuning=PLAIN)
+
+
+def test_busy_nodes_workload_fails_the_pods_too_big_for_any_node_as_the_plain_path() -> None:
+    docs = busy_nodes(nodes=140, pods=60)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    failed = sorted(p["pod"] for p in fast["pods"] if not p["scheduled"])
+    # Every 20th pod asks 16 vCPU; the nodes have 8. The 40 full nodes refuse the others.
+    assert failed == [
+        "ml-training/storefront-19",
+        "ml-training/storefront-39",
+        "ml-training/storefront-59",
+    ]
+    [entry] = [p for p in fast["pods"] if p["pod"] == "ml-training/storefront-19"]
+    assert sum(r.get("targets", 1) for r in entry["reasons"]) == 140
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.lists(
+        st.tuples(
+            st.sampled_from(["500m", "2", "4", "8"]),  # room
+            st.sampled_from(["batch", "storefront"]),  # node group label
+            st.booleans(),  # tainted
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    pods=st.lists(
+        st.tuples(
+            st.sampled_from(["250m", "1", "3", "16"]),
+            st.sampled_from([None, "batch", "storefront"]),  # node selector
+            st.booleans(),  # tolerates the taint
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+)
+def test_node_refusals_remembered_per_pod_shape_decide_and_word_as_the_plain_path(
+    nodes: list[tuple[str, str, bool]], pods: list[tuple[str, str | None, bool]]
+) -> None:
+    """Pods of a few shapes pass nodes that refuse them for room, labels or taints: what a node
+    refused for one pod of a shape it refuses for the next until a pod lands there."""
+    docs = [
+        node(
+            f"ip-10-0-1-{i}",
+            instance_type="m7i.2xlarge",
+            cpu=cpu,
+            memory="32Gi",
+            labels={"node-group": group},
+            taints=[GPU_TAINT] if tainted else None,
+        )
+        for i, (cpu, group, tainted) in enumerate(nodes)
+    ]
+    for j, (cpu, group, tolerates) in enumerate(pods):
+        docs.append(
+            pod(
+                f"web-{j}",
+                cpu=cpu,
+                memory="1Gi",
+                node_selector={"node-group": group} if group else None,
+                tolerations=[GPU_TOLERATION] if tolerates else None,
+            )
+        )
     assert run(docs) == run(docs, tuning=PLAIN)
