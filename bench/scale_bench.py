@@ -7,6 +7,7 @@ anchors.
     for a whole node (so every node refuses them with its own holders);
 ``busy``: 2,000 CPU nodes, 1,900 of them full, 1,000 pending pods (5 % too big for any):
     every pod passes the full nodes first (words of a refusal built only when read);
+    ``busy-selector``: the same with room everywhere but a node selector only 100 nodes meet;
 (b) ``nodeclaims``: 100 nodes, 1,000 pods needing about 170 new NodeClaims from 100 instance
     types (target under 6 s, goal 1 s); ``nodeclaims-failing``: the same with 5 % of the pods
     asking for 16 GPUs, more than any instance type has (target 3 s, goal 1 s);
@@ -56,6 +57,7 @@ TARGETS = {
     "existing": (20.0, 5.0),
     "held": (20.0, 5.0),
     "busy": (5.0, 1.0),
+    "busy-selector": (5.0, 1.0),
     "nodeclaims": (6.0, 1.0),
     "nodeclaims-failing": (3.0, 1.0),
     "upload": (4.0, 1.0),

@@ -21,6 +21,8 @@ The benchmark shapes:
   spot and on-demand offerings), each with a GPU ResourceSlice template;
 * ``busy``: 2,000 CPU nodes, all but 100 of them full, and 1,000 pending web pods (5 % asking
   more CPU than any node has): each pod passes the full nodes before it finds room;
+  ``busy-selector``: the same nodes with room, but the pods select a node group only the last
+  100 carry;
 * ``upload``: a YAML snapshot of about 10 MB (the synthetic H100 cluster with running pods).
 
 Run: .venv/bin/python bench/workloads.py existing|nodeclaims|upload [--out FILE] [--scale F]
@@ -515,23 +517,32 @@ def _service_pod(name: str, index: int, cpu: str, memory: str, node_name: str | 
     return pod
 
 
-def busy_nodes(nodes: int = 2000, pods: int = 1000, failing_every: int = 20) -> list[dict]:
+def busy_nodes(
+    nodes: int = 2000, pods: int = 1000, failing_every: int = 20, *, selector: bool = False
+) -> list[dict]:
     """``nodes`` m7i.2xlarge nodes (8 vCPU, 32 GiB) of which all but 100 run a pod using
     7 vCPU; ``pods`` pending web pods asking 500m / 1 GiB, every ``failing_every``-th asking
     16 vCPU, more than any node has. Each pending pod passes the full nodes before it finds
-    room: thousands of refusals per placed pod, words read only for the failing ones."""
+    room: thousands of refusals per placed pod, words read only for the failing ones.
+    ``selector``: the nodes are not full, but all but the last 100 belong to another node
+    group than the one the pods select (refused by their requirements instead)."""
     docs: list[dict] = [namespace()]
     free = max(nodes - 100, 0)
     for i in range(nodes):
         name = f"ip-10-2-{i // 250}-{i % 250}.us-west-2.compute.internal"
         allocatable = {"cpu": "7910m", "memory": "31Gi", "pods": "58"}
         docs.append(node(name, ZONES[i % 3], "m7i.2xlarge", allocatable))
-        if i < free:
+        if selector:
+            group = "batch" if i < free else "storefront"
+            docs[-1]["metadata"]["labels"]["example.com/node-group"] = group
+        elif i < free:
             docs.append(_service_pod(f"batch-{i}", i, "7", "8Gi", name))
     for j in range(pods):
         failing = failing_every and j % failing_every == failing_every - 1
         cpu = "16" if failing else "500m"
         docs.append(_service_pod(f"storefront-{j}", nodes + j, cpu, "1Gi", None))
+        if selector:
+            docs[-1]["spec"]["nodeSelector"] = {"example.com/node-group": "storefront"}
     return docs
 
 
@@ -853,6 +864,7 @@ KINDS = (
     "existing",
     "held",
     "busy",
+    "busy-selector",
     "nodeclaims",
     "nodeclaims-failing",
     "upload",
@@ -866,8 +878,8 @@ def documents(kind: str, scale: float = 1.0) -> list[dict]:
         return existing_nodes(int(5000 * scale), int(1000 * scale))
     if kind == "held":
         return held_devices(int(1000 * scale), int(1000 * scale))
-    if kind == "busy":
-        return busy_nodes(int(2000 * scale), int(1000 * scale))
+    if kind in ("busy", "busy-selector"):
+        return busy_nodes(int(2000 * scale), int(1000 * scale), selector=kind == "busy-selector")
     if kind == "nodeclaims":
         return new_nodeclaims(int(100 * scale), int(1000 * scale))
     if kind == "nodeclaims-failing":
