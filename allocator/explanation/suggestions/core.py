@@ -68,6 +68,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPort, host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.poddata import PodOutcome
+from allocator.scheduling.trialtargets import TrialTargets
 
 MAX_TRIALS_PER_POD = 24
 MAX_PAIR_TRIALS = 8  # two-change trials per pod, when no single change places it
@@ -113,6 +114,9 @@ class _Candidate:
     # old term through their inverse anti-affinity): verified only by the whole-loop re-run,
     # and not offered when that cannot be afforded.
     rerun_only: bool = False
+    # The targets whose refusal the change may lift (None: any may); the trial asks only them
+    # when the pod's refusals are known for every target (``_Trials``).
+    targets: TrialTargets | None = None
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -246,6 +250,7 @@ class _Context:
         self._infos = None
         self._pods_by_key = None
         self._devices = None
+        self._device_nodes = None
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
@@ -273,6 +278,19 @@ class _Context:
                         index.setdefault((it.name, tmpl.driver, d.name), d)
             self._devices = index
         return self._devices
+
+    @property
+    def device_nodes(self) -> dict[tuple, str | None]:
+        """The node of each in-cluster device's slice, by device id (None: not one node's)."""
+        if self._device_nodes is None:
+            index: dict[tuple, str | None] = {}
+            for s in self.snapshot.resource_slices:
+                for d in s.devices:
+                    key = (s.driver, s.pool, d.name)
+                    # The same device published for two nodes is no one node's.
+                    index[key] = s.node_name if index.get(key, s.node_name) == s.node_name else None
+            self._device_nodes = index
+        return self._device_nodes
 
     @property
     def pods_by_key(self) -> dict[str, Pod]:
@@ -373,6 +391,7 @@ class _Trials:
 
     def __init__(self, ctx: _Context, outcome, report: SuggestionReport, budget: int) -> None:
         self.ctx, self.outcome, self.report, self.left = ctx, outcome, report, budget
+        self.narrow = _refused_everywhere(ctx, outcome)
 
     def attempt(self, candidate: _Candidate) -> Decision | None:
         """The trial's decision (where the pod would go, with what), None when it fails."""
@@ -384,10 +403,14 @@ class _Trials:
         pod = candidate.pod or outcome.pod
         claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
         extended = candidate.extended or outcome.pod_claims.extended  # DRAExtendedResource
+        targets = candidate.targets if self.narrow else None
         if candidate.override is None:
             # Changed claims have new funnel cache keys: cached refusals stay true.
             return ctx.scheduler.trial(
-                pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                pod,
+                PodClaims(claims, extended=extended),
+                counting=candidate.counting,
+                targets=targets,
             )
         with candidate.override():
             # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
@@ -395,10 +418,26 @@ class _Trials:
             ctx.scheduler.invalidate_caches()
             try:
                 return ctx.scheduler.trial(
-                    pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                    pod,
+                    PodClaims(claims, extended=extended),
+                    counting=candidate.counting,
+                    targets=targets,
                 )
             finally:
                 ctx.scheduler.invalidate_caches()
+
+
+def _refused_everywhere(ctx: _Context, outcome) -> bool:
+    """The pod's last attempt was refused by every target there is now (what a narrowed trial
+    relies on). Not so for a pod whose NodeClaim was dropped after the loop (its reason names
+    that NodeClaim's NodePool only) or one refused before any target was asked."""
+    sched = ctx.scheduler
+    refused = {target for target, _ in outcome.reasons}
+    return (
+        all(n.reason_target in refused for n in sched.existing)
+        and all(nc.reason_target in refused for nc in sched.node_claims)
+        and all(f"nodepool/{t.name}" in refused for t in sched.templates)
+    )
 
 
 @dataclass(slots=True)
@@ -505,6 +544,7 @@ def _combined(a: _Candidate, b: _Candidate) -> _Candidate:
         accept=(lambda d: all(f(d) for f in accepts)) if accepts else None,
         order=min(a.order, b.order),
         scope=widest([a.scope, b.scope]),
+        targets=a.targets | b.targets if a.targets and b.targets else None,
     )
 
 
@@ -1699,6 +1739,7 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                     },
                     f"drop requirement {_req_text(req)} of NodePool {plan.pool.name}",
                     override=_plan_override(ctx, plan, widened),
+                    targets=_pool_targets(plan),
                 )
             )
     return out[: MAX_PER_KIND + 1]
@@ -1814,6 +1855,7 @@ def _allowing(ctx: _Context, plan, key: str, values: list[str], why: str) -> _Ca
         f"allow {key} {value} in NodePool {plan.pool.name} ({why}, which the NodePool's "
         f"requirement {allowed} shuts out)",
         override=_plan_override(ctx, plan, replacement),
+        targets=_pool_targets(plan),
     )
 
 
@@ -1907,6 +1949,7 @@ def _min_values_search(ctx: _Context, plan, ri: int):
             f"from {before} to {count} (the instance types that fit the pod offer fewer "
             f"{req.get('key')} values; the largest minValues that places it)",
             override=_plan_override(ctx, plan, replacement),
+            targets=_pool_targets(plan),
         )
 
     return lambda attempt: _largest_count(candidate, attempt, 1, before - 1)
@@ -1924,6 +1967,12 @@ def _replan(ctx: _Context, plan, pool: NodePool):
     replacement = dataclasses.replace(plan, pool=pool, requirements=reqs, instance_types=its)
     ctx.replans[key] = replacement
     return replacement
+
+
+def _pool_targets(plan) -> TrialTargets:
+    """A NodePool's change reaches only the new NodeClaims made from it: the NodeClaims this
+    run made keep the requirements, instance types and bindings they were made with."""
+    return TrialTargets(node_pools=frozenset({plan.name}))
 
 
 def _plan_override(ctx: _Context, plan, replacement):
@@ -2022,6 +2071,7 @@ def _limit_raise(ctx: _Context, plan, remaining, capacity) -> _Candidate | None:
         },
         f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
         override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
+        targets=_pool_targets(plan),
     )
 
 
@@ -2112,6 +2162,7 @@ def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
                 f"allow instance type {name} (${price:g}/h) in NodePool {plan.pool.name}: {why}",
                 override=_plan_override(ctx, plan, replacement),
                 accept=_lands_on(name),
+                targets=_pool_targets(plan),
             )
         )
     return out
@@ -2202,9 +2253,24 @@ def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
                 f"free {len(devices)} devices held by claim {claims}: delete pod {', '.join(pods)}",
                 override=_free_override(ctx, devices, pods),
                 counting=False,
+                targets=_freed_on(ctx, devices, pods),
             )
         )
     return out
+
+
+def _freed_on(ctx: _Context, devices: set, pods: list[str]) -> TrialTargets | None:
+    """The existing nodes whose devices and resources deleting ``pods`` gives back: their
+    nodes, and those of the slices the freed devices are published in (None when a freed
+    device is not a node's own: a network-attached one may serve any target)."""
+    nodes = {ctx.pods_by_key[p].node_name for p in pods if p in ctx.pods_by_key}
+    for device in devices:
+        node = ctx.device_nodes.get(device, None)
+        if node is None:
+            return None
+        nodes.add(node)
+    nodes.discard(None)
+    return TrialTargets(nodes=frozenset(nodes))
 
 
 def _fits_a_node_when_empty(ctx: _Context, pod: Pod) -> bool:
