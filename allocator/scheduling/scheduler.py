@@ -484,7 +484,7 @@ class Scheduler:
             # itself, so the targets asked keep the order they have among all of them.
             by_pods = list(self._by_pods)
             slice_sort(by_pods, _fewer_pods)
-            self.existing = [n for n in self.existing if n.node_name in targets.nodes]
+            self.existing = [n for n in self.existing if n.name in targets.nodes]
             self._by_pods = [nc for nc in by_pods if nc.name in targets.node_claims]
             self.templates = [t for t in self.templates if t.name in targets.node_pools]
         try:

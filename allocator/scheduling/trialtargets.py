@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class TrialTargets:
-    nodes: frozenset[str] = frozenset()  # existing nodes, by their Node's name
+    nodes: frozenset[str] = frozenset()  # existing nodes by name (unregistered NodeClaims')
     node_claims: frozenset[str] = frozenset()  # NodeClaims of this run, by name
     node_pools: frozenset[str] = frozenset()  # new NodeClaims of these NodePools
 

@@ -266,12 +266,13 @@ def crowded_clusters(draw) -> list[dict]:
     return docs
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded_clusters())
 def test_a_trial_of_only_the_targets_its_change_reaches_offers_what_a_trial_of_all_offers(docs):
     """A trial that asks only the targets its change reaches (the nodes whose devices a
-    deletion frees, the new NodeClaims of the NodePool it widens or raises) offers every pod
-    exactly the suggestions a trial asking every target offers."""
+    deletion frees, the new NodeClaims of the NodePool it widens or raises, the NodeClaims
+    and NodePools with room for a lowered count) offers every pod exactly the suggestions a
+    trial asking every target offers."""
     import pytest
 
     from allocator.explanation.suggestions import core

@@ -251,6 +251,7 @@ class _Context:
         self._pods_by_key = None
         self._devices = None
         self._device_nodes = None
+        self._devices_left = None
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
@@ -291,6 +292,33 @@ class _Context:
                     index[key] = s.node_name if index.get(key, s.node_name) == s.node_name else None
             self._device_nodes = index
         return self._device_nodes
+
+    @property
+    def devices_left(self) -> dict[tuple[str, str], int | None]:
+        """The most template devices an instance type of each NodeClaim of the run has left
+        (("nc", name)) and of each NodePool's new NodeClaim (("pool", name)); None: not
+        bounded (a device that allows multiple allocations). Trials commit nothing, so this
+        holds for every trial of every pod."""
+        if self._devices_left is None:
+            sched = self.scheduler
+            cache = sched.state.cache
+            held = sched.state.allocator.tracker.templates
+            out: dict[tuple[str, str], int | None] = {}
+            for kind, name, key, infos in [
+                *(("nc", nc.name, nc.id, nc.candidates) for nc in sched.node_claims),
+                *(("pool", t.name, None, t.instance_types) for t in sched.templates),
+            ]:
+                here = held.get(key, {}) if key is not None else {}
+                most: int | None = -1
+                for info in infos:
+                    total = cache.template_total(info)
+                    if total is None:
+                        most = None
+                        break
+                    most = max(most, total - len(here.get(info.name, ())))
+                out[(kind, name)] = most
+            self._devices_left = out
+        return self._devices_left
 
     @property
     def pods_by_key(self) -> dict[str, Pod]:
@@ -732,7 +760,7 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                     "reduce-count",
                     {},
                     "",
-                    search=_count_search(outcome, index, claim, ri, obj, prefix),
+                    search=_count_search(ctx, outcome, index, claim, ri, obj, prefix),
                     scope="pod",
                 )
             )
@@ -949,13 +977,14 @@ def _container_count(container: dict, name: str) -> int:
     return 0
 
 
-def _count_search(outcome, index, claim, ri, obj, prefix):
+def _count_search(ctx: _Context, outcome, index, claim, ri, obj, prefix):
     """The largest count that places the pod, among 1..count-1."""
     request = claim.spec.requests[ri]
 
     def candidate(count: int) -> _Candidate:
         changed = _copy_claim(claim)
         changed.spec.requests[ri].exactly.count = count
+        claims = _with_claim(outcome, index, changed)
         return _Candidate(
             "reduce-count",
             {
@@ -966,10 +995,48 @@ def _count_search(outcome, index, claim, ri, obj, prefix):
             },
             f"reduce request {request.name} of claim {claim.key} from "
             f"{request.exactly.count} to {count} devices (the largest count that fits)",
-            claims=_with_claim(outcome, index, changed),
+            claims=claims,
+            targets=_room_for(ctx, claims),
         )
 
     return lambda attempt: _largest_count(candidate, attempt, 1, request.exactly.count - 1)
+
+
+def _room_for(ctx: _Context, claims: list[ResourceClaim]) -> TrialTargets | None:
+    """The targets that may have room for the devices ``claims`` ask: every existing node
+    (the device-count pre-check refuses full ones without a search), and the NodeClaims of the
+    run and NodePools with an instance type that has at least the largest count asked in
+    template devices left. The others refuse, as the scheduler's own count bound of a NodeClaim
+    (``NodeClaim._count_bound_refuses``) does; None (every target) when that bound does not
+    hold: NodeClaims may reach in-cluster devices, a claim is allocated, or no request counts."""
+    state = ctx.scheduler.state
+    if state.cache.nodeclaims_reach_cluster:
+        return None
+    need = 0
+    for claim in claims:
+        if state.claim_state(claim) != "unallocated":
+            return None
+        for r in claim.spec.requests:
+            ex = r.exactly
+            if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                need = max(need, ex.count)
+    if not need:
+        return None
+    sched = ctx.scheduler
+    left = ctx.devices_left
+    return TrialTargets(
+        nodes=frozenset(n.name for n in sched.existing),
+        node_claims=frozenset(
+            nc.name for nc in sched.node_claims if _has_room(left[("nc", nc.name)], need)
+        ),
+        node_pools=frozenset(
+            t.name for t in sched.templates if _has_room(left[("pool", t.name)], need)
+        ),
+    )
+
+
+def _has_room(most: int | None, need: int) -> bool:
+    return most is None or most >= need
 
 
 def _largest_count(candidate, attempt, lo: int, hi: int):
@@ -2376,5 +2443,14 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
 
 
 def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
-    """Rejection groups of the pod's funnels with these reasons."""
-    return [g for _, funnel in outcome.funnels for g in funnel.rejections if g.reason in reasons]
+    """Rejection groups of the pod's funnels with these reasons. Targets refused alike share
+    one funnel: each is read once (its first place kept), not once per target."""
+    out: list[RejectionGroup] = []
+    seen: set[tuple[int, str | None]] = set()
+    for _, funnel, claim in outcome.funnel_log:
+        if (id(funnel), claim) in seen:
+            continue
+        seen.add((id(funnel), claim))
+        named = funnel if claim is None else funnel.for_claim(claim)
+        out.extend(g for g in named.rejections if g.reason in reasons)
+    return out
