@@ -252,6 +252,7 @@ class _Context:
         self._devices = None
         self._device_nodes = None
         self._devices_left = None
+        self._funnels: dict[str, list] = {}
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
@@ -319,6 +320,21 @@ class _Context:
                 out[(kind, name)] = most
             self._devices_left = out
         return self._devices_left
+
+    def distinct_funnels(self, outcome: PodOutcome) -> list:
+        """The pod's funnels, each once (its first place kept): targets refused alike share
+        one funnel, read once, not once per target; worked out once per pod."""
+        found = self._funnels.get(outcome.pod.key)
+        if found is None:
+            found = []
+            seen: set[tuple[int, str | None]] = set()
+            for _, funnel, claim in outcome.funnel_log:
+                if (id(funnel), claim) in seen:
+                    continue
+                seen.add((id(funnel), claim))
+                found.append(funnel if claim is None else funnel.for_claim(claim))
+            self._funnels[outcome.pod.key] = found
+        return found
 
     @property
     def pods_by_key(self) -> dict[str, Pod]:
@@ -711,7 +727,7 @@ def _device_taints(ctx: _Context, outcome) -> list[tuple[str, str | None, str]]:
     every NoSchedule/NoExecute taint of a device in the snapshot, most frequent first."""
     from_funnel = [
         (t.get("key"), t.get("value"), t.get("effect"))
-        for group in _funnel_groups(outcome, "taint")
+        for group in _funnel_groups(ctx, outcome, "taint")
         if isinstance(t := (group.detail or {}).get("taint"), dict)
     ]
     if from_funnel:
@@ -820,6 +836,7 @@ def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
     requests = pod_requests(pod)
     sched = ctx.scheduler
     plans = [p for p in sched.templates if untolerated_taint(pod.tolerations, p.taints) is None]
+    overheads = [(p, p.daemon_overhead) for p in plans]  # worked out per NodePool, once
     out = []
     for name, step in _REQUEST_STEPS.items():
         wanted = requests.get(name, 0)
@@ -828,10 +845,11 @@ def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
         # (the largest request is looked for just under the largest of these).
         rest = {k: v for k, v in requests.items() if k != name}
         room = [
-            i.capacity.get(name, 0) - p.daemon_overhead.get(name, 0)
-            for p in plans
+            i.capacity.get(name, 0) - overhead.get(name, 0)
+            for p, overhead in overheads
+            for asked in (merged(rest, overhead),)
             for i in p.instance_types
-            if fits(merged(rest, p.daemon_overhead), i.capacity)
+            if fits(asked, i.capacity)
         ]
         room += [t.available.get(name, 0) for t in sched.existing if fits(rest, t.available)]
         most = max(room, default=0)
@@ -1127,7 +1145,8 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
     """Relax one selector expression: drop one conjunct of ``a && b`` (or the whole expression
     when it has one), a request's own selectors first, then its DeviceClass's."""
     preferred = {
-        (g.detail or {}).get("expression") for g in _funnel_groups(outcome, "selector", "cel-error")
+        (g.detail or {}).get("expression")
+        for g in _funnel_groups(ctx, outcome, "selector", "cel-error")
     }
     own, of_class = [], []
     classes_seen: set[str] = set()
@@ -2353,7 +2372,7 @@ def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str
     wanted = _drivers_of_interest(ctx, outcome)
     named = {
         h.get("claim")
-        for g in _funnel_groups(outcome, "allocated")
+        for g in _funnel_groups(ctx, outcome, "allocated")
         for h in (g.detail or {}).get("holders") or ()
         if isinstance(h, dict)
     }
@@ -2442,15 +2461,6 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
 # --- the funnel the loop recorded ---------------------------------------------------------
 
 
-def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
-    """Rejection groups of the pod's funnels with these reasons. Targets refused alike share
-    one funnel: each is read once (its first place kept), not once per target."""
-    out: list[RejectionGroup] = []
-    seen: set[tuple[int, str | None]] = set()
-    for _, funnel, claim in outcome.funnel_log:
-        if (id(funnel), claim) in seen:
-            continue
-        seen.add((id(funnel), claim))
-        named = funnel if claim is None else funnel.for_claim(claim)
-        out.extend(g for g in named.rejections if g.reason in reasons)
-    return out
+def _funnel_groups(ctx: _Context, outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
+    """Rejection groups of the pod's funnels with these reasons, in the order tried."""
+    return [g for f in ctx.distinct_funnels(outcome) for g in f.rejections if g.reason in reasons]
