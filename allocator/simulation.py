@@ -167,7 +167,7 @@ def simulate(
     if options.suggestions:
         # After the loop: its final state is what every failed pod saw on its last attempt.
         from allocator.explanation.suggestions import suggest
-        from allocator.explanation.suggestions.wholeloop import WholeLoop
+        from allocator.explanation.suggestions.wholeloop import WholeLoop, loop_work
 
         def solve_again(changed: Snapshot) -> list:
             """The loop composed as this run's was, on a snapshot with a suggestion applied."""
@@ -181,7 +181,10 @@ def simulate(
             )
             return again.scheduler.solve(again.pods.pending, again.pod_claims)
 
-        whole_loop = WholeLoop.of(solve_again, outcomes, len(run.scheduler.existing))
+        scheduler = run.scheduler
+        targets = len(scheduler.existing) + len(scheduler.node_claims) + len(scheduler.templates)
+        work = loop_work(outcomes, targets, run.allocator.dfs_nodes)
+        whole_loop = WholeLoop.of(solve_again, outcomes, len(scheduler.existing), work)
         suggestions = suggest(snapshot, run, outcomes, whole_loop)
     result = build_result(snapshot, options, run, outcomes, seconds, suggestions=suggestions)
     return SimulationOutput(result, trace.to_json() if options.trace else None)

@@ -37,6 +37,7 @@ from allocator.scheduling.preferences import (
 )
 from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.runstate import RunState
+from allocator.scheduling.trialtargets import TrialTargets
 from allocator.trace import NULL_TRACE
 
 
@@ -460,17 +461,35 @@ class Scheduler:
 
     # --- trials (allocator/explanation/suggestions/) ---------------------------------------
 
-    def trial(self, pod: Pod, pod_claims: PodClaims, *, counting: bool = True) -> Decision | None:
+    def trial(
+        self,
+        pod: Pod,
+        pod_claims: PodClaims,
+        *,
+        counting: bool = True,
+        targets: TrialTargets | None = None,
+    ) -> Decision | None:
         """Where ``pod`` would go now: its placement decided on the current state and not
         committed (no allocation, NodeClaim, name, resources or trace). ``counting`` False
         switches off the device-count pre-check (its bounds know nothing of devices a trial
-        frees). Decisions, and the DFS budget, are those of an attempt of the loop."""
+        frees). ``targets``: only those are asked, in the loop's order (None: every target;
+        see trialtargets.py for when that decides alike). Decisions, and the DFS budget, are
+        those of an attempt of the loop."""
         state = self.state
         saved = (state.trace, state.counter, set(state.cache.validated_specs))
         dfs_nodes = state.allocator.dfs_nodes  # stats.dfsNodes counts the run's own search only
+        lists = (self.existing, self._by_pods, self.templates)
         state.trace = NULL_TRACE
         if not counting:
             state.counter = None
+        if targets is not None:
+            # Sorted as the trial would sort them all, then narrowed: a sorted list sorts to
+            # itself, so the targets asked keep the order they have among all of them.
+            by_pods = list(self._by_pods)
+            slice_sort(by_pods, _fewer_pods)
+            self.existing = [n for n in self.existing if n.name in targets.nodes]
+            self._by_pods = [nc for nc in by_pods if nc.name in targets.node_claims]
+            self.templates = [t for t in self.templates if t.name in targets.node_pools]
         try:
             outcome = PodOutcome(pod, pod_claims)
             if pod_claims.error is not None or state.shared_mapping_problem(outcome):
@@ -482,6 +501,7 @@ class Scheduler:
         finally:
             state.trace, state.counter, state.cache.validated_specs = saved
             state.allocator.dfs_nodes = dfs_nodes
+            self.existing, self._by_pods, self.templates = lists
 
     def invalidate_caches(self) -> None:
         """Forget every cached refusal and replayable attempt: call it after changing the

@@ -222,3 +222,65 @@ def test_the_fast_paths_offer_exactly_what_the_plain_search_offers(docs):
         slow = run(docs)
     for a, b in zip(fast["pods"], slow["pods"], strict=True):
         assert a["suggestions"] == b["suggestions"], a["pod"]
+
+
+@st.composite
+def crowded_clusters(draw) -> list[dict]:
+    """The busy clusters with more GPU nodes (each with its own GPUs, some held by running pods
+    of their own, some tainted) and a second NodePool of another family, now and then
+    tainted or at its cpu limit: freeing devices, widening or raising one NodePool each reach
+    some targets and not others."""
+    docs = draw(busy_clusters())
+    for n in range(2, 2 + draw(st.integers(1, 3))):
+        name = f"ip-10-0-{n}-7.us-west-2.compute.internal"
+        devices = [gpu(i, draw(st.sampled_from(MODELS))) for i in range(draw(st.integers(1, 4)))]
+        docs += [
+            node(name, cpu="64", memory="512Gi", taints=[POOL_TAINT] if rarely(draw) else None),
+            resource_slice(f"{name}-gpus", node=name, devices=devices),
+        ]
+        for i, device in enumerate(devices):
+            if draw(st.booleans()):
+                docs += [
+                    claim(
+                        f"infer-{n}-{i}-gpu",
+                        [request("gpu")],
+                        allocated=[("gpu", GPU, name, device["name"])],
+                        reserved_for=[f"infer-{n}-{i}"],
+                    ),
+                    pod(
+                        f"infer-{n}-{i}",
+                        cpu="4",
+                        node_name=name,
+                        claims={"gpu": f"infer-{n}-{i}-gpu"},
+                    ),
+                ]
+    if not rarely(draw):
+        docs.append(
+            node_pool(
+                "g5-pool",
+                requirements=families("g5"),
+                taints=[POOL_TAINT] if rarely(draw) else None,
+                limits={"cpu": draw(st.sampled_from(["0", "4", "64"]))},
+            )
+        )
+    return docs
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded_clusters())
+def test_a_trial_of_only_the_targets_its_change_reaches_offers_what_a_trial_of_all_offers(docs):
+    """A trial that asks only the targets its change reaches (the nodes whose devices a
+    deletion frees, the new NodeClaims of the NodePool it widens or raises, the NodeClaims
+    and NodePools with room for a lowered count) offers every pod exactly the suggestions a
+    trial asking every target offers."""
+    import pytest
+
+    from allocator.explanation.suggestions import core
+
+    narrow = run(docs)
+    with pytest.MonkeyPatch.context() as plain:
+        plain.setattr(core, "_refused_everywhere", lambda ctx, outcome: False)
+        whole = run(docs)
+    for a, b in zip(narrow["pods"], whole["pods"], strict=True):
+        assert a["suggestions"] == b["suggestions"], a["pod"]
+    assert narrow["stats"]["suggestionTrials"] == whole["stats"]["suggestionTrials"]

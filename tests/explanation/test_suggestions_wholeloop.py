@@ -3,7 +3,15 @@ with the change applied, loaded again and simulated from the start."""
 
 from __future__ import annotations
 
-from allocator.explanation.suggestions.wholeloop import MAX_RERUNS, MAX_RUN_SIZE, WholeLoop
+from allocator.explanation.suggestions.wholeloop import (
+    MAX_RERUN_WORK,
+    MAX_RERUNS,
+    MAX_RUN_SIZE,
+    WholeLoop,
+    loop_work,
+)
+from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.poddata import PodOutcome
 from tests.scheduling.k8s import families, instance_type, node_pool, pod, snapshot
 
 LIMIT = {"object": "NodePool general", "field": "spec.limits", "op": "set", "value": {"cpu": "64"}}
@@ -42,3 +50,34 @@ def test_no_re_run_past_the_budget_or_for_a_large_run():
     spent.runs = MAX_RERUNS
     assert spent.check(snapshot(cluster()), "default/web-0", [LIMIT]) is None
     assert calls == []
+
+
+def test_no_re_run_once_the_re_runs_would_outweigh_the_work_budget():
+    calls = []
+    heavy = WholeLoop(lambda changed: calls.append(changed) or [], size=3, work=MAX_RERUN_WORK)
+    assert heavy.check(snapshot(cluster()), "default/web-0", [LIMIT]) is not None
+    raised = {**LIMIT, "value": {"cpu": "128"}}
+    assert heavy.check(snapshot(cluster()), "default/web-0", [raised]) is None
+    assert len(calls) == 1
+
+
+def test_suggestions_with_the_same_edit_share_one_re_run_each_pod_read_off_it():
+    docs = [*cluster(), pod("web-1", cpu="12", memory="8Gi")]
+    calls = []
+
+    def solve(changed):
+        calls.append(changed)
+        return [PodOutcome(p, PodClaims([])) for p in changed.pods]
+
+    loop = WholeLoop(solve, size=4)
+    first = loop.check(snapshot(docs), "default/web-0", [LIMIT])
+    second = loop.check(snapshot(docs), "default/web-1", [LIMIT])
+    assert len(calls) == 1 and loop.runs == 1
+    assert first is not None and second is not None
+    assert not first.placed and not second.placed
+
+
+def test_the_work_of_a_loop_is_its_attempts_times_its_targets_plus_its_dfs_nodes():
+    outcomes = [PodOutcome(p, PodClaims([])) for p in snapshot(cluster()).pods]
+    outcomes[0].attempts = 3
+    assert loop_work(outcomes, targets=40, dfs_nodes=250) == 3 * 40 + 250

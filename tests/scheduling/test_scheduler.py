@@ -8,6 +8,7 @@ from allocator.features.gates import ALL_ON
 from allocator.pipeline import build_pipeline
 from allocator.scheduling.decision import ExistingNodeDecision, NodeClaimDecision, Refusal
 from allocator.scheduling.setup import build_run
+from allocator.scheduling.trialtargets import TrialTargets
 from allocator.trace import NULL_TRACE
 from tests.scheduling.k8s import (
     device_class,
@@ -117,3 +118,19 @@ def test_trial_of_a_pod_nothing_can_take_is_none_and_commits_nothing():
     assert run.scheduler.trial(huge, run.pod_claims[huge.key]) is None
     assert run.scheduler.node_claims == [] and _allocated(run) == set()
     assert run.scheduler.existing[0].pods == []
+
+
+def test_a_trial_narrowed_to_some_targets_asks_only_those_in_the_loops_order():
+    run = _run(_docs(pods=1))
+    scheduler = run.scheduler
+    (train,) = run.pods.pending
+    claims = run.pod_claims[train.key]
+    on_node = scheduler.trial(train, claims, targets=TrialTargets(nodes=frozenset({"gpu-node-a"})))
+    assert on_node.target.target_json() == {"kind": "Node", "name": "gpu-node-a", "new": False}
+    # The node would take it first; without it the NodePool's new NodeClaim is asked.
+    new = scheduler.trial(train, claims, targets=TrialTargets(node_pools=frozenset({"gpu"})))
+    assert new.target.target_json() == {"kind": "NodeClaim", "name": "gpu-1", "new": True}
+    assert scheduler.trial(train, claims, targets=TrialTargets()) is None
+    # The scheduler's own targets are back as they were.
+    assert [n.name for n in scheduler.existing] == ["gpu-node-a"]
+    assert [t.name for t in scheduler.templates] == ["gpu"]

@@ -68,6 +68,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPort, host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.poddata import PodOutcome
+from allocator.scheduling.trialtargets import TrialTargets
 
 MAX_TRIALS_PER_POD = 24
 MAX_PAIR_TRIALS = 8  # two-change trials per pod, when no single change places it
@@ -113,6 +114,9 @@ class _Candidate:
     # old term through their inverse anti-affinity): verified only by the whole-loop re-run,
     # and not offered when that cannot be afforded.
     rerun_only: bool = False
+    # The targets whose refusal the change may lift (None: any may); the trial asks only them
+    # when the pod's refusals are known for every target (``_Trials``).
+    targets: TrialTargets | None = None
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -246,6 +250,9 @@ class _Context:
         self._infos = None
         self._pods_by_key = None
         self._devices = None
+        self._device_nodes = None
+        self._devices_left = None
+        self._funnels: dict[str, list] = {}
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
 
     @property
@@ -273,6 +280,61 @@ class _Context:
                         index.setdefault((it.name, tmpl.driver, d.name), d)
             self._devices = index
         return self._devices
+
+    @property
+    def device_nodes(self) -> dict[tuple, str | None]:
+        """The node of each in-cluster device's slice, by device id (None: not one node's)."""
+        if self._device_nodes is None:
+            index: dict[tuple, str | None] = {}
+            for s in self.snapshot.resource_slices:
+                for d in s.devices:
+                    key = (s.driver, s.pool, d.name)
+                    # The same device published for two nodes is no one node's.
+                    index[key] = s.node_name if index.get(key, s.node_name) == s.node_name else None
+            self._device_nodes = index
+        return self._device_nodes
+
+    @property
+    def devices_left(self) -> dict[tuple[str, str], int | None]:
+        """The most template devices an instance type of each NodeClaim of the run has left
+        (("nc", name)) and of each NodePool's new NodeClaim (("pool", name)); None: not
+        bounded (a device that allows multiple allocations). Trials commit nothing, so this
+        holds for every trial of every pod."""
+        if self._devices_left is None:
+            sched = self.scheduler
+            cache = sched.state.cache
+            held = sched.state.allocator.tracker.templates
+            out: dict[tuple[str, str], int | None] = {}
+            for kind, name, key, infos in [
+                *(("nc", nc.name, nc.id, nc.candidates) for nc in sched.node_claims),
+                *(("pool", t.name, None, t.instance_types) for t in sched.templates),
+            ]:
+                here = held.get(key, {}) if key is not None else {}
+                most: int | None = -1
+                for info in infos:
+                    total = cache.template_total(info)
+                    if total is None:
+                        most = None
+                        break
+                    most = max(most, total - len(here.get(info.name, ())))
+                out[(kind, name)] = most
+            self._devices_left = out
+        return self._devices_left
+
+    def distinct_funnels(self, outcome: PodOutcome) -> list:
+        """The pod's funnels, each once (its first place kept): targets refused alike share
+        one funnel, read once, not once per target; worked out once per pod."""
+        found = self._funnels.get(outcome.pod.key)
+        if found is None:
+            found = []
+            seen: set[tuple[int, str | None]] = set()
+            for _, funnel, claim in outcome.funnel_log:
+                if (id(funnel), claim) in seen:
+                    continue
+                seen.add((id(funnel), claim))
+                found.append(funnel if claim is None else funnel.for_claim(claim))
+            self._funnels[outcome.pod.key] = found
+        return found
 
     @property
     def pods_by_key(self) -> dict[str, Pod]:
@@ -373,6 +435,7 @@ class _Trials:
 
     def __init__(self, ctx: _Context, outcome, report: SuggestionReport, budget: int) -> None:
         self.ctx, self.outcome, self.report, self.left = ctx, outcome, report, budget
+        self.narrow = _refused_everywhere(ctx, outcome)
 
     def attempt(self, candidate: _Candidate) -> Decision | None:
         """The trial's decision (where the pod would go, with what), None when it fails."""
@@ -384,10 +447,14 @@ class _Trials:
         pod = candidate.pod or outcome.pod
         claims = candidate.claims if candidate.claims is not None else outcome.pod_claims.claims
         extended = candidate.extended or outcome.pod_claims.extended  # DRAExtendedResource
+        targets = candidate.targets if self.narrow else None
         if candidate.override is None:
             # Changed claims have new funnel cache keys: cached refusals stay true.
             return ctx.scheduler.trial(
-                pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                pod,
+                PodClaims(claims, extended=extended),
+                counting=candidate.counting,
+                targets=targets,
             )
         with candidate.override():
             # A run-wide change (DeviceClass, NodePool, freed devices) makes every cached
@@ -395,10 +462,26 @@ class _Trials:
             ctx.scheduler.invalidate_caches()
             try:
                 return ctx.scheduler.trial(
-                    pod, PodClaims(claims, extended=extended), counting=candidate.counting
+                    pod,
+                    PodClaims(claims, extended=extended),
+                    counting=candidate.counting,
+                    targets=targets,
                 )
             finally:
                 ctx.scheduler.invalidate_caches()
+
+
+def _refused_everywhere(ctx: _Context, outcome) -> bool:
+    """The pod's last attempt was refused by every target there is now (what a narrowed trial
+    relies on). Not so for a pod whose NodeClaim was dropped after the loop (its reason names
+    that NodeClaim's NodePool only) or one refused before any target was asked."""
+    sched = ctx.scheduler
+    refused = {target for target, _ in outcome.reasons}
+    return (
+        all(n.reason_target in refused for n in sched.existing)
+        and all(nc.reason_target in refused for nc in sched.node_claims)
+        and all(f"nodepool/{t.name}" in refused for t in sched.templates)
+    )
 
 
 @dataclass(slots=True)
@@ -505,6 +588,7 @@ def _combined(a: _Candidate, b: _Candidate) -> _Candidate:
         accept=(lambda d: all(f(d) for f in accepts)) if accepts else None,
         order=min(a.order, b.order),
         scope=widest([a.scope, b.scope]),
+        targets=a.targets | b.targets if a.targets and b.targets else None,
     )
 
 
@@ -643,7 +727,7 @@ def _device_taints(ctx: _Context, outcome) -> list[tuple[str, str | None, str]]:
     every NoSchedule/NoExecute taint of a device in the snapshot, most frequent first."""
     from_funnel = [
         (t.get("key"), t.get("value"), t.get("effect"))
-        for group in _funnel_groups(outcome, "taint")
+        for group in _funnel_groups(ctx, outcome, "taint")
         if isinstance(t := (group.detail or {}).get("taint"), dict)
     ]
     if from_funnel:
@@ -692,7 +776,7 @@ def _counts(ctx: _Context, outcome) -> list[_Candidate]:
                     "reduce-count",
                     {},
                     "",
-                    search=_count_search(outcome, index, claim, ri, obj, prefix),
+                    search=_count_search(ctx, outcome, index, claim, ri, obj, prefix),
                     scope="pod",
                 )
             )
@@ -752,6 +836,7 @@ def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
     requests = pod_requests(pod)
     sched = ctx.scheduler
     plans = [p for p in sched.templates if untolerated_taint(pod.tolerations, p.taints) is None]
+    overheads = [(p, p.daemon_overhead) for p in plans]  # worked out per NodePool, once
     out = []
     for name, step in _REQUEST_STEPS.items():
         wanted = requests.get(name, 0)
@@ -760,10 +845,11 @@ def _node_requests(ctx: _Context, outcome) -> list[_Candidate]:
         # (the largest request is looked for just under the largest of these).
         rest = {k: v for k, v in requests.items() if k != name}
         room = [
-            i.capacity.get(name, 0) - p.daemon_overhead.get(name, 0)
-            for p in plans
+            i.capacity.get(name, 0) - overhead.get(name, 0)
+            for p, overhead in overheads
+            for asked in (merged(rest, overhead),)
             for i in p.instance_types
-            if fits(merged(rest, p.daemon_overhead), i.capacity)
+            if fits(asked, i.capacity)
         ]
         room += [t.available.get(name, 0) for t in sched.existing if fits(rest, t.available)]
         most = max(room, default=0)
@@ -909,13 +995,14 @@ def _container_count(container: dict, name: str) -> int:
     return 0
 
 
-def _count_search(outcome, index, claim, ri, obj, prefix):
+def _count_search(ctx: _Context, outcome, index, claim, ri, obj, prefix):
     """The largest count that places the pod, among 1..count-1."""
     request = claim.spec.requests[ri]
 
     def candidate(count: int) -> _Candidate:
         changed = _copy_claim(claim)
         changed.spec.requests[ri].exactly.count = count
+        claims = _with_claim(outcome, index, changed)
         return _Candidate(
             "reduce-count",
             {
@@ -926,10 +1013,48 @@ def _count_search(outcome, index, claim, ri, obj, prefix):
             },
             f"reduce request {request.name} of claim {claim.key} from "
             f"{request.exactly.count} to {count} devices (the largest count that fits)",
-            claims=_with_claim(outcome, index, changed),
+            claims=claims,
+            targets=_room_for(ctx, claims),
         )
 
     return lambda attempt: _largest_count(candidate, attempt, 1, request.exactly.count - 1)
+
+
+def _room_for(ctx: _Context, claims: list[ResourceClaim]) -> TrialTargets | None:
+    """The targets that may have room for the devices ``claims`` ask: every existing node
+    (the device-count pre-check refuses full ones without a search), and the NodeClaims of the
+    run and NodePools with an instance type that has at least the largest count asked in
+    template devices left. The others refuse, as the scheduler's own count bound of a NodeClaim
+    (``NodeClaim._count_bound_refuses``) does; None (every target) when that bound does not
+    hold: NodeClaims may reach in-cluster devices, a claim is allocated, or no request counts."""
+    state = ctx.scheduler.state
+    if state.cache.nodeclaims_reach_cluster:
+        return None
+    need = 0
+    for claim in claims:
+        if state.claim_state(claim) != "unallocated":
+            return None
+        for r in claim.spec.requests:
+            ex = r.exactly
+            if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                need = max(need, ex.count)
+    if not need:
+        return None
+    sched = ctx.scheduler
+    left = ctx.devices_left
+    return TrialTargets(
+        nodes=frozenset(n.name for n in sched.existing),
+        node_claims=frozenset(
+            nc.name for nc in sched.node_claims if _has_room(left[("nc", nc.name)], need)
+        ),
+        node_pools=frozenset(
+            t.name for t in sched.templates if _has_room(left[("pool", t.name)], need)
+        ),
+    )
+
+
+def _has_room(most: int | None, need: int) -> bool:
+    return most is None or most >= need
 
 
 def _largest_count(candidate, attempt, lo: int, hi: int):
@@ -1020,7 +1145,8 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
     """Relax one selector expression: drop one conjunct of ``a && b`` (or the whole expression
     when it has one), a request's own selectors first, then its DeviceClass's."""
     preferred = {
-        (g.detail or {}).get("expression") for g in _funnel_groups(outcome, "selector", "cel-error")
+        (g.detail or {}).get("expression")
+        for g in _funnel_groups(ctx, outcome, "selector", "cel-error")
     }
     own, of_class = [], []
     classes_seen: set[str] = set()
@@ -1699,6 +1825,7 @@ def _pool_requirements(ctx: _Context, outcome) -> list[_Candidate]:
                     },
                     f"drop requirement {_req_text(req)} of NodePool {plan.pool.name}",
                     override=_plan_override(ctx, plan, widened),
+                    targets=_pool_targets(plan),
                 )
             )
     return out[: MAX_PER_KIND + 1]
@@ -1814,6 +1941,7 @@ def _allowing(ctx: _Context, plan, key: str, values: list[str], why: str) -> _Ca
         f"allow {key} {value} in NodePool {plan.pool.name} ({why}, which the NodePool's "
         f"requirement {allowed} shuts out)",
         override=_plan_override(ctx, plan, replacement),
+        targets=_pool_targets(plan),
     )
 
 
@@ -1907,6 +2035,7 @@ def _min_values_search(ctx: _Context, plan, ri: int):
             f"from {before} to {count} (the instance types that fit the pod offer fewer "
             f"{req.get('key')} values; the largest minValues that places it)",
             override=_plan_override(ctx, plan, replacement),
+            targets=_pool_targets(plan),
         )
 
     return lambda attempt: _largest_count(candidate, attempt, 1, before - 1)
@@ -1924,6 +2053,12 @@ def _replan(ctx: _Context, plan, pool: NodePool):
     replacement = dataclasses.replace(plan, pool=pool, requirements=reqs, instance_types=its)
     ctx.replans[key] = replacement
     return replacement
+
+
+def _pool_targets(plan) -> TrialTargets:
+    """A NodePool's change reaches only the new NodeClaims made from it: the NodeClaims this
+    run made keep the requirements, instance types and bindings they were made with."""
+    return TrialTargets(node_pools=frozenset({plan.name}))
 
 
 def _plan_override(ctx: _Context, plan, replacement):
@@ -2022,6 +2157,7 @@ def _limit_raise(ctx: _Context, plan, remaining, capacity) -> _Candidate | None:
         },
         f"raise the limits of NodePool {plan.pool.name}: {', '.join(grew)}",
         override=_plan_override(ctx, plan, dataclasses.replace(plan, limits=raised)),
+        targets=_pool_targets(plan),
     )
 
 
@@ -2112,6 +2248,7 @@ def _instance_types(ctx: _Context, outcome) -> list[_Candidate]:
                 f"allow instance type {name} (${price:g}/h) in NodePool {plan.pool.name}: {why}",
                 override=_plan_override(ctx, plan, replacement),
                 accept=_lands_on(name),
+                targets=_pool_targets(plan),
             )
         )
     return out
@@ -2202,9 +2339,24 @@ def _free_devices(ctx: _Context, outcome) -> list[_Candidate]:
                 f"free {len(devices)} devices held by claim {claims}: delete pod {', '.join(pods)}",
                 override=_free_override(ctx, devices, pods),
                 counting=False,
+                targets=_freed_on(ctx, devices, pods),
             )
         )
     return out
+
+
+def _freed_on(ctx: _Context, devices: set, pods: list[str]) -> TrialTargets | None:
+    """The existing nodes whose devices and resources deleting ``pods`` gives back: their
+    nodes, and those of the slices the freed devices are published in (None when a freed
+    device is not a node's own: a network-attached one may serve any target)."""
+    nodes = {ctx.pods_by_key[p].node_name for p in pods if p in ctx.pods_by_key}
+    for device in devices:
+        node = ctx.device_nodes.get(device, None)
+        if node is None:
+            return None
+        nodes.add(node)
+    nodes.discard(None)
+    return TrialTargets(nodes=frozenset(nodes))
 
 
 def _fits_a_node_when_empty(ctx: _Context, pod: Pod) -> bool:
@@ -2220,7 +2372,7 @@ def _holders(ctx: _Context, outcome) -> list[tuple[ResourceClaim, list[str], str
     wanted = _drivers_of_interest(ctx, outcome)
     named = {
         h.get("claim")
-        for g in _funnel_groups(outcome, "allocated")
+        for g in _funnel_groups(ctx, outcome, "allocated")
         for h in (g.detail or {}).get("holders") or ()
         if isinstance(h, dict)
     }
@@ -2309,6 +2461,6 @@ def _free_override(ctx: _Context, devices: set, pods: list[str]):
 # --- the funnel the loop recorded ---------------------------------------------------------
 
 
-def _funnel_groups(outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
-    """Rejection groups of the pod's funnels with these reasons."""
-    return [g for _, funnel in outcome.funnels for g in funnel.rejections if g.reason in reasons]
+def _funnel_groups(ctx: _Context, outcome: PodOutcome, *reasons: str) -> list[RejectionGroup]:
+    """Rejection groups of the pod's funnels with these reasons, in the order tried."""
+    return [g for f in ctx.distinct_funnels(outcome) for g in f.rejections if g.reason in reasons]

@@ -6,8 +6,11 @@ pod is placed at its turn in the queue, and may take what another pod would have
 freed device, a raised limit, a widened NodePool may move others). The re-run answers both:
 whether the pod is placed, and which other pods' placements or devices change (``affects``).
 Re-runs cost a whole loop each, so they are made only for a run small enough to afford them,
-and only so many (``WholeLoop.afford``: counted in pods and nodes, not timed, so that the same
-snapshot always gets the same answer); otherwise ``affects`` is null: not known.
+and only so many (``WholeLoop.afford``: counted in pods, nodes and the run's own work, not
+timed, so that the same snapshot always gets the same answer); otherwise ``affects`` is null:
+not known. Suggestions whose edits are the same (a ResourceClaimTemplate every failed replica
+uses) share one re-run: the same documents load into the same loop, so its placements answer
+for each of those pods.
 """
 
 from __future__ import annotations
@@ -27,8 +30,13 @@ from allocator.snapshot.loader import load_documents
 # larger cluster gets null ``affects``: a re-run per suggestion would cost more than the run
 # itself; the demo's 28 pods on 10 nodes re-run in about 0.1 s) ...
 MAX_RUN_SIZE = 300
-# ... and at most this many per result.
+# ... and at most this many per result ...
 MAX_RERUNS = 16
+# ... and only while the re-runs' work, each counted as the run's own (``loop_work``), stays
+# within this many units: a run whose pods weigh many targets each (topology over dozens of
+# NodeClaims) costs seconds per re-run however few its pods. The demo (about 640 units a run)
+# and the examples afford all 16; a 300-pod run onto 60 NodeClaims (about 39,000) none.
+MAX_RERUN_WORK = 20_000
 
 # Where a pod went, comparable across runs: an existing node by name and devices; a NodeClaim
 # of the run by its NodePool (its name is a counter that any earlier new NodeClaim shifts, and
@@ -53,25 +61,37 @@ class WholeLoop:
     solve: Callable[[Snapshot], list[PodOutcome]]
     size: int  # the run's pending pods and existing nodes
     before: dict[str, tuple[Placement, dict | None]] = field(default_factory=dict)
+    work: int = 0  # what one re-run is counted to cost: the run's own work (``loop_work``)
     spent: float = 0.0  # seconds, for the record
     runs: int = 0
-    _cache: dict[str, Rerun | None] = field(default_factory=dict)
+    # Per edit (the changes, whichever pod they were found for): the re-run's placements, or
+    # None when the changed documents do not load or the loop failed on them.
+    _after: dict[str, dict | None] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, solve, outcomes: Sequence[PodOutcome], nodes: int) -> WholeLoop:
-        return cls(solve, len(outcomes) + nodes, before=placements(outcomes))
+    def of(cls, solve, outcomes: Sequence[PodOutcome], nodes: int, work: int = 0) -> WholeLoop:
+        return cls(solve, len(outcomes) + nodes, before=placements(outcomes), work=work)
 
     def afford(self) -> bool:
-        return self.size <= MAX_RUN_SIZE and self.runs < MAX_RERUNS
+        return (
+            self.size <= MAX_RUN_SIZE
+            and self.runs < MAX_RERUNS
+            and (self.runs + 1) * self.work <= MAX_RERUN_WORK
+        )
 
     def check(self, snapshot: Snapshot, pod: str, changes: list[dict]) -> Rerun | None:
         """The re-run with ``changes`` applied, None when it cannot be afforded (or the changed
         documents no longer load: the suggestion is then left unconfirmed, not failed)."""
-        key = json.dumps([pod, changes], sort_keys=True, default=str)
-        if key in self._cache:
-            return self._cache[key]
-        if not self.afford():
-            return None
+        key = json.dumps(changes, sort_keys=True, default=str)
+        if key not in self._after:
+            if not self.afford():
+                return None
+            self._after[key] = self._rerun(snapshot, changes)
+        after = self._after[key]
+        return compare(self.before, after, pod) if after is not None else None
+
+    def _rerun(self, snapshot: Snapshot, changes: list[dict]) -> dict | None:
+        """The placements of the loop run on the documents with ``changes`` applied."""
         started = time.perf_counter()
         try:
             documents = [raw for _, raw in snapshot.documents]
@@ -79,7 +99,6 @@ class WholeLoop:
                 documents = apply_change(documents, change)
             changed = load_documents([(str(d.get("kind")), d) for d in documents])
         except (SnapshotError, KeyError, IndexError, TypeError, AttributeError, ValueError):
-            self._cache[key] = None
             return None
         try:
             after = placements(self.solve(changed))
@@ -87,12 +106,14 @@ class WholeLoop:
             after = None
         self.spent += time.perf_counter() - started
         self.runs += 1
-        if after is None:
-            self._cache[key] = None
-            return None
-        found = compare(self.before, after, pod)
-        self._cache[key] = found
-        return found
+        return after
+
+
+def loop_work(outcomes: Sequence[PodOutcome], targets: int, dfs_nodes: int) -> int:
+    """What the loop did, counted (never timed, so a snapshot always gets the same answer):
+    every attempt of every pod weighed against the run's targets (its existing nodes, the
+    NodeClaims it made, its NodePools), plus the DFS nodes its device searches visited."""
+    return sum(o.attempts for o in outcomes) * max(targets, 1) + dfs_nodes
 
 
 def placements(outcomes: Sequence[PodOutcome]) -> dict[str, tuple[Placement, dict | None]]:
