@@ -22,12 +22,11 @@ from allocator.scheduling.fit import (
     FilterMemo,
     FilterOutcome,
     InstanceTypeInfo,
+    NoInstanceType,
     Resources,
     cheapest_offering,
     filter_instance_types,
     first_compatible_term,
-    format_requirements,
-    format_resources,
     format_taint,
     merged,
     min_values_shortfall,
@@ -126,7 +125,7 @@ class NodeClaim:
                 allocator.dfs_nodes += hit.dfs_nodes
                 if hit.validated and not pod.outcome.validated:
                     cache.mark_validated(pod.outcome)
-                return Refusal(hit.reason, deferred=hit.deferred)
+                return Refusal(hit.reason, deferred=hit.deferred, unfit=hit.unfit)
             nodes = allocator.dfs_nodes
             validated = pod.outcome.validated
         node = state.target_trace(pod.trace_node, self.trace_label)
@@ -244,13 +243,23 @@ class NodeClaim:
         # One group for all of the NodePool's instance types (no DaemonSet depends on them).
         whole = len(groups) == 1 and len(self.daemon_groups) == 1
         stages: list[tuple] = []
+        recorded = state.cache.explain_recorded
         filtered = _filter(
-            candidates, reqs, total, groups, state.filter_memo, stages, whole, count=not quick
+            candidates,
+            reqs,
+            total,
+            groups,
+            state.filter_memo,
+            stages,
+            whole,
+            count=not quick or recorded,
         )
         if not filtered.remaining:
+            unfit = _no_instance_type(total, reqs, filtered, groups)
             if quick:  # worded only if the pod fails everywhere
-                return Refusal("", "instance-types", deferred=True)
-            return Refusal(_no_instance_type(total, reqs, filtered, groups), "instance-types")
+                kept = unfit if recorded else None
+                return Refusal("", "instance-types", deferred=True, unfit=kept)
+            return Refusal(unfit.words(), "instance-types")
         if not claims:
             return Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(self.id, self.node_pool, reqs, filtered.remaining)
@@ -313,7 +322,7 @@ class NodeClaim:
                 return Refusal("", "instance-types", deferred=True, reach=None)
             return Refusal(
                 explain.dra_reason(
-                    _no_instance_type(merged(total, dra), tightened, refiltered, groups)
+                    _no_instance_type(merged(total, dra), tightened, refiltered, groups).words()
                 ),
                 "instance-types",
                 reach=None,
@@ -604,33 +613,11 @@ def _filter(
     return outcome
 
 
-def _shown_requests(requests: Resources, groups: tuple[DaemonOverheadGroup, ...]) -> str:
-    """The requests a refusal shows, with the DaemonSet overhead as Karpenter's
-    resourcesString shows it (``min=..., max=...`` when the groups' overheads differ)."""
-    least: Resources = {}
-    most: Resources = {}
-    for group in groups:
-        for name, value in group.overhead.items():
-            least[name] = min(least.get(name, value), value)
-            most[name] = max(most.get(name, value), value)
-    low = format_resources(merged(requests, least))
-    high = format_resources(merged(requests, most))
-    return low if low == high else f"min={low}, max={high}"
-
-
 def _no_instance_type(
     requests: Resources,
     reqs: Requirements,
     filtered: FilterOutcome,
     groups: tuple[DaemonOverheadGroup, ...],
-) -> str:
-    shown = _shown_requests(requests, groups)
-    if filtered.min_values_short:
-        return (
-            f"{filtered.failure_reason()}, requirements={format_requirements(reqs)}, "
-            f"resources={shown}"
-        )
-    return (
-        f"no instance type satisfied resources {shown} and requirements "
-        f"{format_requirements(reqs)} ({filtered.failure_reason()})"
-    )
+) -> NoInstanceType:
+    """The filter's refusal as data (worded by ``words``)."""
+    return NoInstanceType(requests, reqs, filtered, tuple(g.overhead for g in groups))

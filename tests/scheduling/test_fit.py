@@ -191,22 +191,27 @@ def _catalog(draw):
     return infos, asks
 
 
-@given(_catalog())
-def test_the_memo_filters_as_the_full_filter(catalog):
+@pytest.mark.parametrize("indexed", [True, False], ids=["capacity-index", "loop"])
+@given(catalog=_catalog(), gpus=st.sampled_from([0, 1000, 8000]), narrow=st.booleans())
+def test_the_memo_filters_as_the_full_filter(indexed, catalog, gpus, narrow):
     # One run's memo asked again and again (NodeClaims named default-1, default-2 differ only
     # by hostname, which no instance type defines): the same instance types remain, in the
-    # same order, and an empty answer counts the same causes.
+    # same order, and an empty answer counts the same causes. ``narrow``: each ask after the
+    # first starts from what the previous one kept, as a NodeClaim does (the index knows that
+    # list already); nvidia.com/gpu is a resource no instance type here offers.
     infos, asks = catalog
-    memo = FilterMemo(infos)
+    memo = FilterMemo(infos, indexed=indexed)
+    kept = None
     for chosen, labels, cpu in asks:
-        candidates = [infos[i] for i in chosen]
+        candidates = kept if narrow and kept else [infos[i] for i in chosen]
         reqs = Requirements.from_labels(labels)
-        requests = {"cpu": cpu, "pods": 1000}
+        requests = {"cpu": cpu, "pods": 1000, "nvidia.com/gpu": gpus, "memory": 0}
         fast = filter_instance_types(candidates, reqs, requests, memo)
         plain = filter_instance_types(candidates, reqs, requests)
         assert [i.name for i in fast.remaining] == [i.name for i in plain.remaining]
         if not plain.remaining:
             assert fast == plain
+        kept = fast.remaining
 
 
 def test_limits_refuse_instance_types_larger_than_what_remains():

@@ -22,6 +22,8 @@ from bench.workloads import (
 )
 
 PLAIN = Tuning(funnel_refusal=False, nodeclaim_caches=False)
+# Each fast path of the NodeClaims switched off alone (the others on).
+ONE_OFF = (Tuning(instance_type_index=False), Tuning(explain_recorded=False))
 
 
 def run(docs: list[dict], caches: bool = True, tuning: Tuning | None = None) -> dict:
@@ -124,4 +126,7 @@ def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
     docs = karpenter_benchmark(
         pods, topology=topology, dra=dra, failing_every=failing_every, seed=seed
     )
-    assert run(docs) == run(docs, tuning=PLAIN)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    for tuning in ONE_OFF:
+        assert run(docs, tuning=tuning) == fast, tuning
