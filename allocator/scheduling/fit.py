@@ -195,6 +195,7 @@ class InstanceTypeInfo:
     # cheapest_offering by the zone and capacity-type requirements (when no offering has
     # requirements of its own, those two keys are all it reads).
     cheapest: dict[tuple, float | None] = field(default_factory=dict)
+    plain_offerings: bool = True  # no offering has requirements of its own
 
 
 def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
@@ -217,7 +218,8 @@ def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
         offerings.append((offering, extra_reqs))
     capacity = to_milli(it.capacity)
     capacity.setdefault("pods", DEFAULT_MAX_PODS)
-    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings)
+    plain = all(extra is None for _, extra in offerings)
+    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings, plain_offerings=plain)
 
 
 def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requirements) -> bool:
@@ -232,7 +234,7 @@ def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requi
 
 def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | None:
     key = None
-    if all(extra is None for _, extra in info.offerings):
+    if info.plain_offerings:
         key = (_values_key(reqs, ZONE), _values_key(reqs, CAPACITY_TYPE))
         hit = info.cheapest.get(key, info)
         if hit is not info:
@@ -315,6 +317,8 @@ class NoInstanceType:
                 least[name] = min(least.get(name, value), value)
                 most[name] = max(most.get(name, value), value)
         low = format_resources(merged(self.requests, least))
+        if most == least:
+            return low
         high = format_resources(merged(self.requests, most))
         return low if low == high else f"min={low}, max={high}"
 

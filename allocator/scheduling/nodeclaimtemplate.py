@@ -65,6 +65,8 @@ class NodeClaimTemplate:
     charged: Resources = field(default_factory=dict)
     # The largest capacity per resource of ``instance_types`` (the list it was taken of).
     largest: tuple[list[InstanceTypeInfo], Resources] | None = None
+    # daemon_overhead, with the groups and instance types it was worked out for.
+    least: tuple[tuple, list[InstanceTypeInfo], Resources] | None = None
 
     @property
     def name(self) -> str:
@@ -72,8 +74,13 @@ class NodeClaimTemplate:
 
     @property
     def daemon_overhead(self) -> Resources:
-        """The least DaemonSet overhead of a node of the pool (what its refusals show)."""
-        return least_overhead(self.daemon_groups, [i.name for i in self.instance_types])
+        """The least DaemonSet overhead of a node of the pool (what its refusals show); worked
+        out again only when the groups or the instance types were replaced."""
+        made = self.least
+        groups, types = self.daemon_groups, self.instance_types
+        if made is None or made[0] is not groups or made[1] is not types:
+            made = self.least = (groups, types, least_overhead(groups, [i.name for i in types]))
+        return dict(made[2])
 
     @property
     def daemon_host_ports(self) -> HostPortUsage:
