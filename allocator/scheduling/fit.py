@@ -412,12 +412,8 @@ class CapacityIndex:
     def listed(self, mask: int) -> list[InstanceTypeInfo]:
         """The instance types of ``mask``, in try order when they are priced ones."""
         infos = self.infos
-        out = []
-        while mask:
-            low = mask & -mask
-            out.append(infos[low.bit_length() - 1])
-            mask ^= low
-        return out
+        bits = bin(mask)[:1:-1]  # bit 0 first
+        return [infos[i] for i, bit in enumerate(bits) if bit == "1"]
 
 
 class FilterMemo:

@@ -234,11 +234,11 @@ class NodeClaim:
         reqs: Requirements,
     ) -> Plan | Refusal:
         """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
-        total = merged(self.requests, requests)
         if not claims:
             reqs, refused = _with_topology(pod, state, self.taints, reqs, quick)
             if refused is not None:
                 return refused
+        total = merged(self.requests, requests)
         groups = self._open_groups(pod)
         # One group for all of the NodePool's instance types (no DaemonSet depends on them).
         whole = len(groups) == 1 and len(self.daemon_groups) == 1
@@ -535,7 +535,7 @@ def _with_topology(
     if topology.empty:
         return reqs, None
     try:
-        narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
+        narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs, explain=not quick)
     except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
         if quick:  # not even the error: it holds the frames it was raised through
