@@ -246,6 +246,21 @@ def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | Non
     return price
 
 
+def cheapest_offerings(infos: Iterable[InstanceTypeInfo], reqs: Requirements) -> list:
+    """``cheapest_offering`` of each of ``infos`` under ``reqs`` (the requirements' zone and
+    capacity type read once for all)."""
+    key = (_values_key(reqs, ZONE), _values_key(reqs, CAPACITY_TYPE))
+    out = []
+    for info in infos:
+        if info.plain_offerings:
+            hit = info.cheapest.get(key, info)
+            if hit is not info:
+                out.append(hit)
+                continue
+        out.append(cheapest_offering(info, reqs))
+    return out
+
+
 def _values_key(reqs: Requirements, key: str) -> tuple | None:
     if not reqs.has(key):
         return None
