@@ -94,9 +94,19 @@ def format_quantity(name: str, milli: int) -> str:
     return Quantity(Fraction(milli, 1000), "BinarySI" if binary else "DecimalSI").canonical()
 
 
-def format_resources(resources: Resources) -> str:
-    """Karpenter's resources.String: a JSON object of canonical quantities, keys sorted."""
-    shown = {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+def format_resources(resources: Resources, quantities: dict | None = None) -> str:
+    """Karpenter's resources.String: a JSON object of canonical quantities, keys sorted.
+    ``quantities``: (name, milli-units) -> words already worked out (a run's, see
+    RefusalCache.quantity_words)."""
+    if quantities is None:
+        shown = {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+    else:
+        shown = {}
+        for item in sorted(resources.items()):
+            words = quantities.get(item)
+            if words is None:
+                words = quantities[item] = format_quantity(*item)
+            shown[item[0]] = words
     return json.dumps(shown, separators=(",", ":"))
 
 
@@ -306,6 +316,7 @@ class NoInstanceType:
     requirements: Requirements
     outcome: FilterOutcome
     overheads: tuple[Resources, ...]  # each DaemonSet overhead group's
+    quantities: dict | None = None  # format_resources' words of quantities, shared
     _words: str | None = None
 
     def words(self) -> str:
@@ -331,10 +342,10 @@ class NoInstanceType:
             for name, value in overhead.items():
                 least[name] = min(least.get(name, value), value)
                 most[name] = max(most.get(name, value), value)
-        low = format_resources(merged(self.requests, least))
+        low = format_resources(merged(self.requests, least), self.quantities)
         if most == least:
             return low
-        high = format_resources(merged(self.requests, most))
+        high = format_resources(merged(self.requests, most), self.quantities)
         return low if low == high else f"min={low}, max={high}"
 
 

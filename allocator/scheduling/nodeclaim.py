@@ -255,7 +255,7 @@ class NodeClaim:
             count=not quick or recorded,
         )
         if not filtered.remaining:
-            unfit = _no_instance_type(total, reqs, filtered, groups)
+            unfit = _no_instance_type(total, reqs, filtered, groups, state)
             if quick:  # worded only if the pod fails everywhere
                 kept = unfit if recorded else None
                 return Refusal("", "instance-types", deferred=True, unfit=kept)
@@ -322,7 +322,9 @@ class NodeClaim:
                 return Refusal("", "instance-types", deferred=True, reach=None)
             return Refusal(
                 explain.dra_reason(
-                    _no_instance_type(merged(total, dra), tightened, refiltered, groups).words()
+                    _no_instance_type(
+                        merged(total, dra), tightened, refiltered, groups, state
+                    ).words()
                 ),
                 "instance-types",
                 reach=None,
@@ -618,6 +620,8 @@ def _no_instance_type(
     reqs: Requirements,
     filtered: FilterOutcome,
     groups: tuple[DaemonOverheadGroup, ...],
+    state: RunState,
 ) -> NoInstanceType:
     """The filter's refusal as data (worded by ``words``)."""
-    return NoInstanceType(requests, reqs, filtered, tuple(g.overhead for g in groups))
+    overheads = tuple(g.overhead for g in groups)
+    return NoInstanceType(requests, reqs, filtered, overheads, state.cache.quantity_words)

@@ -147,6 +147,8 @@ class RefusalCache:
     _holds_in_cluster: set[str] = field(default_factory=set)  # given in-cluster devices here
     # Words, computed once: (claim, words shape id) -> reason; words shapes; claim -> key.
     _refusal_words: dict[tuple, str] = field(default_factory=dict)
+    # (resource, milli-units) -> its canonical quantity (fit.format_resources' words).
+    quantity_words: dict[tuple[str, int], str] = field(default_factory=dict)
     _word_shapes: dict[tuple, int] = field(default_factory=dict)
     _funnel_keys: dict[int, tuple] = field(default_factory=dict)  # id(claim) -> (claim, key)
     _causes: dict[int, tuple[Funnel, str]] = field(default_factory=dict)
