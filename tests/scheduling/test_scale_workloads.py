@@ -130,3 +130,36 @@ def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
     assert fast == run(docs, tuning=PLAIN)
     for tuning in ONE_OFF:
         assert run(docs, tuning=tuning) == fast, tuning
+
+
+def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_recorded(
+    monkeypatch,
+) -> None:
+    # Karpenter's generic pods, every 10th asking for 1,000 vCPUs: the NodeClaims the others
+    # opened refuse it by their instance type filter alone (no instance type has the CPUs).
+    # Those refusals are worded from what the filter recorded, never by asking a NodeClaim
+    # again in full, and read exactly as when they are asked again.
+    from allocator.scheduling.nodeclaim import NodeClaim
+
+    asked: list[str] = []
+    explain = NodeClaim.explain
+
+    def counted(self, pod, state):
+        asked.append(self.name)
+        return explain(self, pod, state)
+
+    monkeypatch.setattr(NodeClaim, "explain", counted)
+    docs = karpenter_benchmark(60, topology=False, failing_every=10)
+    fast = run(docs)
+    assert asked == []
+    again = run(docs, tuning=Tuning(explain_recorded=False))
+    assert asked  # asked again in full: the words to compare with
+    assert fast == again
+    failed = [p for p in fast["pods"] if not p["scheduled"]]
+    assert len(failed) == 6
+    for pod in failed:
+        on_nodeclaims = [r for r in pod["reasons"] if r["target"].startswith("node/")]
+        assert on_nodeclaims
+        for r in on_nodeclaims:
+            assert r["reason"].startswith("no instance type satisfied resources {")
+            assert r["reason"].endswith("(no instance type had enough resources)")
