@@ -222,6 +222,35 @@ def test_limits_refuse_instance_types_larger_than_what_remains():
 
 
 @given(
+    cpus=st.lists(st.sampled_from(["4", "8", "16", "48", "192"]), min_size=1, max_size=6),
+    charged=st.sampled_from([0, 100_000, 170_000, 200_000]),
+)
+def test_a_nodepool_offers_the_instance_types_its_cpu_limit_leaves_room_for(cpus, charged):
+    # A NodePool limited to 200 vCPUs with ``charged`` milli-CPUs already charged: the types
+    # a new NodeClaim may become are those that do not cross the limit, in the pool's order;
+    # while even the largest fits, the pool's own list (which the filter's index knows).
+    from allocator.model import NodePool
+    from allocator.scheduling.nodeclaimtemplate import NodeClaimTemplate
+
+    offered = [Offering("us-west-2a", "on-demand", 1.0)]
+    infos = [instance_type_info(_it(f"m7i.{i}xlarge", cpu, offered)) for i, cpu in enumerate(cpus)]
+    template = NodeClaimTemplate(
+        pool=NodePool("general"),
+        requirements=Requirements(),
+        instance_types=infos,
+        taints=[],
+        limits={"cpu": 200_000},
+        charged={"cpu": charged},
+    )
+    remaining = template.remaining()
+    kept = template._within_limits(remaining)
+    assert kept == [i for i in infos if within_limits(i.capacity, remaining)]
+    if len(kept) == len(infos):
+        assert kept is infos
+    assert template._within_limits(None) is infos
+
+
+@given(
     pods=st.lists(
         st.tuples(
             st.integers(0, 8),
