@@ -15,7 +15,7 @@ from allocator.explanation.funnel import MAX_FUNNELS, aggregate
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.scheduling.explain import grouped_reasons
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
-from allocator.scheduling.fit import HOSTNAME, cheapest_offering, format_quantity
+from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.setup import Run
@@ -189,7 +189,8 @@ def _node_claim_entry(nc: NodeClaim, pod_entries: dict[str, dict]) -> dict:
         for claim in pod_entries[pod.key]["claims"]
         for device in claim["devices"]
     ]
-    priced = [(cheapest_offering(info, nc.requirements), info.name) for info in nc.candidates]
+    prices = cheapest_offerings(nc.candidates, nc.requirements)
+    priced = [(price, info.name) for price, info in zip(prices, nc.candidates, strict=True)]
     prices = [p for p, _ in priced if p is not None]
     by_price = [
         name for _, name in sorted(priced, key=lambda pn: (pn[0] is None, pn[0] or 0, pn[1]))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from allocator.model import ResourceClaim
 from allocator.requirements import Requirements
-from allocator.scheduling.fit import InstanceTypeInfo, Resources
+from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType, Resources
 from allocator.scheduling.poddata import FunnelEntry, Target
 from allocator.scheduling.topology import TopologyError
 
@@ -35,6 +35,9 @@ class Refusal:
     reach: tuple | None = ()
     # A topology refused the pod: which, and the domains and pods that kept it out.
     topology: TopologyError | None = None
+    # A deferred refusal of a NodeClaim's instance type filter, as the filter recorded it: its
+    # words come from there (nothing else refused, no funnel), not from an attempt again.
+    unfit: NoInstanceType | None = None
 
 
 @dataclass(slots=True)

@@ -47,13 +47,16 @@ def finalized_requirements(
         names = by_price[:MAX_INSTANCE_TYPES]
         out.add(Requirement.new(LABEL_INSTANCE_TYPE, "In", names))
         kept = set(names)
-        capacity_types = {
-            offering.capacity_type
-            for info in candidates
-            if info.name in kept
-            for offering, extra in info.offerings
-            if offering_allowed(offering, extra, out)
-        }
+        capacity_types: set[str] = set()
+        for info in candidates:
+            if info.name in kept:
+                for offering, extra in info.offerings:
+                    # One allowed offering of a capacity type is enough: the others of that
+                    # type are not asked.
+                    if offering.capacity_type not in capacity_types and offering_allowed(
+                        offering, extra, out
+                    ):
+                        capacity_types.add(offering.capacity_type)
         if capacity_types:
             out.add(Requirement.new(LABEL_CAPACITY_TYPE, "In", sorted(capacity_types)))
     return out

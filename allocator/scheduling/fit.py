@@ -8,6 +8,7 @@ messages follow Karpenter's wording so that users recognise them.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -93,9 +94,19 @@ def format_quantity(name: str, milli: int) -> str:
     return Quantity(Fraction(milli, 1000), "BinarySI" if binary else "DecimalSI").canonical()
 
 
-def format_resources(resources: Resources) -> str:
-    """Karpenter's resources.String: a JSON object of canonical quantities, keys sorted."""
-    shown = {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+def format_resources(resources: Resources, quantities: dict | None = None) -> str:
+    """Karpenter's resources.String: a JSON object of canonical quantities, keys sorted.
+    ``quantities``: (name, milli-units) -> words already worked out (a run's, see
+    RefusalCache.quantity_words)."""
+    if quantities is None:
+        shown = {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+    else:
+        shown = {}
+        for item in sorted(resources.items()):
+            words = quantities.get(item)
+            if words is None:
+                words = quantities[item] = format_quantity(*item)
+            shown[item[0]] = words
     return json.dumps(shown, separators=(",", ":"))
 
 
@@ -194,6 +205,7 @@ class InstanceTypeInfo:
     # cheapest_offering by the zone and capacity-type requirements (when no offering has
     # requirements of its own, those two keys are all it reads).
     cheapest: dict[tuple, float | None] = field(default_factory=dict)
+    plain_offerings: bool = True  # no offering has requirements of its own
 
 
 def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
@@ -216,7 +228,8 @@ def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
         offerings.append((offering, extra_reqs))
     capacity = to_milli(it.capacity)
     capacity.setdefault("pods", DEFAULT_MAX_PODS)
-    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings)
+    plain = all(extra is None for _, extra in offerings)
+    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings, plain_offerings=plain)
 
 
 def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requirements) -> bool:
@@ -231,7 +244,7 @@ def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requi
 
 def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | None:
     key = None
-    if all(extra is None for _, extra in info.offerings):
+    if info.plain_offerings:
         key = (_values_key(reqs, ZONE), _values_key(reqs, CAPACITY_TYPE))
         hit = info.cheapest.get(key, info)
         if hit is not info:
@@ -241,6 +254,21 @@ def cheapest_offering(info: InstanceTypeInfo, reqs: Requirements) -> float | Non
     if key is not None:
         info.cheapest[key] = price
     return price
+
+
+def cheapest_offerings(infos: Iterable[InstanceTypeInfo], reqs: Requirements) -> list:
+    """``cheapest_offering`` of each of ``infos`` under ``reqs`` (the requirements' zone and
+    capacity type read once for all)."""
+    key = (_values_key(reqs, ZONE), _values_key(reqs, CAPACITY_TYPE))
+    out = []
+    for info in infos:
+        if info.plain_offerings:
+            hit = info.cheapest.get(key, info)
+            if hit is not info:
+                out.append(hit)
+                continue
+        out.append(cheapest_offering(info, reqs))
+    return out
 
 
 def _values_key(reqs: Requirements, key: str) -> tuple | None:
@@ -278,7 +306,51 @@ class FilterOutcome:
         return " or ".join(parts) if parts else "no instance types available"
 
 
+@dataclass(slots=True)
+class NoInstanceType:
+    """A NodeClaim's instance type filter that kept none, recorded as data (what it asked and
+    what it counted) and worded only when read: for a pod that failed everywhere, or a
+    refusal shown in full. One recorded refusal is worded once."""
+
+    requests: Resources  # the NodeClaim's and the pod's, DaemonSet overhead apart
+    requirements: Requirements
+    outcome: FilterOutcome
+    overheads: tuple[Resources, ...]  # each DaemonSet overhead group's
+    quantities: dict | None = None  # format_resources' words of quantities, shared
+    _words: str | None = None
+
+    def words(self) -> str:
+        """Karpenter's: the requests (with the overhead, ``min=..., max=...`` when the
+        groups' differ), the requirements and why each instance type was left out."""
+        if self._words is None:
+            shown = self.shown_requests()
+            why = self.outcome.failure_reason()
+            reqs = format_requirements(self.requirements)
+            if self.outcome.min_values_short:
+                self._words = f"{why}, requirements={reqs}, resources={shown}"
+            else:
+                self._words = (
+                    f"no instance type satisfied resources {shown} and requirements {reqs} ({why})"
+                )
+        return self._words
+
+    def shown_requests(self) -> str:
+        """The requests with the DaemonSet overhead as Karpenter's resourcesString shows it."""
+        least: Resources = {}
+        most: Resources = {}
+        for overhead in self.overheads:
+            for name, value in overhead.items():
+                least[name] = min(least.get(name, value), value)
+                most[name] = max(most.get(name, value), value)
+        low = format_resources(merged(self.requests, least), self.quantities)
+        if most == least:
+            return low
+        high = format_resources(merged(self.requests, most), self.quantities)
+        return low if low == high else f"min={low}, max={high}"
+
+
 _UNPRICED = object()  # a memo's cheapest offering not asked yet
+_CANDIDATE_MASKS = 4096  # candidate lists whose masks an index keeps (then it starts again)
 
 
 @dataclass(slots=True)
@@ -290,23 +362,102 @@ class _FilterEntry:
     # The compatible instance types with an allowed offering, in try order (price, then
     # name); None when answers were added since it was sorted.
     ordered: list[InstanceTypeInfo] | None = None
+    index: CapacityIndex | None = None  # over ``answers``, built with ``ordered``
+
+
+class CapacityIndex:
+    """A FilterMemo entry's instance types as bits, so that filtering a NodeClaim's candidates
+    is a few integer operations instead of a loop over them: bit i is the i-th of ``infos``,
+    which lists the compatible priced ones in try order first (so ascending bits are the try
+    order), then the others. Per resource, the capacities in ascending order and, for each
+    position, the bits of the instance types with at least that much: the types that hold a
+    request are one bisect away."""
+
+    __slots__ = ("infos", "_position", "compatible", "priced", "_resources", "_masks")
+
+    def __init__(self, answers: dict[int, list], ordered: list[InstanceTypeInfo]) -> None:
+        first = {id(info) for info in ordered}
+        rest = [hit for key, hit in answers.items() if key not in first]
+        infos = list(ordered) + [hit[0] for hit in rest]
+        self.infos = infos
+        self._position = {id(info): i for i, info in enumerate(infos)}
+        self.priced = (1 << len(ordered)) - 1
+        compatible = self.priced
+        for i, hit in enumerate(rest, start=len(ordered)):
+            if hit[1]:
+                compatible |= 1 << i
+        self.compatible = compatible
+        names = {name for info in infos for name in info.capacity}
+        self._resources: dict[str, tuple[list[int], list[int]]] = {}
+        for name in names:
+            by_capacity = sorted(range(len(infos)), key=lambda i: infos[i].capacity.get(name, 0))
+            capacities = [infos[i].capacity.get(name, 0) for i in by_capacity]
+            at_least = [0] * (len(infos) + 1)
+            for k in range(len(infos) - 1, -1, -1):
+                at_least[k] = at_least[k + 1] | (1 << by_capacity[k])
+            self._resources[name] = (capacities, at_least)
+        self._masks: dict[int, tuple[list[InstanceTypeInfo], int]] = {}
+
+    def candidates(self, candidates: list[InstanceTypeInfo]) -> int | None:
+        """The bits of ``candidates`` (None: one is not indexed), remembered per list."""
+        hit = self._masks.get(id(candidates))
+        if hit is not None and hit[0] is candidates:
+            return hit[1]
+        position = self._position
+        infos = self.infos
+        mask = 0
+        for info in candidates:
+            i = position.get(id(info))
+            if i is None or infos[i] is not info:
+                return None
+            mask |= 1 << i
+        self.remember(candidates, mask)
+        return mask
+
+    def remember(self, candidates: list[InstanceTypeInfo], mask: int) -> None:
+        """``candidates``' bits are ``mask`` (a filter's result, which a NodeClaim keeps as its
+        candidates: asked again, it is known)."""
+        if len(self._masks) >= _CANDIDATE_MASKS:
+            self._masks.clear()
+        self._masks[id(candidates)] = (candidates, mask)
+
+    def holding(self, requests: Resources, mask: int) -> int:
+        """The bits of ``mask`` whose instance types have every (non-zero) request."""
+        resources = self._resources
+        for name, value in requests.items():
+            if value > 0:
+                found = resources.get(name)
+                if found is None:
+                    return 0
+                capacities, at_least = found
+                mask &= at_least[bisect_left(capacities, value)]
+                if not mask:
+                    return 0
+        return mask
+
+    def listed(self, mask: int) -> list[InstanceTypeInfo]:
+        """The instance types of ``mask``, in try order when they are priced ones."""
+        infos = self.infos
+        bits = bin(mask)[:1:-1]  # bit 0 first
+        return [infos[i] for i, bit in enumerate(bits) if bit == "1"]
 
 
 class FilterMemo:
     """filter_instance_types' memory for one run: per requirements' content, each instance
     type's requirement answer and cheapest allowed offering (neither reads anything else), and
     the compatible ones with an offering in try order, so that a filter asked again in the same
-    content only checks resources.
+    content only checks resources (``indexed``: through the entry's CapacityIndex).
 
     The content is that of the keys an instance type or an offering defines, with zone and
     capacity type (all that Intersects and the offerings read): a new NodeClaim's hostname,
     which no instance type defines, does not make every NodeClaim's content a new one."""
 
-    __slots__ = ("_keys", "_entries")
+    __slots__ = ("_keys", "_entries", "use_index")
 
-    def __init__(self, infos: Iterable[InstanceTypeInfo] = ()) -> None:
+    def __init__(self, infos: Iterable[InstanceTypeInfo] = (), *, indexed: bool = True) -> None:
         self._keys: set[str] = {ZONE, CAPACITY_TYPE}
         self._entries: dict[tuple, _FilterEntry] = {}
+        self.use_index = indexed
         for info in infos:
             self._cover(info)
 
@@ -320,13 +471,25 @@ class FilterMemo:
             self._keys |= keys
             self._entries.clear()
 
+    def indexed(
+        self, reqs: Requirements, candidates: list[InstanceTypeInfo]
+    ) -> tuple[CapacityIndex, int]:
+        """The CapacityIndex of ``reqs``' content, knowing every candidate, and their bits."""
+        entry = self._entries.get(reqs.content_key(self._keys))
+        if entry is not None and entry.index is not None:
+            mask = entry.index.candidates(candidates)
+            if mask is not None:
+                return entry.index, mask
+        index = self.entry(reqs, candidates, set()).index
+        return index, index.candidates(candidates)
+
     def entry(
         self, reqs: Requirements, candidates: list[InstanceTypeInfo], ids: set[int]
     ) -> _FilterEntry:
         """The entry of ``reqs``' content, knowing the answers of every candidate (``ids``:
-        theirs)."""
+        theirs; empty: each candidate checked)."""
         entry = self._entries.get(reqs.content_key(self._keys))
-        if entry is None or not entry.answers.keys() >= ids:
+        if entry is None or not ids or not entry.answers.keys() >= ids:
             for info in candidates:
                 self._cover(info)
             content = reqs.content_key(self._keys)
@@ -350,6 +513,7 @@ class FilterMemo:
                         priced.append((hit[2], hit[0].name, hit[0]))
             priced.sort(key=lambda entry: (entry[0], entry[1]))
             entry.ordered = [info for _, _, info in priced]
+            entry.index = CapacityIndex(entry.answers, entry.ordered) if self.use_index else None
         return entry
 
 
@@ -366,11 +530,16 @@ def filter_instance_types(
 
     ``memo``: the run's (``FilterMemo``); with it, the instance types that remain are those of
     the content's try order that are candidates and have the resources; when none remain, the
-    full filter counts why (``count`` False: not even that, for a refusal worded later).
+    full filter counts why (``count`` False: not even that, for a refusal worded later; an
+    indexed memo counts anyway, at no cost).
     ``min_values`` False: the caller checks the requirements' minValues itself, on the
     instance types of several calls together (DaemonSet overhead groups)."""
     if memo is None:
         return _filter_counted(candidates, reqs, requests, None, min_values)
+    if memo.use_index:
+        if not isinstance(candidates, list):
+            candidates = list(candidates)
+        return _filter_indexed(candidates, reqs, requests, memo, min_values)
     candidates = list(candidates)
     ids = set(map(id, candidates))
     entry = memo.entry(reqs, candidates, ids)
@@ -394,8 +563,38 @@ def filter_instance_types(
         if not count:
             return FilterOutcome([])
         return _filter_counted(candidates, reqs, requests, entry.answers, min_values)
-    outcome = FilterOutcome(remaining)
-    short = min_values_shortfall(remaining, reqs) if min_values else None
+    return _with_min_values(FilterOutcome(remaining), reqs, min_values)
+
+
+def _filter_indexed(
+    candidates: list[InstanceTypeInfo],
+    reqs: Requirements,
+    requests: Resources,
+    memo: FilterMemo,
+    min_values: bool,
+) -> FilterOutcome:
+    """The memo's filter through its entry's CapacityIndex: the candidates, those holding the
+    requests and those priced are bit masks; what remains is their intersection in try order,
+    and the refusals are counted as _filter_counted counts them (each candidate once, by the
+    first check it fails: requirements, resources, offerings)."""
+    index, mask = memo.indexed(reqs, candidates)
+    holding = index.holding(requests, mask)
+    kept = holding & index.priced
+    if kept:
+        remaining = index.listed(kept)
+        index.remember(remaining, kept)
+        return _with_min_values(FilterOutcome(remaining), reqs, min_values)
+    compatible = mask & index.compatible
+    return FilterOutcome(
+        [],
+        requirements_failed=(mask & ~compatible).bit_count(),
+        resources_failed=(compatible & ~holding).bit_count(),
+        offerings_failed=(compatible & holding).bit_count(),
+    )
+
+
+def _with_min_values(outcome: FilterOutcome, reqs: Requirements, min_values: bool) -> FilterOutcome:
+    short = min_values_shortfall(outcome.remaining, reqs) if min_values else None
     if short:
         outcome.remaining = []
         outcome.min_values_short = short

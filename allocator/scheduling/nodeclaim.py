@@ -22,12 +22,11 @@ from allocator.scheduling.fit import (
     FilterMemo,
     FilterOutcome,
     InstanceTypeInfo,
+    NoInstanceType,
     Resources,
     cheapest_offering,
     filter_instance_types,
     first_compatible_term,
-    format_requirements,
-    format_resources,
     format_taint,
     merged,
     min_values_shortfall,
@@ -126,7 +125,7 @@ class NodeClaim:
                 allocator.dfs_nodes += hit.dfs_nodes
                 if hit.validated and not pod.outcome.validated:
                     cache.mark_validated(pod.outcome)
-                return Refusal(hit.reason, deferred=hit.deferred)
+                return Refusal(hit.reason, deferred=hit.deferred, unfit=hit.unfit)
             nodes = allocator.dfs_nodes
             validated = pod.outcome.validated
         node = state.target_trace(pod.trace_node, self.trace_label)
@@ -235,22 +234,32 @@ class NodeClaim:
         reqs: Requirements,
     ) -> Plan | Refusal:
         """``plan`` once the NodeClaim's requirements hold the pod's term (and volumes)."""
-        total = merged(self.requests, requests)
         if not claims:
             reqs, refused = _with_topology(pod, state, self.taints, reqs, quick)
             if refused is not None:
                 return refused
+        total = merged(self.requests, requests)
         groups = self._open_groups(pod)
         # One group for all of the NodePool's instance types (no DaemonSet depends on them).
         whole = len(groups) == 1 and len(self.daemon_groups) == 1
         stages: list[tuple] = []
+        recorded = state.cache.explain_recorded
         filtered = _filter(
-            candidates, reqs, total, groups, state.filter_memo, stages, whole, count=not quick
+            candidates,
+            reqs,
+            total,
+            groups,
+            state.filter_memo,
+            stages,
+            whole,
+            count=not quick or recorded,
         )
         if not filtered.remaining:
+            unfit = _no_instance_type(total, reqs, filtered, groups, state)
             if quick:  # worded only if the pod fails everywhere
-                return Refusal("", "instance-types", deferred=True)
-            return Refusal(_no_instance_type(total, reqs, filtered, groups), "instance-types")
+                kept = unfit if recorded else None
+                return Refusal("", "instance-types", deferred=True, unfit=kept)
+            return Refusal(unfit.words(), "instance-types")
         if not claims:
             return Plan(reqs, filtered.remaining, total, None, {}, term=term, stages=stages)
         probe = Probe(self.id, self.node_pool, reqs, filtered.remaining)
@@ -313,7 +322,9 @@ class NodeClaim:
                 return Refusal("", "instance-types", deferred=True, reach=None)
             return Refusal(
                 explain.dra_reason(
-                    _no_instance_type(merged(total, dra), tightened, refiltered, groups)
+                    _no_instance_type(
+                        merged(total, dra), tightened, refiltered, groups, state
+                    ).words()
                 ),
                 "instance-types",
                 reach=None,
@@ -526,7 +537,7 @@ def _with_topology(
     if topology.empty:
         return reqs, None
     try:
-        narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs)
+        narrowed = topology.add_requirements(pod.pod, taints, pod.strict, reqs, explain=not quick)
     except TopologyError as err:
         # Domain counts change with every placement: never a refusal to remember.
         if quick:  # not even the error: it holds the frames it was raised through
@@ -604,33 +615,13 @@ def _filter(
     return outcome
 
 
-def _shown_requests(requests: Resources, groups: tuple[DaemonOverheadGroup, ...]) -> str:
-    """The requests a refusal shows, with the DaemonSet overhead as Karpenter's
-    resourcesString shows it (``min=..., max=...`` when the groups' overheads differ)."""
-    least: Resources = {}
-    most: Resources = {}
-    for group in groups:
-        for name, value in group.overhead.items():
-            least[name] = min(least.get(name, value), value)
-            most[name] = max(most.get(name, value), value)
-    low = format_resources(merged(requests, least))
-    high = format_resources(merged(requests, most))
-    return low if low == high else f"min={low}, max={high}"
-
-
 def _no_instance_type(
     requests: Resources,
     reqs: Requirements,
     filtered: FilterOutcome,
     groups: tuple[DaemonOverheadGroup, ...],
-) -> str:
-    shown = _shown_requests(requests, groups)
-    if filtered.min_values_short:
-        return (
-            f"{filtered.failure_reason()}, requirements={format_requirements(reqs)}, "
-            f"resources={shown}"
-        )
-    return (
-        f"no instance type satisfied resources {shown} and requirements "
-        f"{format_requirements(reqs)} ({filtered.failure_reason()})"
-    )
+    state: RunState,
+) -> NoInstanceType:
+    """The filter's refusal as data (worded by ``words``)."""
+    overheads = tuple(g.overhead for g in groups)
+    return NoInstanceType(requests, reqs, filtered, overheads, state.cache.quantity_words)

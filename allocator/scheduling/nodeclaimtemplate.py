@@ -63,6 +63,10 @@ class NodeClaimTemplate:
     # largest of its instance types when it was created (Karpenter's subtractMax; it is not
     # refunded when the NodeClaim later narrows, and no instance type offers ``nodes``).
     charged: Resources = field(default_factory=dict)
+    # The largest capacity per resource of ``instance_types`` (the list it was taken of).
+    largest: tuple[list[InstanceTypeInfo], Resources] | None = None
+    # daemon_overhead, with the groups and instance types it was worked out for.
+    least: tuple[tuple, list[InstanceTypeInfo], Resources] | None = None
 
     @property
     def name(self) -> str:
@@ -70,8 +74,13 @@ class NodeClaimTemplate:
 
     @property
     def daemon_overhead(self) -> Resources:
-        """The least DaemonSet overhead of a node of the pool (what its refusals show)."""
-        return least_overhead(self.daemon_groups, [i.name for i in self.instance_types])
+        """The least DaemonSet overhead of a node of the pool (what its refusals show); worked
+        out again only when the groups or the instance types were replaced."""
+        made = self.least
+        groups, types = self.daemon_groups, self.instance_types
+        if made is None or made[0] is not groups or made[1] is not types:
+            made = self.least = (groups, types, least_overhead(groups, [i.name for i in types]))
+        return dict(made[2])
 
     @property
     def daemon_host_ports(self) -> HostPortUsage:
@@ -105,10 +114,11 @@ class NodeClaimTemplate:
         state.allocator.last_funnels = []
         pool = self.pool
         label = f"nodepool/{pool.name}"
-        overhead = format_resources(self.daemon_overhead)
         if not self.instance_types:
             reason = explain.nodepool_reason(
-                pool.name, "no instance types are compatible with its requirements", overhead
+                pool.name,
+                "no instance types are compatible with its requirements",
+                self._overhead_words(),
             )
             return Refusal(
                 state.refused(pod.trace_node, label, "requirements", reason), "requirements"
@@ -119,14 +129,14 @@ class NodeClaimTemplate:
         if remaining is not None and remaining.get(NODES, 1) == 0:
             reason = f'node limits have been exhausted for nodepool: "{pool.name}"'
             return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
-        candidates = [i for i in self.instance_types if within_limits(i.capacity, remaining)]
+        candidates = self._within_limits(remaining)
         if not candidates:
             reason = f'all available instance types exceed limits for nodepool: "{pool.name}"'
             return Refusal(state.refused(pod.trace_node, label, "limits", reason), "limits")
         taint = untolerated_taint(pod.pod.tolerations, self.taints)
         if taint is not None:
             reason = explain.nodepool_reason(
-                pool.name, f"did not tolerate taint {format_taint(taint)}", overhead
+                pool.name, f"did not tolerate taint {format_taint(taint)}", self._overhead_words()
             )
             return Refusal(state.refused(pod.trace_node, label, "taint", reason), "taint")
         self._regroup_if_changed()
@@ -150,7 +160,7 @@ class NodeClaimTemplate:
             if plan.deferred:
                 return plan
             state.trace.set(node, "failed", plan.code, plan.reason)
-            plan.reason = explain.nodepool_reason(pool.name, plan.reason, overhead)
+            plan.reason = explain.nodepool_reason(pool.name, plan.reason, self._overhead_words())
             plan.funnels = [(label, f, None) for f in state.allocator.last_funnels]
             return plan
         state.trace.set(node, "ok", "allocated")
@@ -163,6 +173,22 @@ class NodeClaimTemplate:
             new=True,
             remaining=remaining,
         )
+
+    def _overhead_words(self) -> str:
+        """The DaemonSet overhead a refusal shows (worded only for a refusal)."""
+        return format_resources(self.daemon_overhead)
+
+    def _within_limits(self, remaining: Resources | None) -> list[InstanceTypeInfo]:
+        """The instance types whose capacity crosses no limit: all of them (the same list, so
+        that the filter's index knows it) while even their largest capacity crosses none."""
+        types = self.instance_types
+        if remaining is None:
+            return types
+        if self.largest is None or self.largest[0] is not types:
+            self.largest = (types, max_capacity(types))
+        if within_limits(self.largest[1], remaining):
+            return types
+        return [i for i in types if within_limits(i.capacity, remaining)]
 
     def _regroup_if_changed(self) -> None:
         """The overhead groups again when they were made for other requirements or instance

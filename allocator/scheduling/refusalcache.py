@@ -27,7 +27,7 @@ from allocator.explanation.funnel import Funnel, count_message
 from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
-from allocator.scheduling.fit import InstanceTypeInfo
+from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType
 from allocator.scheduling.poddata import FunnelEntry, PodOutcome
 
 ClaimState = Callable[[ResourceClaim], str]
@@ -54,6 +54,7 @@ class NodeClaimRefusal:
     deferred: bool
     dfs_nodes: int
     validated: bool  # the attempt marked the pod validated
+    unfit: NoInstanceType | None  # the refusal's Refusal.unfit
     # Its words and funnels, built in full for the first pod of this shape that failed
     # everywhere while this refusal held (the state it read is the same for the next one).
     explained: ExplainedRefusal | None = None
@@ -119,6 +120,9 @@ class ShapeAttempt:
 class RefusalCache:
     enabled: bool = True  # count-stage funnels, retry skipping, replay (SimulationOptions)
     nodeclaim_caches: bool = True  # NodeClaim refusals found without words first, remembered
+    # A NodeClaim's refusal by its instance type filter, found without words, is worded from
+    # what the filter recorded (Refusal.unfit) rather than asked again in full.
+    explain_recorded: bool = False
     # Whether a NodeClaim can reach any in-cluster device (a slice not pinned to a node): the
     # device-count bound of NodeClaims counts template devices only, so needs False.
     nodeclaims_reach_cluster: bool = True
@@ -143,6 +147,8 @@ class RefusalCache:
     _holds_in_cluster: set[str] = field(default_factory=set)  # given in-cluster devices here
     # Words, computed once: (claim, words shape id) -> reason; words shapes; claim -> key.
     _refusal_words: dict[tuple, str] = field(default_factory=dict)
+    # (resource, milli-units) -> its canonical quantity (fit.format_resources' words).
+    quantity_words: dict[tuple[str, int], str] = field(default_factory=dict)
     _word_shapes: dict[tuple, int] = field(default_factory=dict)
     _funnel_keys: dict[int, tuple] = field(default_factory=dict)  # id(claim) -> (claim, key)
     _causes: dict[int, tuple[Funnel, str]] = field(default_factory=dict)
@@ -398,6 +404,7 @@ class RefusalCache:
                 refusal.deferred,
                 dfs_nodes,
                 validated,
+                refusal.unfit,
             )
 
     def allocate_refusal(self, key: tuple, nc_id: str) -> AllocateRefusal | None:

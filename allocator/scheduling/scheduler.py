@@ -22,7 +22,12 @@ from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
 from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
-from allocator.scheduling.fit import min_values_message, min_values_shortfall, pod_requests
+from allocator.scheduling.fit import (
+    NoInstanceType,
+    min_values_message,
+    min_values_shortfall,
+    pod_requests,
+)
 from allocator.scheduling.gosort import slice_sort
 from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
@@ -317,7 +322,10 @@ class Scheduler:
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
-                    again = partial(self._explain_nodeclaim, nc, pod, shape)
+                    if found.unfit is not None:  # worded from what its filter recorded
+                        again = partial(_unfit_refusal, found.unfit)
+                    else:
+                        again = partial(self._explain_nodeclaim, nc, pod, shape)
                     deferred.append((len(reasons), len(funnels), again))
                 else:
                     funnels.extend(found.funnels)
@@ -509,6 +517,12 @@ class Scheduler:
         self.state.invalidate_caches()
         for node in self.existing:
             node.refusals.clear()
+
+
+def _unfit_refusal(unfit: NoInstanceType) -> Refusal:
+    """A NodeClaim's deferred refusal by its instance type filter, in the words a full
+    attempt gives it (the same filter's, worded): nothing else refused, no funnel."""
+    return Refusal(unfit.words(), "instance-types")
 
 
 def _fewer_pods(a: NodeClaim, b: NodeClaim) -> bool:

@@ -128,6 +128,7 @@ def build_run(
         cache=RefusalCache(
             enabled=tuning.funnel_refusal,
             nodeclaim_caches=tuning.nodeclaim_caches,
+            explain_recorded=tuning.nodeclaim_caches and tuning.explain_recorded,
             nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
         ),
         deleting_pods=pods.deleting,
@@ -135,7 +136,11 @@ def build_run(
         trace=trace,
         topology=_topology(snapshot, pods, existing, infos),
         volumes=RunVolumes(storage, pods.volume_topology),
-        filter_memo=FilterMemo(infos.values()) if tuning.nodeclaim_caches else None,
+        filter_memo=(
+            FilterMemo(infos.values(), indexed=tuning.instance_type_index)
+            if tuning.nodeclaim_caches
+            else None
+        ),
     )
     # Who holds a device, for the funnel's "allocated" messages (explanation/messages.py).
     allocator.wording.holders = HolderIndex(

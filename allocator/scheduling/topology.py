@@ -484,6 +484,8 @@ class Topology:
         taints: Sequence[Taint],
         pod_requirements: Requirements,
         node_requirements: Requirements,
+        *,
+        explain: bool = True,
     ) -> Requirements | None:
         """Karpenter's ``AddRequirements``: what the pod's topologies make of
         ``node_requirements`` (the target's, with the pod's added): for each key a topology
@@ -496,7 +498,8 @@ class Topology:
 
         ``taints`` are the target's, as Karpenter passes them (and compatibility options) for
         other pods' anti-affinities to filter nodes by; their filter is the empty one, which
-        reads neither."""
+        reads neither. ``explain`` False: the error comes without the domains that caused it
+        (a refusal worded later, by asking again)."""
         if self.empty:
             return None
         added: Requirements | None = None
@@ -512,7 +515,7 @@ class Topology:
                     group.counts_text(),
                     pod_domains,
                     node_domains,
-                    group.causes(pod_domains, node_domains),
+                    group.causes(pod_domains, node_domains) if explain else (),
                     inverse,
                 )
             if added is None:

@@ -18,6 +18,13 @@ class Tuning:
     # (Allocate's ``explain`` off) and explained only when the pod fails everywhere;
     # count-stage funnels shared by fresh NodeClaims; instance type filtering remembered.
     nodeclaim_caches: bool = True
+    # With nodeclaim_caches: instance type filtering through bit masks of the remembered
+    # answers (fit.CapacityIndex) instead of a loop over the candidates.
+    instance_type_index: bool = True
+    # With nodeclaim_caches: a pod that failed everywhere has the NodeClaims' refusals of its
+    # instance type filter worded from what the filter recorded (nodeclaim.NoInstanceType),
+    # not from a full attempt asked again.
+    explain_recorded: bool = True
 
 
 DEFAULT_TUNING = Tuning()

@@ -191,22 +191,27 @@ def _catalog(draw):
     return infos, asks
 
 
-@given(_catalog())
-def test_the_memo_filters_as_the_full_filter(catalog):
+@pytest.mark.parametrize("indexed", [True, False], ids=["capacity-index", "loop"])
+@given(catalog=_catalog(), gpus=st.sampled_from([0, 1000, 8000]), narrow=st.booleans())
+def test_the_memo_filters_as_the_full_filter(indexed, catalog, gpus, narrow):
     # One run's memo asked again and again (NodeClaims named default-1, default-2 differ only
     # by hostname, which no instance type defines): the same instance types remain, in the
-    # same order, and an empty answer counts the same causes.
+    # same order, and an empty answer counts the same causes. ``narrow``: each ask after the
+    # first starts from what the previous one kept, as a NodeClaim does (the index knows that
+    # list already); nvidia.com/gpu is a resource no instance type here offers.
     infos, asks = catalog
-    memo = FilterMemo(infos)
+    memo = FilterMemo(infos, indexed=indexed)
+    kept = None
     for chosen, labels, cpu in asks:
-        candidates = [infos[i] for i in chosen]
+        candidates = kept if narrow and kept else [infos[i] for i in chosen]
         reqs = Requirements.from_labels(labels)
-        requests = {"cpu": cpu, "pods": 1000}
+        requests = {"cpu": cpu, "pods": 1000, "nvidia.com/gpu": gpus, "memory": 0}
         fast = filter_instance_types(candidates, reqs, requests, memo)
         plain = filter_instance_types(candidates, reqs, requests)
         assert [i.name for i in fast.remaining] == [i.name for i in plain.remaining]
         if not plain.remaining:
             assert fast == plain
+        kept = fast.remaining
 
 
 def test_limits_refuse_instance_types_larger_than_what_remains():
@@ -214,6 +219,35 @@ def test_limits_refuse_instance_types_larger_than_what_remains():
     assert within_limits({"cpu": 16000}, {"cpu": 16000})
     assert not within_limits({"cpu": 16000}, {"cpu": 15999})
     assert within_limits({"cpu": 16000}, {"nvidia.com/gpu": 0})  # no GPUs, not limited
+
+
+@given(
+    cpus=st.lists(st.sampled_from(["4", "8", "16", "48", "192"]), min_size=1, max_size=6),
+    charged=st.sampled_from([0, 100_000, 170_000, 200_000]),
+)
+def test_a_nodepool_offers_the_instance_types_its_cpu_limit_leaves_room_for(cpus, charged):
+    # A NodePool limited to 200 vCPUs with ``charged`` milli-CPUs already charged: the types
+    # a new NodeClaim may become are those that do not cross the limit, in the pool's order;
+    # while even the largest fits, the pool's own list (which the filter's index knows).
+    from allocator.model import NodePool
+    from allocator.scheduling.nodeclaimtemplate import NodeClaimTemplate
+
+    offered = [Offering("us-west-2a", "on-demand", 1.0)]
+    infos = [instance_type_info(_it(f"m7i.{i}xlarge", cpu, offered)) for i, cpu in enumerate(cpus)]
+    template = NodeClaimTemplate(
+        pool=NodePool("general"),
+        requirements=Requirements(),
+        instance_types=infos,
+        taints=[],
+        limits={"cpu": 200_000},
+        charged={"cpu": charged},
+    )
+    remaining = template.remaining()
+    kept = template._within_limits(remaining)
+    assert kept == [i for i in infos if within_limits(i.capacity, remaining)]
+    if len(kept) == len(infos):
+        assert kept is infos
+    assert template._within_limits(None) is infos
 
 
 @given(

@@ -126,9 +126,14 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
     return docs
 
 
-def run(docs: list[dict], caches: bool) -> dict:
+# Each fast path of the NodeClaims switched off alone (the others on).
+ONE_OFF = (Tuning(instance_type_index=False), Tuning(explain_recorded=False))
+
+
+def run(docs: list[dict], caches: bool, tuning: Tuning | None = None) -> dict:
     snapshot = load_files([("cluster.json", json.dumps(docs))])
-    result = simulate(snapshot, SimulationOptions(), tuning=Tuning(nodeclaim_caches=caches)).result
+    tuning = tuning or Tuning(nodeclaim_caches=caches)
+    result = simulate(snapshot, SimulationOptions(), tuning=tuning).result
     result["stats"].pop("seconds")
     result["stats"].pop("suggestionSeconds", None)
     return result
@@ -147,6 +152,8 @@ def test_nodeclaim_caches_change_no_decision(nodes, its, pods, nics, limits) -> 
     fast = run(docs, True)
     plain = run(docs, False)
     assert fast == plain
+    for tuning in ONE_OFF:
+        assert run(docs, True, tuning) == fast, tuning
 
 
 def test_a_pod_failing_on_full_nodeclaims_of_another_model_is_told_the_model_first() -> None:

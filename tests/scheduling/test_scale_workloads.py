@@ -24,6 +24,8 @@ from bench.workloads import (
 from tests.scheduling.k8s import node, pod
 
 PLAIN = Tuning(funnel_refusal=False, nodeclaim_caches=False)
+# Each fast path of the NodeClaims switched off alone (the others on).
+ONE_OFF = (Tuning(instance_type_index=False), Tuning(explain_recorded=False))
 
 
 def run(docs: list[dict], caches: bool = True, tuning: Tuning | None = None) -> dict:
@@ -126,7 +128,10 @@ def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
     docs = karpenter_benchmark(
         pods, topology=topology, dra=dra, failing_every=failing_every, seed=seed
     )
-    assert run(docs) == run(docs, tuning=PLAIN)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    for tuning in ONE_OFF:
+        assert run(docs, tuning=tuning) == fast, tuning
 
 
 def test_busy_nodes_workload_fails_the_pods_too_big_for_any_node_as_the_plain_path() -> None:
@@ -196,3 +201,36 @@ def test_node_refusals_remembered_per_pod_shape_decide_and_word_as_the_plain_pat
             )
         )
     assert run(docs) == run(docs, tuning=PLAIN)
+
+
+def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_recorded(
+    monkeypatch,
+) -> None:
+    # Karpenter's generic pods, every 10th asking for 1,000 vCPUs: the NodeClaims the others
+    # opened refuse it by their instance type filter alone (no instance type has the CPUs).
+    # Those refusals are worded from what the filter recorded, never by asking a NodeClaim
+    # again in full, and read exactly as when they are asked again.
+    from allocator.scheduling.nodeclaim import NodeClaim
+
+    asked: list[str] = []
+    explain = NodeClaim.explain
+
+    def counted(self, pod, state):
+        asked.append(self.name)
+        return explain(self, pod, state)
+
+    monkeypatch.setattr(NodeClaim, "explain", counted)
+    docs = karpenter_benchmark(60, topology=False, failing_every=10)
+    fast = run(docs)
+    assert asked == []
+    again = run(docs, tuning=Tuning(explain_recorded=False))
+    assert asked  # asked again in full: the words to compare with
+    assert fast == again
+    failed = [p for p in fast["pods"] if not p["scheduled"]]
+    assert len(failed) == 6
+    for entry in failed:
+        on_nodeclaims = [r for r in entry["reasons"] if r["target"].startswith("node/")]
+        assert on_nodeclaims
+        for r in on_nodeclaims:
+            assert r["reason"].startswith("no instance type satisfied resources {")
+            assert r["reason"].endswith("(no instance type had enough resources)")
