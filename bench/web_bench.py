@@ -70,6 +70,53 @@ def synthetic_trace(target_nodes: int) -> dict:
     return {**trace.to_json(), "nodes": trace.nodes[:target_nodes]}
 
 
+# Runs where pods fail, as the issue measured them: 100 pods fail on 1,000 nodes, on nodes
+# whose devices many claims hold, and on new NodeClaims.
+PAGE_SHAPES = {
+    "existing": lambda w: w.existing_nodes(1000, 1000, missing_every=10),
+    "held": lambda w: w.held_devices(1000, 1000, missing_every=10),
+    "nodeclaims-failing": lambda w: w.new_nodeclaims(100, 1000, failing_every=10),
+}
+
+
+def failing_run_pages(shapes: list[str], repeat: int) -> None:
+    """Each shape simulated as the worker runs it, stored, and its run page served: the
+    page's HTML bytes, the first (cold) request and the median of the warm ones."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from bench import workloads
+    from dra_web.runs.models import Run
+    from dra_web.runs.worker import execute_run
+    from dra_web.snapshots.services import create_snapshot
+
+    user = get_user_model().objects.create_user("pages")
+    client = Client()
+    client.force_login(user)
+    for shape in shapes:
+        docs = PAGE_SHAPES[shape](workloads)
+        snapshot = create_snapshot(user, [(f"{shape}.json", workloads.to_json(docs))], shape)
+        run = Run.objects.create(snapshot=snapshot, owner=user, options={"trace": False})
+        start = time.perf_counter()
+        execute_run(run.pk)
+        simulated = time.perf_counter() - start
+        run.refresh_from_db()
+        assert run.status == Run.SUCCEEDED, (shape, run.status, run.error)
+        stats = run.result.get("stats") or {}
+        url = f"/runs/{run.pk}/"
+        start = time.perf_counter()
+        response = client.get(url)
+        cold = time.perf_counter() - start
+        assert response.status_code == 200, (url, response.status_code)
+        warm, _, response = _timed(lambda u=url: client.get(u), repeat)
+        print(
+            f"run page of {shape}: {stats.get('failed')} of {stats.get('pods')} pods failed "
+            f"(simulated and stored in {simulated:.1f} s): "
+            f"{len(response.content) / 1e6:.2f} MB HTML, {cold:.2f} s first, "
+            f"{warm:.2f} s warm (target 0.5 s, 1 MB)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--megabytes", type=float, default=20.0)
@@ -78,7 +125,23 @@ def main() -> None:
     parser.add_argument(
         "--only-upload", action="store_true", help="the uploads only, not the run page's data"
     )
+    parser.add_argument(
+        "--only-pages",
+        default="",
+        help="only the run pages of these failing shapes (comma-separated: "
+        + ", ".join(PAGE_SHAPES)
+        + ")",
+    )
     args = parser.parse_args()
+    if args.only_pages:
+        shapes = [s for s in args.only_pages.split(",") if s]
+        unknown = sorted(set(shapes) - set(PAGE_SHAPES))
+        if unknown:
+            raise SystemExit(f"unknown shape {unknown[0]!r} (shapes: {', '.join(PAGE_SHAPES)})")
+        with tempfile.TemporaryDirectory(prefix="dra-web-bench-") as tmp:
+            _setup(tmp)
+            failing_run_pages(shapes, args.repeat)
+        return
 
     with tempfile.TemporaryDirectory(prefix="dra-web-bench-") as tmp:
         _setup(tmp)
