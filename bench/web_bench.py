@@ -93,6 +93,7 @@ def failing_run_pages(shapes: list[str], repeat: int) -> None:
     user = get_user_model().objects.create_user("pages")
     client = Client()
     client.force_login(user)
+    client.get("/")  # the server's own warm-up (imports), not the page's
     for shape in shapes:
         docs = PAGE_SHAPES[shape](workloads)
         snapshot = create_snapshot(user, [(f"{shape}.json", workloads.to_json(docs))], shape)
@@ -109,11 +110,17 @@ def failing_run_pages(shapes: list[str], repeat: int) -> None:
         cold = time.perf_counter() - start
         assert response.status_code == 200, (url, response.status_code)
         warm, _, response = _timed(lambda u=url: client.get(u), repeat)
+        failed = next(p["pod"] for p in run.result["pods"] if not p.get("scheduled"))
+        namespace, _, name = failed.partition("/")
+        part = f"/runs/{run.pk}/pods/{namespace}/{name}/explanation/"
+        part_time, _, part_response = _timed(lambda u=part: client.get(u), repeat)
+        assert part_response.status_code == 200, (part, part_response.status_code)
         print(
             f"run page of {shape}: {stats.get('failed')} of {stats.get('pods')} pods failed "
             f"(simulated and stored in {simulated:.1f} s): "
             f"{len(response.content) / 1e6:.2f} MB HTML, {cold:.2f} s first, "
-            f"{warm:.2f} s warm (target 0.5 s, 1 MB)"
+            f"{warm:.2f} s warm (target 0.5 s, 1 MB); a failed pod's explanation (loaded "
+            f"when shown): {len(part_response.content) / 1e3:.0f} kB, {part_time:.2f} s"
         )
 
 

@@ -41,8 +41,8 @@ urlpatterns = [
         views.pod_reasons,
         name="pod-reasons",
     ),
-    path(
-        "runs/<int:run_id>/pods/<str:namespace>/<str:name>/explanation/",
+    re_path(
+        r"^runs/(?P<run_id>[0-9]+)/pods/(?P<namespace>[\s\S]+)/(?P<name>[\s\S]+)/explanation/$",
         views.pod_explanation,
         name="pod-explanation",
     ),
