@@ -2,7 +2,7 @@
 
 Each shape of bench/workloads.py is simulated once with the options an API run has by default
 (trace on, suggestions on); its result and trace are then stored as ``--runs`` runs of one
-snapshot, exactly as a worker stores them (``runs.services.store_output``). Growth is measured
+snapshot, exactly as a worker stores them (``runs.worker.store_output``). Growth is measured
 on the database itself (SQLite: pages in use; PostgreSQL: ``pg_database_size``), so it counts
 indexes and page overhead, which ``runs.storage`` (the figure the run page shows) does not.
 Then ``runs.retention.prune_runs`` deletes them all, timed.
@@ -90,8 +90,9 @@ def measure(shape: str, runs: int, owner) -> dict:
     from allocator.simulation import SimulationOptions, simulate
     from dra_web.runs import retention
     from dra_web.runs.models import Run
-    from dra_web.runs.services import normalise_options, store_output
+    from dra_web.runs.services import normalise_options
     from dra_web.runs.storage import run_storage
+    from dra_web.runs.worker import store_output
     from dra_web.snapshots.services import create_snapshot, load_snapshot
 
     docs = _documents(shape)

@@ -24,6 +24,7 @@ Speed without changing what a file means:
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -237,10 +238,70 @@ def _pyyaml_docs(name: str, text: str, problems: list[str]) -> list[Any] | None:
     return docs
 
 
+# What one walk over yaml-rs' values finds (``_yaml_rs_verdict``).
+_WITHIN = 0  # reads as PyYAML reads it, and every object is within the bounds
+_DIVERGES = 1  # PyYAML must read the file
+_UNSURE = 2  # a bound may be broken: the two walks, _diverges then check_document, decide
+
+
+def _yaml_rs_verdict(docs: list[Any]) -> int:
+    """``_diverges`` and the bounds of ``bounds.check_document`` in one walk over a file's
+    values, level by level (a 10 MB upload walked them twice). Depth is counted from the top of
+    the file, which is never less than an object's own: a file it finds deep, or a string, a
+    number or a value of a type near a bound, is ``_UNSURE`` and the exact checks word it."""
+    words, sexagesimal = _YAML11_WORDS, _yaml11_reads_differently
+    longest, low, high = bounds.MAX_STRING_CHARS, -bounds._INT_LIMIT, bounds._INT_LIMIT
+    if any(type(d) is not dict and type(d) is not list for d in docs if d is not None):
+        return _UNSURE
+    level = [d for d in docs if d is not None]
+    depth = 1
+    while level:
+        if depth > bounds.MAX_DEPTH:
+            return _UNSURE
+        below: list[Any] = []
+        for v in level:
+            if type(v) is dict:
+                for k in v:
+                    if type(k) is not str or k in words or (":" in k and sexagesimal(k)):
+                        return _DIVERGES
+                    if len(k) > longest:
+                        return _UNSURE
+                children = v.values()
+            else:
+                children = v
+            for x in children:
+                tx = type(x)
+                if tx is str:
+                    if x in words or (":" in x and sexagesimal(x)):
+                        return _DIVERGES
+                    if len(x) > longest:
+                        return _UNSURE
+                elif tx is dict or tx is list:
+                    below.append(x)
+                elif tx is int:
+                    if not low < x < high:
+                        return _UNSURE
+                elif tx is float:
+                    if not math.isfinite(x):
+                        return _UNSURE
+                elif x is not None and tx is not bool:
+                    return _UNSURE
+        level = below
+        depth += 1
+    return _WITHIN
+
+
 def _fast_yaml_docs(text: str) -> list[Any] | None:
     """yaml-rs' reading, or None when PyYAML must read the file."""
+    docs, _ = _fast_yaml_read(text)
+    return docs
+
+
+def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
+    """(yaml-rs' reading or None when PyYAML must read the file, whether every object of it
+    is already known to be within the bounds)."""
     if _needs_pyyaml(text):
-        return None
+        return None, False
     try:
         result = yaml_rs.loads(
             text,
@@ -248,11 +309,16 @@ def _fast_yaml_docs(text: str) -> list[Any] | None:
             duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins,
         )
     except Exception:  # refused by yaml-rs: PyYAML decides, and words the message
-        return None
+        return None, False
     # yaml-rs returns a multi-document stream as a list and one document as itself; both
     # flatten to the same objects (a top-level list is a list of objects either way).
     docs = result if isinstance(result, list) else [result]
-    return None if _diverges(docs) else docs
+    verdict = _yaml_rs_verdict(docs)
+    if verdict == _WITHIN:
+        return docs, True
+    if verdict == _DIVERGES or _diverges(docs):
+        return None, False
+    return docs, False
 
 
 def _json_docs(
@@ -326,6 +392,7 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
     docs: list[Any] | None
     exact_text = True  # whether strings may hold lone surrogates (json, PyYAML)
     by_orjson = False
+    within_bounds = False  # every object known to be within the bounds (yaml-rs' walk)
     if stripped[:1] in ("{", "["):
         docs, by_orjson = _json_docs(name, text, data, problems)
         if docs == []:
@@ -336,7 +403,7 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
         elif by_orjson:
             exact_text = False
     else:
-        docs = _fast_yaml_docs(text)
+        docs, within_bounds = _fast_yaml_read(text)
         if docs is None:
             docs = _pyyaml_docs(name, text, problems)
         else:
@@ -349,6 +416,8 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
         problems.append(f"{name}: {err.problems[0]}")
         return []
     out = []
+    if within_bounds:
+        return [RawObject(name, i, obj) for i, (obj, _) in enumerate(flat, start=1)]
     for i, (obj, depth) in enumerate(flat, start=1):
         if by_orjson and type(obj) is dict and bounds.json_within_bounds(obj, depth):
             out.append(RawObject(name, i, obj))

@@ -833,6 +833,33 @@ def instance_types_by_price(
     return rows
 
 
+def pruned_groups(pruned: list[Any] | None) -> list[dict[str, Any]]:
+    """A NodeClaim's pruned instance types grouped by why (reason, message and the pod being
+    placed), in the order each reason first appears: a hundred instance types that refused the
+    same requests are one row naming them, not a hundred rows repeating the message."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for entry in pruned or []:
+        if isinstance(entry, dict):
+            name = entry.get("name") or entry.get("instanceType") or ""
+            key = (
+                str(entry.get("reason") or ""),
+                str(entry.get("message") or ""),
+                str(entry.get("pod") or ""),
+            )
+        else:
+            name, key = entry, ("", "", "")
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {
+                "reason": key[0],
+                "message": key[1],
+                "pod": key[2],
+                "names": [],
+            }
+        group["names"].append(str(name))
+    return list(groups.values())
+
+
 # --- the diff, by cause ------------------------------------------------------------------------
 
 

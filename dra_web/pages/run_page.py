@@ -22,9 +22,13 @@ from dra_web.runs import selectors as run_selectors
 from dra_web.runs.models import Run
 
 PLACEMENTS_PER_PAGE = 25
+NODE_CLAIMS_PER_PAGE = 20
 REVIEWS_PER_PAGE = 50
 POOLS_PER_PAGE = 50
 FAILED_IN_SUMMARY = 20
+# Failed pods of the summary explained in the page itself; the others (and the failed pods of
+# the placements) load their explanation when they scroll into view.
+FAILED_EXPLAINED_INLINE = 3
 REASONS_PER_PAGE = 100
 POOL_DEVICES_SHOWN = 200
 OTHER_RUNS_SHOWN = 100
@@ -62,6 +66,7 @@ class RunPageNumbers:
     placements: str | None = None
     reviews: str | None = None
     pools: str | None = None
+    node_claims: str | None = None
 
 
 def finished_run(run_id) -> Run:
@@ -108,16 +113,20 @@ def with_claim_intents(pod: dict, specs: dict[str, Any]) -> dict:
     return {**pod, "claims_view": claims}
 
 
-def _node_claims(view: dict, model, run: Run) -> list[dict[str, Any]]:
+def _node_claims(shown: list[dict], view: dict, model, run: Run) -> list[dict[str, Any]]:
+    """The NodeClaims ``shown`` (a page of them) with what their section shows."""
     held = presenters.devices_by_claim(view["pods"])
-    pruned_in_trace = run_selectors.instance_types_pruned(
-        run, {nc.get("name") for nc in view["node_claims"]}
-    )
+    pruned_in_trace = run_selectors.instance_types_pruned(run, {nc.get("name") for nc in shown})
     catalog = model.instance_types if model is not None else {}
     out = []
-    for nc in view["node_claims"]:
+    for nc in shown:
         prices = presenters.allowed_prices(catalog, nc.get("requirements"), nc.get("instanceTypes"))
         devices = held.get(nc.get("name") or "", [])
+        pruned = (
+            nc["instanceTypesPruned"]
+            if "instanceTypesPruned" in nc
+            else pruned_in_trace.get(nc.get("name") or "", [])
+        )
         templates = nc.get("templateSlices") or [
             {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
             for it in nc.get("instanceTypes") or []
@@ -126,9 +135,8 @@ def _node_claims(view: dict, model, run: Run) -> list[dict[str, Any]]:
             {
                 **nc,
                 "held": devices,
-                "pruned": nc["instanceTypesPruned"]
-                if "instanceTypesPruned" in nc
-                else pruned_in_trace.get(nc.get("name") or "", []),
+                "pruned": pruned,
+                "pruned_groups": presenters.pruned_groups(pruned),
                 "before": nc.get("requirementsBeforeDRA")
                 or nc.get("requirementsBefore")
                 or page_selectors.node_pool_requirements(model, nc.get("nodePool")),
@@ -171,7 +179,7 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     if model is not None:
         presenters.fill_costs_from_catalog(view["node_claims"], model.instance_types)
         view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
-    specs = page_selectors.claim_specs(run.snapshot.documents())
+    specs = page_selectors.snapshot_claim_specs(run.snapshot)
     placements_page = presenters.page_of(
         view["failed"] + view["scheduled"], PLACEMENTS_PER_PAGE, numbers.placements
     )
@@ -180,13 +188,16 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
         pod["review"] = reviews.get(pod.get("pod"))
     review_page = presenters.page_of(view["failed"], REVIEWS_PER_PAGE, numbers.reviews)
     pools_page = presenters.page_of(view["pools"], POOLS_PER_PAGE, numbers.pools)
+    node_claims_page = presenters.page_of(
+        view["node_claims"], NODE_CLAIMS_PER_PAGE, numbers.node_claims
+    )
     links = presenters.pool_links(
         view["pools"], per_page=POOLS_PER_PAGE, current_page=pools_page.number
     )
     names = presenters.node_claim_names(run.result)
     failed_shown = view["failed"][:FAILED_IN_SUMMARY]
-    # Only the pods this page shows are explained.
-    for pod in [*failed_shown, *placements_page, *review_page]:
+    # Only the pods this page explains inline, and the review list's decisive causes.
+    for pod in [*failed_shown[:FAILED_EXPLAINED_INLINE], *review_page]:
         if not pod.get("scheduled"):
             explain(run, pod, names, links)
     # The devices themselves load when a pool's row is opened (pool_devices): 50 pools of a
@@ -203,11 +214,13 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
             "view": view,
             "placements": [with_claim_intents(pod, specs) for pod in placements_page],
             "placements_page": placements_page,
-            "node_claims": _node_claims(view, model, run),
+            "node_claims": _node_claims(list(node_claims_page), view, model, run),
+            "node_claims_page": node_claims_page,
             "pools": pools,
             "pools_page": pools_page,
             "node_claim_names_json": json.dumps(sorted(n for n in names if n)),
             "failed_shown": failed_shown,
+            "failed_inline": FAILED_EXPLAINED_INLINE,
             "reviews": reviews,
             "review_page": review_page,
             "reason_counts": run_selectors.trace_reason_counts(run),
@@ -231,7 +244,19 @@ def review_pod(run: Run, key: str, run_url: str) -> dict[str, Any]:
         (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
     )
     explain(run, pod, names, links)
-    return with_claim_intents(pod, page_selectors.claim_specs(run.snapshot.documents()))
+    return with_claim_intents(pod, page_selectors.snapshot_claim_specs(run.snapshot))
+
+
+def pod_explanation(run: Run, key: str, run_url: str) -> dict[str, Any]:
+    """A failed pod explained as the run page shows it inline (the partial its lazily loaded
+    failures fetch); funnel links to pools point at the run page's Pools tab (``run_url``)."""
+    pod = failed_pod(run, key)
+    names = presenters.node_claim_names(run.result)
+    links = presenters.pool_links(
+        (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
+    )
+    explain(run, pod, names, links)
+    return {"run": run, "pod": pod}
 
 
 def pod_reasons(run: Run, namespace: str, name: str, number: str | None) -> dict[str, Any]:

@@ -41,6 +41,11 @@ urlpatterns = [
         views.pod_reasons,
         name="pod-reasons",
     ),
+    re_path(
+        r"^runs/(?P<run_id>[0-9]+)/pods/(?P<namespace>[\s\S]+)/(?P<name>[\s\S]+)/explanation/$",
+        views.pod_explanation,
+        name="pod-explanation",
+    ),
     path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel-run"),
     path("runs/<int:run_id>/pin/", views.pin_run, name="pin-run"),
     path("runs/<int:run_id>/pools/devices/", views.pool_devices, name="pool-devices"),

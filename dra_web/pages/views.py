@@ -153,6 +153,7 @@ def run_detail(request, run_id):
         placements=request.GET.get("ppage"),
         reviews=request.GET.get("rpage"),
         pools=request.GET.get("olpage"),
+        node_claims=request.GET.get("ncpage"),
     )
     return render(request, "pages/run.html", run_page.run_page(run, numbers))
 
@@ -391,6 +392,17 @@ def pod_reasons(request, run_id, namespace, name):
     run = run_page.finished_run(run_id)
     ctx = run_page.pod_reasons(run, namespace, name, request.GET.get("page"))
     return render(request, "pages/_reason_list.html", ctx)
+
+
+@login_required
+@require_GET
+def pod_explanation(request, run_id, namespace, name):
+    """A failed pod's funnel, grouped reasons and suggestions (htmx partial of the run page,
+    loaded when the pod scrolls into view)."""
+    run = run_page.finished_run(run_id)
+    where = "placements" if request.GET.get("where") == "placements" else "summary"
+    ctx = run_page.pod_explanation(run, f"{namespace}/{name}", reverse("pages:run", args=[run.pk]))
+    return render(request, "pages/_failure_body.html", {**ctx, "where": where})
 
 
 @login_required

@@ -258,7 +258,9 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
     """The allocator's typed snapshot, built from the decoded documents stored at upload (no
     YAML parse again); the stored files are the fallback for documents that do not load."""
     try:
-        loaded = snapshot_loader.load_documents(snapshot.documents())
+        with _collector_paused():  # decoding the stored documents makes millions of objects
+            documents = snapshot.documents()
+        loaded = snapshot_loader.load_documents(documents)
         # Skipped documents (unknown kinds) are not stored: their warnings are, with the
         # snapshot, and the result reports them as a run on the files would.
         loaded.warnings[:0] = list(snapshot.warnings or [])

@@ -195,6 +195,24 @@ document.addEventListener("htmx:afterSwap", (ev) => {
     row.scrollIntoView({ block: "center" });
   }
 });
+// A failed pod's explanation loads as it scrolls into view: when it lands above what a link
+// scrolled to (#pod-..., marked .linked), the page scrolls by what it added, so the linked
+// element stays where the link put it.
+let linkedTop = null;
+document.addEventListener("htmx:beforeSwap", (ev) => {
+  const elt = ev.detail.elt;
+  const linked = document.querySelector(".linked");
+  linkedTop = null;
+  if (!linked || !elt || !elt.matches || !elt.matches("[data-failure-explanation]")) return;
+  if (elt.compareDocumentPosition(linked) & Node.DOCUMENT_POSITION_FOLLOWING) {
+    linkedTop = linked.getBoundingClientRect().top;
+  }
+});
+document.addEventListener("htmx:afterSwap", () => {
+  const linked = linkedTop === null ? null : document.querySelector(".linked");
+  if (linked) window.scrollBy(0, linked.getBoundingClientRect().top - linkedTop);
+  linkedTop = null;
+});
 setupCopy();
 
 setupDropzones();

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.snapshot import bounds
+from allocator.snapshot import bounds, decode
 from allocator.snapshot.decode import _has_long_number
 from allocator.snapshot.errors import BoundError
 from allocator.snapshot.fields import Context
@@ -62,6 +62,44 @@ def test_a_string_past_max_string_chars_is_out_of_bounds(where):
     }[where]
     assert not bounds.json_within_bounds(doc)
     assert _refused(doc, 1)
+
+
+# yaml-rs' values: strings YAML 1.1 reads otherwise, odd keys, big and non-finite numbers.
+_yaml_scalars = (
+    _json_scalars
+    | st.sampled_from(["yes", "off", "<<", "1:30", "us-west-2a", "12:00:00Z", "node:8080"])
+    | st.integers(min_value=-(10**101), max_value=10**101)
+    | st.sampled_from([float("inf"), float("-inf"), float("nan")])
+)
+_yaml_keys = st.text(max_size=8) | st.sampled_from(["on", "1:30"]) | st.integers() | st.none()
+_yaml_values = st.recursive(
+    _yaml_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_yaml_keys, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.lists(_yaml_values, max_size=3), st.integers(0, 105))
+def test_one_walk_over_yaml_rs_values_agrees_with_diverges_and_check_document(docs, levels):
+    docs = [
+        _nested({"kind": "Pod", "spec": d}, levels) if i == 0 else d for i, d in enumerate(docs)
+    ]
+    verdict = decode._yaml_rs_verdict(docs)
+    if verdict == decode._UNSURE:
+        return  # the two exact walks decide, as before
+    assert (verdict == decode._DIVERGES) is decode._diverges(docs)
+    if verdict == decode._WITHIN:
+        for obj, depth in decode._flatten(docs):
+            assert not _refused(obj, depth)
+
+
+def test_one_walk_finds_a_string_past_max_string_chars_unsure():
+    long = "x" * (bounds.MAX_STRING_CHARS + 1)
+    docs = [{"kind": "Pod", "metadata": {"annotations": {"note": long}}}]
+    assert decode._yaml_rs_verdict(docs) == decode._UNSURE
+    assert decode._yaml_rs_verdict([{"kind": "Pod", "spec": {"replicas": "yes"}}]) == (
+        decode._DIVERGES
+    )
 
 
 # --- 19 digits in a row --------------------------------------------------------------------------

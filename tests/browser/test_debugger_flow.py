@@ -269,3 +269,28 @@ def test_pages_fit_a_small_laptop_screen(logged_in):
     page.click("#tab-tree")
     expect(page.locator("[data-search-tree]")).to_have_attribute("data-ready", "true")
     shot(page, "laptop-tree")
+
+
+def test_failed_pods_past_the_first_load_their_explanation_when_shown(logged_in, maria):
+    """A run where many pods fail: the page holds the first three explanations; the others
+    (and the failed pods of Placements) load as they scroll into view."""
+    from tests.pages.builders import make_big_run
+
+    page = logged_in
+    run = make_big_run(maria, nodes=40, failed=12)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    failures = page.locator("#panel-summary .failure")
+    expect(failures).to_have_count(12)
+    expect(failures.nth(0).locator(".funnels")).to_be_visible()
+    tenth = failures.nth(9)
+    tenth.scroll_into_view_if_needed()
+    expect(tenth.locator(".funnels")).to_be_visible()
+    expect(tenth.locator("[data-failure-explanation]")).to_have_count(0)
+    expect(tenth.locator(".funnels")).to_contain_text("on 8 devices")
+    shot(page, "run-summary-lazy-explanation")
+
+    page.click("#tab-placements")
+    failed = page.locator("#panel-placements details.placement[open]").first
+    expect(failed.locator(".failure-body")).to_be_visible()
+    expect(failed.locator(".funnels")).to_contain_text("on 8 devices")
+    expect(failed.locator("[data-failure-explanation]")).to_have_count(0)

@@ -31,6 +31,7 @@ def test_try_this_fix_reaches_a_diff_with_the_pod_placed_and_the_cost_change(log
     run_url = _upload_and_run(page)
     original = re.search(r"/runs/(\d+)/$", run_url).group(1)
     failure = page.locator("#panel-summary .failure", has_text=POD).first
+    failure.scroll_into_view_if_needed()  # past the first three, its explanation loads when shown
     fix = failure.locator(".suggestion").first
     expect(fix).to_contain_text("reduce request gpus")
     # The patch is shown as kubectl takes it, and the recreate steps name the workload.

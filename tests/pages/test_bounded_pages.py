@@ -59,3 +59,42 @@ def test_pool_links_of_the_funnel_point_at_the_pools_page_that_shows_the_pool(
     # pool-0 is on the first page of pools: a same-page anchor.
     assert 'href="#pool-gpu-nvidia-com-pool-0.' in html
     assert 'id="pool-gpu-nvidia-com-pool-0"' in html
+
+
+def test_failed_pods_past_the_first_three_load_their_explanation_when_shown(
+    browser_client, big_run
+):
+    html = browser_client.get(reverse("pages:run", args=[big_run.pk])).content.decode()
+    summary = html[html.index('id="panel-summary"') : html.index('id="panel-placements"')]
+    # The first three failed pods are explained in the page; the other 17 of the summary wait
+    # to be scrolled to, as do the failed pods of the placements.
+    assert summary.count('class="funnels"') == 3
+    assert summary.count("data-failure-explanation") == 17
+    placements = html[html.index('id="panel-placements"') : html.index('id="panel-nodeclaims"')]
+    assert 'class="funnels"' not in placements
+    assert placements.count("data-failure-explanation") == 25
+    url = reverse("pages:pod-explanation", args=[big_run.pk, "ml", "infer-b200-7"])
+    assert f'hx-get="{url}?where=summary"' in summary
+    fragment = browser_client.get(url, {"where": "summary"}).content.decode()
+    assert "productName is &quot;NVIDIA H100 80GB HBM3&quot; on 8 devices" in fragment
+    assert "1000 nodes" in fragment or "1000 <span" in fragment
+    assert len(fragment) < 100_000, len(fragment)
+
+
+def test_pruned_instance_types_of_a_nodeclaim_are_grouped_by_why():
+    from dra_web.pages.presenters import pruned_groups
+
+    message = 'not enough resources, requests {"cpu":"12"}, capacity {"cpu":"8"}'
+    pruned = [
+        {"name": "g5.xlarge", "reason": "resources", "message": message},
+        {"name": "p5.48xlarge", "reason": "offerings", "message": "no offering in us-west-2a"},
+        {"name": "g6.xlarge", "reason": "resources", "message": message},
+        "g6e.xlarge",
+    ]
+    groups = pruned_groups(pruned)
+    assert [g["names"] for g in groups] == [
+        ["g5.xlarge", "g6.xlarge"],
+        ["p5.48xlarge"],
+        ["g6e.xlarge"],
+    ]
+    assert groups[0]["reason"] == "resources" and groups[0]["message"] == message

@@ -83,7 +83,13 @@ def test_placements_and_review_page_show_funnel_and_suggestions(browser_client, 
     placements = _section(html, 'id="panel-placements"', 'id="panel-nodeclaims"')
     block = placements[placements.index('id="pod-ml-infer-a100"') :]
     block = block[: block.index('id="pod-ml-notebook"')]
-    assert "funnel-table" in block and "relax-selector" in block
+    # The explanation loads when the pod scrolls into view: the page links to it ...
+    url = reverse("pages:pod-explanation", args=[run.pk, "ml", "infer-a100"])
+    assert f'hx-get="{url}?where=placements"' in block
+    assert "funnel-table" not in block
+    # ... and the partial holds the funnel and the suggestion.
+    loaded = _html(browser_client.get(url, {"where": "placements"}))
+    assert "funnel-table" in loaded and "relax-selector" in loaded
     review_tab = _section(html, 'id="panel-review"', "</main>")
     assert "selector</span>" in review_tab  # the decisive cause of infer-a100
     review = _html(

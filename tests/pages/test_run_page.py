@@ -488,3 +488,23 @@ def test_a_nodeclaim_says_what_pins_its_zone(browser_client, snapshot, maria):
     assert "PersistentVolume pv-cache of PersistentVolumeClaim ml/model-cache" in pins
     # Not shown among the NodeClaim's other, unrecognised fields.
     assert "zonePinnedBy" not in tab
+
+
+def test_nodeclaims_are_shown_twenty_to_a_page(browser_client, snapshot, maria):
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    result = run.result
+    first = result["nodeClaims"][0]
+    result["nodeClaims"] = [{**first, "name": f"gpu-{i:02d}", "pods": []} for i in range(45)]
+    Run.objects.filter(pk=run.pk).update(result=result)
+    html = _run_html(browser_client, run)
+    section = _between(html, 'id="panel-nodeclaims"', 'id="panel-tree"')
+    assert section.count('<details class="placement" id="nc-') == 20
+    assert 'id="nc-gpu-19"' in section and 'id="nc-gpu-20"' not in section
+    assert "Page 1 of 3 (45 in all)" in section
+    assert 'NodeClaims<span class="count">45</span>' in html
+    third = _html(browser_client.get(reverse("pages:run", args=[run.pk]), {"ncpage": 3}))
+    section = _between(third, 'id="panel-nodeclaims"', 'id="panel-tree"')
+    assert section.count('<details class="placement" id="nc-') == 5
+    assert 'id="nc-gpu-44"' in section
