@@ -116,8 +116,8 @@ class Trace:
                 continue
             first["targets"] = first.get("targets", 1) + 1
             examples = first.setdefault("exampleTargets", [first["label"]])
-            if len(examples) < MAX_EXAMPLE_TARGETS:
-                examples.append(head["label"])
+            if len(examples) < MAX_EXAMPLE_TARGETS and head["label"] not in examples:
+                examples.append(head["label"])  # a target tried again (a relaxed try): once
             dropped.add(target)
         if not dropped:
             return

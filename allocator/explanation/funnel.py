@@ -392,8 +392,10 @@ def trace_target_key(subtree: list[Mapping[str, Any]]) -> tuple:
     """How a target refused a pod, read from its trace node and the nodes under it, grouped as
     the result's ``reasons`` are: by the kinds of device refusal where devices were counted
     (the words of an ``allocated`` refusal name each node's holders, the kind does not), else
-    by the target's words."""
+    by the target's words. A NodePool's new NodeClaim is never grouped."""
     head = subtree[0]
+    if head["label"].startswith("nodepool/"):
+        return ("nodepool", head["id"])  # each NodePool its own, as in reasons
     # Each kind once: a target's node and its instance type's may carry the same funnel.
     funnels = tuple(
         dict.fromkeys(json_signature(f) for node in subtree for f in node.get("funnel") or ())

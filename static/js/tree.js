@@ -135,6 +135,8 @@ export class SearchTree {
       el("span", { class: "status-dot", "aria-hidden": "true" }),
       el("span", { class: "kind", text: n.kind || "" }),
       el("span", { class: "label", text: display }),
+      // A target standing for several refused alike (docs/TRACE.md: targets, exampleTargets).
+      n.targets > 1 ? el("span", { class: "alike tag", title: (n.exampleTargets || []).join(", "), text: `+${(n.targets - 1).toLocaleString()} alike` }) : null,
       n.pass ? el("span", { class: "pass tag", text: `pass ${n.pass}` }) : null,
       n.status !== "ok" && n.reason ? el("span", { class: "reason", text: n.reason }) : null,
       sizeText ? el("span", { class: "size", text: `(${sizeText})` }) : null,

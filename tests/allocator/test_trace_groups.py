@@ -49,6 +49,7 @@ def test_targets_refused_alike_share_the_first_ones_node_and_the_rest_is_renumbe
         _refused(trace, pod, name)
     trace.add(pod, "target", "node/ip-10-0-0-4", "failed", "taint", "did not tolerate taint")
     trace.add(pod, "target", "nodepool/gpu (new gpu-1)", "failed", "limits", "exceeds limits")
+    trace.add(pod, "target", "nodepool/cpu (new cpu-1)", "failed", "limits", "exceeds limits")
 
     trace.group_targets(pod, trace_target_key)
 
@@ -80,6 +81,7 @@ def test_targets_refused_alike_share_the_first_ones_node_and_the_rest_is_renumbe
         ("node/ip-10-0-0-1", 3),
         ("node/ip-10-0-0-4", 1),
         ("nodepool/gpu (new gpu-1)", 1),
+        ("nodepool/cpu (new cpu-1)", 1),  # NodePools are never grouped, as in reasons
     ]
     assert targets[0]["exampleTargets"] == [
         "node/ip-10-0-0-1",
@@ -89,7 +91,7 @@ def test_targets_refused_alike_share_the_first_ones_node_and_the_rest_is_renumbe
     # The first target keeps its own subtree (the instance type it was refused as).
     under_first = [n for n in nodes if n["parent"] == targets[0]["id"]]
     assert [n["label"] for n in under_first] == ["p5.48xlarge"]
-    assert len(nodes) == 2 + 1 + 2 + 2
+    assert len(nodes) == 2 + 1 + 2 + 3
 
 
 def test_holders_named_per_node_do_not_split_a_group_but_other_words_do():

@@ -122,6 +122,14 @@ def test_search_tree_expand_keyboard_and_search(logged_in):
     expect(page.locator(".node-detail-body h3").first).not_to_be_empty()
     shot(page, "tree-expanded")
 
+    # Targets refused alike share one node: tpu-job-0's first target stands for four nodes.
+    page.fill(".tree-toolbar input[name=q]", "tpu-job-0")
+    page.click(".tree-toolbar button[type=submit]")
+    expect(page.locator(".tree-status")).to_contain_text("match")
+    pod = tree.locator("li.hit").first
+    pod.locator(":scope > .row .twisty").click()
+    expect(pod.locator(":scope > ul .alike").first).to_have_text("+3 alike")
+
     # Search a device: the match is revealed, highlighted and detailed.
     page.fill(".tree-toolbar input[name=q]", "gpu-0")
     page.click(".tree-toolbar button[type=submit]")
