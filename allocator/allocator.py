@@ -45,6 +45,14 @@ from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_de
 from allocator.quantity import Quantity
 from allocator.requests import SelectorMatcher
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
+from allocator.templateshapes import (
+    ReadAttributes,
+    ShapeIndex,
+    SharedOutcome,
+    held_positions,
+    read_attributes,
+    shareable,
+)
 from allocator.trace import NULL_TRACE, Trace
 from allocator.tracker import AllocationTracker
 from allocator.validation import ValidationContext, validate_claim_request
@@ -93,6 +101,10 @@ class Allocator:
         # Count-stage funnels of fresh NodeClaims, kept across Allocate calls
         # (explanation/builder.py); None: not kept. The scheduler switches it on.
         self.fresh_funnels: dict | None = None
+        # Instance types of one template shape and state share one search when the search
+        # builds no words (allocator/templateshapes.py); the scheduler switches it on.
+        self.share_shapes = False
+        self.shapes = ShapeIndex()
         # NodeClaim id -> keys of the claims committed to it (release looks only at those).
         self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
@@ -264,6 +276,8 @@ class Allocator:
         # Without words: the requirements each instance type started from (they accumulate
         # across instance types), to word its count-stage refusal if another one succeeds.
         started_from: list[Requirements] = []
+        shapes = self._shape_sharing(dfs, node_claim, slices_by_it, templates)
+        found: dict[tuple, SharedOutcome] = {}
         for it in instance_types or [""]:
             if self.clock() > dfs.deadline:
                 timed_out = True
@@ -271,7 +285,19 @@ class Allocator:
             try:
                 if not dfs.explain:
                     started_from.append(dfs.requirements)
-                results.append(dfs.run_instance_type(it, it_reqs.get(it), trace_parent))
+                key = shapes.key(it) if shapes is not None else None
+                known = found.get(key) if key is not None else None
+                if known is not None:
+                    results.append(known.outcome(it, templates[it]))
+                    dfs.nodes += known.out.nodes
+                    continue
+                before = dfs.requirements
+                out = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                results.append(out)
+                if key is not None and dfs.requirements is before:
+                    shared = shareable(out, templates[it], slices_by_it[it])
+                    if shared is not None:
+                        found[key] = shared
             except TimedOut:
                 timed_out = True  # the IT's trace node already says "timeout"
                 break
@@ -335,6 +361,28 @@ class Allocator:
         )
         return result
 
+    def _shape_sharing(
+        self,
+        dfs: DFSContext,
+        node_claim: NodeClaimView,
+        slices_by_it: Mapping[str, list],
+        templates: Mapping[str, list],
+    ) -> ShapeKeys | None:
+        """Instance types of one template shape and state share one search (see
+        ``allocator/templateshapes.py``): only for an untraced search on a NodeClaim that
+        reaches template devices only, without DeviceTaintRules."""
+        if (
+            not self.share_shapes
+            or dfs.trace.enabled
+            or dfs.superset
+            or node_claim.node_name is not None
+            or (self.features is not None and self.features.taints.rules)
+        ):
+            return None
+        return ShapeKeys(
+            self, dfs, slices_by_it, templates, read_attributes(dfs.claims), self.bindings
+        )
+
     def _node_resources(
         self,
         claims: list[ResourceClaim],
@@ -382,6 +430,50 @@ class Allocator:
 
     def allocated_cluster_devices(self) -> set[DeviceID]:
         return self.tracker.allocated_cluster_devices()
+
+
+class ShapeKeys:
+    """The key under which an instance type's search is shared in one Allocate: its template
+    shape and the positions of the devices the NodeClaim holds there; None when it runs its
+    own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
+
+    __slots__ = ("_allocator", "_dfs", "_slices", "_templates", "_read", "_bound")
+
+    def __init__(
+        self,
+        allocator: Allocator,
+        dfs: DFSContext,
+        slices_by_it: Mapping[str, list],
+        templates: Mapping[str, list],
+        read: ReadAttributes,
+        bindings: AttributeBindings,
+    ) -> None:
+        self._allocator = allocator
+        self._dfs = dfs
+        self._slices = slices_by_it
+        self._templates = templates
+        self._read = read
+        self._bound = bindings.instance_types()
+
+    def key(self, instance_type: str) -> tuple | None:
+        dfs = self._dfs
+        devices = self._templates.get(instance_type)
+        if devices is None or instance_type in self._bound:
+            return None
+        if any(instance_type in c.pruned_instance_types for c in dfs.claims):
+            return None
+        a = self._allocator
+        nc = dfs.node_claim_id
+        if a.features is not None and a.features.holds_on_templates(
+            nc, instance_type, (d.id for d in devices)
+        ):
+            return None
+        shape = a.shapes.shape(instance_type, self._slices[instance_type], devices, self._read)
+        held = a.tracker.templates.get(nc)
+        positions = held_positions(shape, held.get(instance_type) if held else None)
+        if dfs.explain:  # words name devices: only instance types naming them alike share
+            return (shape.key, positions, shape.device_names)
+        return (shape.key, positions)
 
 
 def _word_count_refusals(

@@ -18,6 +18,9 @@ class Tuning:
     # (Allocate's ``explain`` off) and explained only when the pod fails everywhere;
     # count-stage funnels shared by fresh NodeClaims; instance type filtering remembered.
     nodeclaim_caches: bool = True
+    # Instance types of one device-template shape and state share one search of a NodeClaim
+    # (Allocate without words; allocator/templateshapes.py).
+    shape_memo: bool = True
 
 
 DEFAULT_TUNING = Tuning()
