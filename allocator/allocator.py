@@ -437,7 +437,7 @@ class ShapeKeys:
     shape and the positions of the devices the NodeClaim holds there; None when it runs its
     own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
 
-    __slots__ = ("_allocator", "_dfs", "_slices", "_templates", "_read", "_bound")
+    __slots__ = ("_allocator", "_dfs", "_slices", "_templates", "_read", "_excluded", "_held")
 
     def __init__(
         self,
@@ -453,24 +453,25 @@ class ShapeKeys:
         self._slices = slices_by_it
         self._templates = templates
         self._read = read
-        self._bound = bindings.instance_types()
+        excluded = set(bindings.instance_types())
+        for c in dfs.claims:
+            excluded.update(c.pruned_instance_types)
+        self._excluded = excluded
+        self._held = allocator.tracker.templates.get(dfs.node_claim_id) or {}
 
     def key(self, instance_type: str) -> tuple | None:
-        dfs = self._dfs
         devices = self._templates.get(instance_type)
-        if devices is None or instance_type in self._bound:
-            return None
-        if any(instance_type in c.pruned_instance_types for c in dfs.claims):
+        if devices is None or instance_type in self._excluded:
             return None
         a = self._allocator
-        nc = dfs.node_claim_id
-        if a.features is not None and a.features.holds_on_templates(
-            nc, instance_type, (d.id for d in devices)
+        dfs = self._dfs
+        features = a.features
+        if features is not None and features.holds_on_templates(
+            dfs.node_claim_id, instance_type, devices
         ):
             return None
         shape = a.shapes.shape(instance_type, self._slices[instance_type], devices, self._read)
-        held = a.tracker.templates.get(nc)
-        positions = held_positions(shape, held.get(instance_type) if held else None)
+        positions = held_positions(shape, self._held.get(instance_type))
         if dfs.explain:  # words name devices: only instance types naming them alike share
             return (shape.key, positions, shape.device_names)
         return (shape.key, positions)

@@ -210,8 +210,9 @@ class SharedOutcome:
     def outcome(self, instance_type: str, devices: Sequence[DeviceWithID]) -> ITOutcome:
         out = self.out
         if out.ok:
+            # The result fields are read only from here on: shared, not copied.
             path = [
-                PathEntry(e.claim_index, e.request, devices[i], dict(e.extra))
+                PathEntry(e.claim_index, e.request, devices[i], e.extra)
                 for e, i in zip(out.path, self.positions, strict=True)
             ]
             return ITOutcome(instance_type, True, path, nodes=out.nodes, counted=list(out.counted))
