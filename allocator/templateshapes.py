@@ -201,11 +201,17 @@ def portable(path: Sequence[PathEntry], devices: Sequence[DeviceWithID]) -> list
 class SharedOutcome:
     """One instance type's outcome that the others of its shape and state take: a success
     (its devices by position), or a count-stage refusal (its words, which name no pool and no
-    instance type: only the funnels' instance type and example devices are renamed)."""
+    instance type).
+
+    A refusal's funnels are the representative's renamed for the instance type only: their
+    rejection groups (numbers, words, example devices) are shared, not copied, so that a
+    failed pod's funnels over every NodeClaim and instance type cost one small object each
+    (Karpenter's benchmark: 400 instance types, 2 GB otherwise). The example devices are only
+    ever shown for the first funnel of a kind (``explanation/funnel.aggregate``), which is the
+    representative's: it comes before every instance type that takes its outcome."""
 
     out: ITOutcome
     positions: list[int]  # a success's devices
-    names: dict[str, int]  # a refusal's example devices ("driver/pool/device") -> position
 
     def outcome(self, instance_type: str, devices: Sequence[DeviceWithID]) -> ITOutcome:
         out = self.out
@@ -223,7 +229,7 @@ class SharedOutcome:
         def rename(f: Funnel) -> Funnel:
             hit = renamed.get(id(f))
             if hit is None:
-                hit = renamed[id(f)] = _renamed(f, instance_type, self.names, devices)
+                hit = renamed[id(f)] = replace(f, instance_type=instance_type)
             return hit
 
         return ITOutcome(
@@ -236,16 +242,6 @@ class SharedOutcome:
         )
 
 
-def _renamed(
-    f: Funnel, instance_type: str, names: Mapping[str, int], devices: Sequence[DeviceWithID]
-) -> Funnel:
-    groups = tuple(
-        replace(g, example_devices=tuple(str(devices[names[d]].id) for d in g.example_devices))
-        for g in f.rejections
-    )
-    return replace(f, instance_type=instance_type, rejections=groups)
-
-
 def shareable(
     out: ITOutcome, devices: Sequence[DeviceWithID], templates: Sequence[ResourceSliceTemplate]
 ) -> SharedOutcome | None:
@@ -255,9 +251,9 @@ def shareable(
     words name the devices it tried)."""
     if out.ok:
         positions = portable(out.path, devices)
-        return SharedOutcome(out, positions, {}) if positions is not None else None
+        return SharedOutcome(out, positions) if positions is not None else None
     if out.unworded:
-        return SharedOutcome(out, [], {})
+        return SharedOutcome(out, [])
     if out.nodes or not out.funnels or out.reason is None:
         return None
     names = {str(d.id): i for i, d in enumerate(devices)}
@@ -274,4 +270,4 @@ def shareable(
             texts.append(repr(g.detail))
     if any(name and name in text for name in own for text in texts):
         return None
-    return SharedOutcome(out, [], names)
+    return SharedOutcome(out, [])
