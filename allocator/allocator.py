@@ -309,7 +309,9 @@ class Allocator:
             )
         succeeded = [r for r in results if r.ok]
         if succeeded and not dfs.explain and any(r.unworded for r in results):
-            _word_count_refusals(dfs, results, started_from, it_reqs, trace_parent)
+            _word_count_refusals(
+                dfs, results, started_from, it_reqs, trace_parent, shapes, slices_by_it, templates
+            )
         if not succeeded:
             reasons = "; ".join(
                 (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
@@ -483,21 +485,36 @@ def _word_count_refusals(
     started_from: list[Requirements],
     it_reqs: Mapping[str, Requirements | None],
     trace_parent: int | None,
+    shapes: ShapeKeys | None,
+    slices_by_it: Mapping[str, list],
+    templates: Mapping[str, list],
 ) -> None:
     """A success found without words (``explain`` off) is the success found with them, but
     for the reasons of the instance types refused at the count stage: those are worded here,
     each from the requirements it started from (the count stage reads nothing the search of
     another instance type changes, and counts no DFS node), so that the result is the one
-    ``explain`` on gives."""
+    ``explain`` on gives. Worded once per template shape and state (``shapes``)."""
     final = dfs.requirements
     nodes = dfs.nodes
     dfs.explain = True
+    found: dict[tuple, SharedOutcome] = {}
     try:
         for i, r in enumerate(results):
             if r.unworded:
                 dfs.requirements = started_from[i]
                 it = r.instance_type
+                key = shapes.key(it) if shapes is not None else None
+                if key is not None:
+                    key = (*key, id(started_from[i]))
+                    known = found.get(key)
+                    if known is not None:
+                        results[i] = known.outcome(it, templates[it])
+                        continue
                 results[i] = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                if key is not None:
+                    shared = shareable(results[i], templates[it], slices_by_it[it])
+                    if shared is not None:
+                        found[key] = shared
     finally:
         dfs.explain = False
         dfs.requirements = final
