@@ -196,9 +196,11 @@ class Allocator:
             return result
 
         it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
+        # Without in-cluster slices nothing is gathered: each instance type's view is then
+        # worked out only if its own search runs (DFSContext._prepare_it), not for every one.
         variants = (
             [effective]
-            if node_claim.node_name is not None
+            if node_claim.node_name is not None or not self.in_cluster_slices
             else pool_variants(effective, list(it_reqs.values()))
         )
         cached = self.pool_cache.get(node_claim.id)
@@ -236,6 +238,7 @@ class Allocator:
         first_views = None
         if (
             node_claim.node_name is None
+            and self.in_cluster_slices
             and len(variants) == len(instance_types)
             and all(r is not None for r in it_reqs.values())
         ):
@@ -439,7 +442,16 @@ class ShapeKeys:
     shape and the positions of the devices the NodeClaim holds there; None when it runs its
     own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
 
-    __slots__ = ("_allocator", "_dfs", "_slices", "_templates", "_read", "_excluded", "_held")
+    __slots__ = (
+        "_allocator",
+        "_dfs",
+        "_slices",
+        "_templates",
+        "_read",
+        "_excluded",
+        "_held",
+        "_features",
+    )
 
     def __init__(
         self,
@@ -460,6 +472,11 @@ class ShapeKeys:
             excluded.update(c.pruned_instance_types)
         self._excluded = excluded
         self._held = allocator.tracker.templates.get(dfs.node_claim_id) or {}
+        features = allocator.features
+        in_use = features is not None and (
+            features.counters.template_committed or features.capacity.shares
+        )
+        self._features = features if in_use else None
 
     def key(self, instance_type: str) -> tuple | None:
         devices = self._templates.get(instance_type)
@@ -467,7 +484,7 @@ class ShapeKeys:
             return None
         a = self._allocator
         dfs = self._dfs
-        features = a.features
+        features = self._features
         if features is not None and features.holds_on_templates(
             dfs.node_claim_id, instance_type, devices
         ):

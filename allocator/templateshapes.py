@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from allocator.cel.engine import split_name
 from allocator.checks import PathEntry
@@ -229,7 +229,16 @@ class SharedOutcome:
         def rename(f: Funnel) -> Funnel:
             hit = renamed.get(id(f))
             if hit is None:
-                hit = renamed[id(f)] = replace(f, instance_type=instance_type)
+                hit = renamed[id(f)] = Funnel(
+                    f.claim,
+                    f.request,
+                    f.needed,
+                    instance_type,
+                    f.candidates,
+                    f.usable,
+                    f.rejections,
+                    f.whole,
+                )
             return hit
 
         return ITOutcome(
