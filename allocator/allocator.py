@@ -45,6 +45,14 @@ from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_de
 from allocator.quantity import Quantity
 from allocator.requests import SelectorMatcher
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
+from allocator.templateshapes import (
+    ReadAttributes,
+    ShapeIndex,
+    SharedOutcome,
+    held_positions,
+    read_attributes,
+    shareable,
+)
 from allocator.trace import NULL_TRACE, Trace
 from allocator.tracker import AllocationTracker
 from allocator.validation import ValidationContext, validate_claim_request
@@ -93,6 +101,10 @@ class Allocator:
         # Count-stage funnels of fresh NodeClaims, kept across Allocate calls
         # (explanation/builder.py); None: not kept. The scheduler switches it on.
         self.fresh_funnels: dict | None = None
+        # Instance types of one template shape and state share one search when the search
+        # builds no words (allocator/templateshapes.py); the scheduler switches it on.
+        self.share_shapes = False
+        self.shapes = ShapeIndex()
         # NodeClaim id -> keys of the claims committed to it (release looks only at those).
         self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
@@ -184,9 +196,11 @@ class Allocator:
             return result
 
         it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
+        # Without in-cluster slices nothing is gathered: each instance type's view is then
+        # worked out only if its own search runs (DFSContext._prepare_it), not for every one.
         variants = (
             [effective]
-            if node_claim.node_name is not None
+            if node_claim.node_name is not None or not self.in_cluster_slices
             else pool_variants(effective, list(it_reqs.values()))
         )
         cached = self.pool_cache.get(node_claim.id)
@@ -224,6 +238,7 @@ class Allocator:
         first_views = None
         if (
             node_claim.node_name is None
+            and self.in_cluster_slices
             and len(variants) == len(instance_types)
             and all(r is not None for r in it_reqs.values())
         ):
@@ -264,6 +279,8 @@ class Allocator:
         # Without words: the requirements each instance type started from (they accumulate
         # across instance types), to word its count-stage refusal if another one succeeds.
         started_from: list[Requirements] = []
+        shapes = self._shape_sharing(dfs, node_claim, slices_by_it, templates)
+        found: dict[tuple, SharedOutcome] = {}
         for it in instance_types or [""]:
             if self.clock() > dfs.deadline:
                 timed_out = True
@@ -271,7 +288,19 @@ class Allocator:
             try:
                 if not dfs.explain:
                     started_from.append(dfs.requirements)
-                results.append(dfs.run_instance_type(it, it_reqs.get(it), trace_parent))
+                key = shapes.key(it) if shapes is not None else None
+                known = found.get(key) if key is not None else None
+                if known is not None:
+                    results.append(known.outcome(it, templates[it]))
+                    dfs.nodes += known.out.nodes
+                    continue
+                before = dfs.requirements
+                out = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                results.append(out)
+                if key is not None and dfs.requirements is before:
+                    shared = shareable(out, templates[it], slices_by_it[it])
+                    if shared is not None:
+                        found[key] = shared
             except TimedOut:
                 timed_out = True  # the IT's trace node already says "timeout"
                 break
@@ -283,7 +312,9 @@ class Allocator:
             )
         succeeded = [r for r in results if r.ok]
         if succeeded and not dfs.explain and any(r.unworded for r in results):
-            _word_count_refusals(dfs, results, started_from, it_reqs, trace_parent)
+            _word_count_refusals(
+                dfs, results, started_from, it_reqs, trace_parent, shapes, slices_by_it, templates
+            )
         if not succeeded:
             reasons = "; ".join(
                 (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
@@ -335,6 +366,28 @@ class Allocator:
         )
         return result
 
+    def _shape_sharing(
+        self,
+        dfs: DFSContext,
+        node_claim: NodeClaimView,
+        slices_by_it: Mapping[str, list],
+        templates: Mapping[str, list],
+    ) -> ShapeKeys | None:
+        """Instance types of one template shape and state share one search (see
+        ``allocator/templateshapes.py``): only for an untraced search on a NodeClaim that
+        reaches template devices only, without DeviceTaintRules."""
+        if (
+            not self.share_shapes
+            or dfs.trace.enabled
+            or dfs.superset
+            or node_claim.node_name is not None
+            or (self.features is not None and self.features.taints.rules)
+        ):
+            return None
+        return ShapeKeys(
+            self, dfs, slices_by_it, templates, read_attributes(dfs.claims), self.bindings
+        )
+
     def _node_resources(
         self,
         claims: list[ResourceClaim],
@@ -384,27 +437,101 @@ class Allocator:
         return self.tracker.allocated_cluster_devices()
 
 
+class ShapeKeys:
+    """The key under which an instance type's search is shared in one Allocate: its template
+    shape and the positions of the devices the NodeClaim holds there; None when it runs its
+    own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
+
+    __slots__ = (
+        "_allocator",
+        "_dfs",
+        "_slices",
+        "_templates",
+        "_read",
+        "_excluded",
+        "_held",
+        "_features",
+    )
+
+    def __init__(
+        self,
+        allocator: Allocator,
+        dfs: DFSContext,
+        slices_by_it: Mapping[str, list],
+        templates: Mapping[str, list],
+        read: ReadAttributes,
+        bindings: AttributeBindings,
+    ) -> None:
+        self._allocator = allocator
+        self._dfs = dfs
+        self._slices = slices_by_it
+        self._templates = templates
+        self._read = read
+        excluded = set(bindings.instance_types())
+        for c in dfs.claims:
+            excluded.update(c.pruned_instance_types)
+        self._excluded = excluded
+        self._held = allocator.tracker.templates.get(dfs.node_claim_id) or {}
+        features = allocator.features
+        in_use = features is not None and (
+            features.counters.template_committed or features.capacity.shares
+        )
+        self._features = features if in_use else None
+
+    def key(self, instance_type: str) -> tuple | None:
+        devices = self._templates.get(instance_type)
+        if devices is None or instance_type in self._excluded:
+            return None
+        a = self._allocator
+        dfs = self._dfs
+        features = self._features
+        if features is not None and features.holds_on_templates(
+            dfs.node_claim_id, instance_type, devices
+        ):
+            return None
+        shape = a.shapes.shape(instance_type, self._slices[instance_type], devices, self._read)
+        positions = held_positions(shape, self._held.get(instance_type))
+        if dfs.explain:  # words name devices: only instance types naming them alike share
+            return (shape.key, positions, shape.device_names)
+        return (shape.key, positions)
+
+
 def _word_count_refusals(
     dfs: DFSContext,
     results: list[ITOutcome],
     started_from: list[Requirements],
     it_reqs: Mapping[str, Requirements | None],
     trace_parent: int | None,
+    shapes: ShapeKeys | None,
+    slices_by_it: Mapping[str, list],
+    templates: Mapping[str, list],
 ) -> None:
     """A success found without words (``explain`` off) is the success found with them, but
     for the reasons of the instance types refused at the count stage: those are worded here,
     each from the requirements it started from (the count stage reads nothing the search of
     another instance type changes, and counts no DFS node), so that the result is the one
-    ``explain`` on gives."""
+    ``explain`` on gives. Worded once per template shape and state (``shapes``)."""
     final = dfs.requirements
     nodes = dfs.nodes
     dfs.explain = True
+    found: dict[tuple, SharedOutcome] = {}
     try:
         for i, r in enumerate(results):
             if r.unworded:
                 dfs.requirements = started_from[i]
                 it = r.instance_type
+                key = shapes.key(it) if shapes is not None else None
+                if key is not None:
+                    key = (*key, id(started_from[i]))
+                    known = found.get(key)
+                    if known is not None:
+                        results[i] = known.outcome(it, templates[it])
+                        continue
                 results[i] = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                if key is not None:
+                    shared = shareable(results[i], templates[it], slices_by_it[it])
+                    if shared is not None:
+                        found[key] = shared
     finally:
         dfs.explain = False
         dfs.requirements = final

@@ -68,6 +68,10 @@ class AttributeBindings:
         adj = self._graph.get((attribute, node_pool, instance_type))
         return _EMPTY if adj is None else adj.get(d, _EMPTY)
 
+    def instance_types(self) -> frozenset[str]:
+        """The instance types some binding is declared on."""
+        return frozenset(key[2] for key in self._graph)
+
     def has(self, attribute: str, node_pool: str | None, instance_type: str) -> bool:
         """Whether any binding exists for this triple (the fallback has something to consult)."""
         return (attribute, node_pool, instance_type) in self._graph

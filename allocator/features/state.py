@@ -35,7 +35,7 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from allocator.pools import PoolInfo
+from allocator.pools import DeviceWithID, PoolInfo
 
 
 @dataclass(slots=True)
@@ -52,6 +52,21 @@ class FeatureState:
         """The counters the committed devices consume and the shares they give out."""
         commit_counters(self.counters, node_claim_id, instance_type, path)
         commit_shares(self.capacity, node_claim_id, instance_type, path)
+
+    def holds_on_templates(
+        self, node_claim_id: str, instance_type: str, devices: Sequence[DeviceWithID]
+    ) -> bool:
+        """Whether counters or capacity of these template devices are in use on this
+        NodeClaim's instance type (what a template shape does not hold)."""
+        committed = self.counters.template_committed
+        if committed and committed.get((node_claim_id, instance_type)):
+            return True
+        shares = self.capacity.shares
+        return bool(shares) and any(
+            s.template and s.node_claim_id == node_claim_id and s.instance_type == instance_type
+            for d in devices
+            for s in shares.get(d.id, ())
+        )
 
     def release(self, node_claim_id: str, instance_type: str) -> None:
         """What an instance type a NodeClaim lost consumed and shared."""

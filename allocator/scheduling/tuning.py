@@ -25,6 +25,9 @@ class Tuning:
     # instance type filter worded from what the filter recorded (nodeclaim.NoInstanceType),
     # not from a full attempt asked again.
     explain_recorded: bool = True
+    # Instance types of one device-template shape and state share one search of a NodeClaim
+    # (Allocate without words; allocator/templateshapes.py).
+    shape_memo: bool = True
 
 
 DEFAULT_TUNING = Tuning()
