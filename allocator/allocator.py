@@ -316,10 +316,7 @@ class Allocator:
                 dfs, results, started_from, it_reqs, trace_parent, shapes, slices_by_it, templates
             )
         if not succeeded:
-            reasons = "; ".join(
-                (f"{r.instance_type}: " if r.instance_type else "") + (r.reason or "failed")
-                for r in results
-            )
+            reasons = _grouped_refusals(results)
             # The refusal funnels (explanation), and for the scheduler's cache of refusals the
             # count stage of a single instance type with the pools in reach.
             self.last_funnels = [f for r in results for f in r.funnels]
@@ -689,3 +686,26 @@ class Allocation:
                 },
                 node_selector=outcome.node_selector,
             )
+
+
+MAX_NAMED_INSTANCE_TYPES = 3  # instance types named per kind of refusal; the others counted
+
+
+def _grouped_refusals(results) -> str:
+    """``it-a, it-b and 398 more: <why>; it-c: <why>``: instance types refused in the same
+    words share one clause, in the order first met (400 instance types refusing a pod the
+    same way make one clause, not 400)."""
+    by_words: dict[str, list[str]] = {}
+    for r in results:
+        by_words.setdefault(r.reason or "failed", []).append(r.instance_type or "")
+    parts = []
+    for words, names in by_words.items():
+        named = [n for n in names if n]
+        if not named:
+            parts.append(words)
+            continue
+        shown = ", ".join(named[:MAX_NAMED_INSTANCE_TYPES])
+        if len(named) > MAX_NAMED_INSTANCE_TYPES:
+            shown += f" and {len(named) - MAX_NAMED_INSTANCE_TYPES} more"
+        parts.append(f"{shown}: {words}")
+    return "; ".join(parts)

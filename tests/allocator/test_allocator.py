@@ -283,3 +283,27 @@ def test_a_validation_error_names_its_request_and_the_funnel_shows_it():
     (funnel,) = err.value.funnels
     assert (funnel.request, funnel.candidates) == ("accel", 0)
     assert funnel.whole == str(err.value)
+
+
+def test_instance_types_refused_in_the_same_words_share_one_clause_of_the_error():
+    # Six sizes of one family with 8 GPUs and two with 4: a claim for 16 GPUs is refused by
+    # each the same way per GPU count, so the error names three of a kind and counts the rest.
+    eights = [
+        instance_type(f"p5.{size}", [template(f"p5-{size}-gpus", gpus(8))])
+        for size in ("4xl", "8xl", "12xl", "16xl", "24xl", "48xl")
+    ]
+    fours = [
+        instance_type(f"g6e.{size}", [template(f"g6e-{size}-gpus", gpus(4))])
+        for size in ("12xl", "24xl")
+    ]
+    a = make_allocator(instance_types=eights + fours)
+    with pytest.raises(AllocationError) as refused:
+        a.allocate(in_flight("gpu-pool-1", eights + fours), [claim("big", exact("gpu", count=16))])
+    error = str(refused.value)
+    assert error.startswith("no instance type can satisfy the allocation: ")
+    clauses = error.removeprefix("no instance type can satisfy the allocation: ").split("; ")
+    assert len(clauses) == 2, error
+    assert clauses[0].startswith("p5.4xl, p5.8xl, p5.12xl and 3 more: ")
+    assert clauses[1].startswith("g6e.12xl, g6e.24xl: ")
+    # Every instance type keeps its own funnel (the explanation counts each).
+    assert len(refused.value.funnels) == 8
