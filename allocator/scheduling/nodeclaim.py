@@ -394,14 +394,7 @@ class NodeClaim:
         cache = state.cache
         if cache.nodeclaims_reach_cluster or not cache.is_validated(pod.outcome):
             return False
-        need = 0
-        for claim in claims:
-            if state.claim_state(claim) != "unallocated":
-                return False
-            for r in claim.spec.requests:
-                ex = r.exactly
-                if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
-                    need = max(need, ex.count)
+        need = largest_count(claims, state)
         if not need:
             return False
         held = state.allocator.tracker.templates.get(probe.id, {})
@@ -625,3 +618,19 @@ def _no_instance_type(
     """The filter's refusal as data (worded by ``words``)."""
     overheads = tuple(g.overhead for g in groups)
     return NoInstanceType(requests, reqs, filtered, overheads, state.cache.quantity_words)
+
+
+def largest_count(claims: list[ResourceClaim], state: RunState) -> int | None:
+    """The most devices one request of ``claims`` asks for by count (ExactCount, not admin
+    access): what the count bound of a NodeClaim compares with its template devices left.
+    None when a claim is not simply unallocated (the bound does not hold); 0 when no request
+    counts."""
+    need = 0
+    for claim in claims:
+        if state.claim_state(claim) != "unallocated":
+            return None
+        for r in claim.spec.requests:
+            ex = r.exactly
+            if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
+                need = max(need, ex.count)
+    return need

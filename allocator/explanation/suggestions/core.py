@@ -67,6 +67,7 @@ from allocator.scheduling.fit import (
 from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPort, host_ports
 from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.nodeclaim import largest_count
 from allocator.scheduling.poddata import PodOutcome
 from allocator.scheduling.trialtargets import TrialTargets
 
@@ -1030,14 +1031,7 @@ def _room_for(ctx: _Context, claims: list[ResourceClaim]) -> TrialTargets | None
     state = ctx.scheduler.state
     if state.cache.nodeclaims_reach_cluster:
         return None
-    need = 0
-    for claim in claims:
-        if state.claim_state(claim) != "unallocated":
-            return None
-        for r in claim.spec.requests:
-            ex = r.exactly
-            if ex is not None and not ex.admin_access and ex.allocation_mode != "All":
-                need = max(need, ex.count)
+    need = largest_count(claims, state)
     if not need:
         return None
     sched = ctx.scheduler
