@@ -166,7 +166,9 @@ def test_a_nodepool_limited_to_small_types_explains_that_none_has_eight_gpus():
     entry = pod_result(run(docs), "default/train-0")
     assert not entry["scheduled"]
     assert "no instance type can satisfy the allocation" in entry["error"]
-    assert "g6e.xlarge: claim default/train-0-gpus request gpus: 1 of 8 devices" in entry["error"]
+    # Both sizes have one L40S: refused in the same words, they share one clause.
+    clause = "g6e.xlarge, g6e.2xlarge: claim default/train-0-gpus request gpus: 1 of 8 devices"
+    assert clause in entry["error"]
     fixes = {s["kind"]: s for s in entry["suggestions"]}
     assert fixes["nodepool-requirement"]["change"]["object"] == "NodePool small"
 
