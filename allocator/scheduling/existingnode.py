@@ -57,6 +57,9 @@ UNREGISTERED = "unregistered"  # a snapshot NodeClaim without a node yet
 _NO_STRICT: frozenset[str] = frozenset()
 
 
+MAX_REMEMBERED_SHAPES = 16  # pod shapes a node remembers refusals of (5,000 nodes x 16)
+
+
 @dataclass(slots=True, eq=False)
 class ExistingNode:
     """A node (or a launched NodeClaim) that exists before the run."""
@@ -175,6 +178,8 @@ class ExistingNode:
                 return hit[1]
             local = self._local(pod, state, requests)
             if isinstance(local, Refusal):
+                if len(self.refusals) >= MAX_REMEMBERED_SHAPES:  # many shapes: memory bounded
+                    self.refusals.clear()
                 self.refusals[shape] = (room, local)
                 return local
         else:

@@ -20,6 +20,8 @@ from allocator.scheduling.report import PruneLog
 from allocator.scheduling.volumes import RunVolumes
 from allocator.trace import NULL_TRACE, Trace
 
+MAX_RESOURCE_WORDS = 20_000  # remembered "exceeds node resources" words; memory stays bounded
+
 
 @dataclass(slots=True, eq=False)
 class RunState:
@@ -132,9 +134,12 @@ class RunState:
     def exceeds(self, requests: dict[str, int], available: dict[str, int]) -> str:
         """``exceeds(requests, available)`` worded once per distinct pair."""
         key = (*requests.items(), *(available.get(name, 0) for name in requests))
-        words = self.resource_words.get(key)
+        memo = self.resource_words
+        words = memo.get(key)
         if words is None:
-            words = self.resource_words[key] = explain.exceeds(requests, available)
+            if len(memo) >= MAX_RESOURCE_WORDS:  # pods of many shapes on nodes of many sizes
+                memo.clear()
+            words = memo[key] = explain.exceeds(requests, available)
         return words
 
     # --- the trace -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ checked, and its topology domain read, against them. Karpenter has no test of it
 
 from __future__ import annotations
 
+from allocator.simulation import SimulationOptions
 from tests.scheduling.k8s import node, pod, pod_result, run
 
 TEAM = "example.com/team"
@@ -93,3 +94,23 @@ def test_a_full_nodes_words_say_the_room_left_after_the_pods_placed_on_it():
     [reason] = [r["reason"] for r in entry["reasons"] if r["target"] == "node/ip-10-0-1-7"]
     assert reason.startswith("exceeds node resources")
     assert '"cpu":"1"' in reason.split("available", 1)[1], reason
+
+
+def test_a_full_node_remembers_the_refusals_of_a_bounded_number_of_pod_shapes():
+    # 40 pods of 40 different sizes pass a full node: each shape's refusal is remembered
+    # there, but no more than MAX_REMEMBERED_SHAPES of them (memory does not grow with them).
+    from allocator.pipeline import build_pipeline
+    from allocator.scheduling.existingnode import MAX_REMEMBERED_SHAPES
+    from allocator.scheduling.setup import build_run
+    from allocator.trace import NULL_TRACE
+    from tests.scheduling.k8s import snapshot
+
+    docs = [node("ip-10-0-1-7", instance_type="m7i.large", cpu="1", memory="8Gi")]
+    docs += [pod(f"etl-{i}", cpu=f"{2000 + 10 * i}m") for i in range(40)]
+    options = SimulationOptions()
+    pipeline = build_pipeline(options.gates)
+    run_ = build_run(snapshot(docs), pipeline, NULL_TRACE, timeout=options.timeout)
+    outcomes = run_.scheduler.solve(run_.pods.pending, run_.pod_claims)
+    assert not any(o.scheduled for o in outcomes)
+    [full] = run_.scheduler.existing
+    assert 0 < len(full.refusals) <= MAX_REMEMBERED_SHAPES < 40
