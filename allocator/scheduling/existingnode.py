@@ -170,22 +170,22 @@ class ExistingNode:
         specs: list | None = None,
         claims: list[ResourceClaim] | None = None,
     ) -> ExistingNodeDecision | Refusal:
+        # What this node's own checks refused a pod of this shape is remembered with the room
+        # it read (a fix suggestion's trial may lend the node room back for a while).
         shape = pod.shape if requests is pod.requests else None
+        room = ()
         if shape is not None:
             room = tuple([self.available.get(name, 0) for name, _ in pod.wanted])
             hit = self.refusals.get(shape)
             if hit is not None and hit[0] == room:
                 return hit[1]
-            local = self._local(pod, state, requests)
-            if isinstance(local, Refusal):
+        local = self._local(pod, state, requests)
+        if isinstance(local, Refusal):
+            if shape is not None:
                 if len(self.refusals) >= MAX_REMEMBERED_SHAPES:  # many shapes: memory bounded
                     self.refusals.clear()
                 self.refusals[shape] = (room, local)
-                return local
-        else:
-            local = self._local(pod, state, requests)
-            if isinstance(local, Refusal):
-                return local
+            return local
         term, requirements = local
         return self._search(pod, state, requests, term, requirements, needed, bounds, specs, claims)
 
