@@ -16,9 +16,16 @@ from allocator.snapshot.bounds import (
     check_document,
 )
 from allocator.snapshot.errors import BoundError, SnapshotError
-from allocator.snapshot.loader import KINDS, load_documents, load_files, load_paths
+from allocator.snapshot.loader import (
+    KINDS,
+    collector_paused,
+    load_documents,
+    load_files,
+    load_paths,
+)
 
 __all__ = [
+    "collector_paused",
     "KINDS",
     "MAX_ALIAS_NODES",
     "MAX_DEPTH",

@@ -278,7 +278,7 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
     skipped = SkippedKinds()
-    with _collector_paused():
+    with collector_paused():
         for name, content in files:
             for raw in decode_file(name, content, problems):
                 _load_object(raw, snapshot, problems, seen, skipped)
@@ -286,11 +286,12 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector off while a snapshot is decoded and built: millions of objects and
-    no reference cycles (self-referring YAML aliases are refused), so its passes over them are
-    pure cost, about a fifth of a 10 MB load and a third of building a stored 1,000-node
-    snapshot again."""
+def collector_paused() -> Iterator[None]:
+    """The cycle collector off while a snapshot is decoded, built (and, by the web service,
+    stored): millions of objects and no reference cycles (self-referring YAML aliases are
+    refused), so its passes over them are pure cost, about a fifth of a 10 MB load and a third
+    of building a stored 1,000-node snapshot again. Nested pauses keep it off to the outer
+    one's end; the objects are freed by reference counting before collecting resumes."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -321,7 +322,7 @@ def load_documents(documents: list[tuple[str, dict]], file: str = "stored") -> S
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
     skipped = SkippedKinds()
-    with _collector_paused():
+    with collector_paused():
         for index, (kind, raw) in enumerate(documents, start=1):
             if isinstance(raw, dict) and raw.get("kind") != kind:
                 problems.append(f"{file} doc {index}: stored as {kind} but holds {raw.get('kind')}")

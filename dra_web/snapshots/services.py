@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -144,21 +142,6 @@ def _default_name(file_names: Sequence[str]) -> str:
     return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector off while an upload is parsed and stored: a 10 MB snapshot is
-    millions of objects without cycles, and a collection over them (which the loader's own
-    pause only postpones to its end) costs about half a second. The objects are freed by
-    reference counting when the upload's work returns, before collecting resumes."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def create_snapshot(
     owner,
     files: Sequence[tuple[str, bytes | str]],
@@ -172,7 +155,7 @@ def create_snapshot(
 
     The returned object carries ``existing`` (True when it was already stored).
     """
-    with _collector_paused():
+    with snapshot_loader.collector_paused():
         return _create_snapshot(
             owner,
             files,
@@ -258,7 +241,9 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
     """The allocator's typed snapshot, built from the decoded documents stored at upload (no
     YAML parse again); the stored files are the fallback for documents that do not load."""
     try:
-        with _collector_paused():  # decoding the stored documents makes millions of objects
+        with (
+            snapshot_loader.collector_paused()
+        ):  # decoding the stored documents makes millions of objects
             documents = snapshot.documents()
         loaded = snapshot_loader.load_documents(documents)
         # Skipped documents (unknown kinds) are not stored: their warnings are, with the
