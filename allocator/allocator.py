@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from allocator.bindings import AttributeBindings
@@ -281,6 +281,10 @@ class Allocator:
         started_from: list[Requirements] = []
         shapes = self._shape_sharing(dfs, node_claim, slices_by_it, templates)
         found: dict[tuple, SharedOutcome] = {}
+        # A worded refusal shared by a shape: the result index of the instance type that
+        # searched, and the instance types that took its outcome (its funnels stand for them).
+        alike: dict[int, list[str]] = {}
+        searched: dict[tuple, int] = {}
         for it in instance_types or [""]:
             if self.clock() > dfs.deadline:
                 timed_out = True
@@ -291,8 +295,13 @@ class Allocator:
                 key = shapes.key(it) if shapes is not None else None
                 known = found.get(key) if key is not None else None
                 if known is not None:
-                    results.append(known.outcome(it, templates[it]))
-                    dfs.nodes += known.out.nodes
+                    out = known.out
+                    if dfs.explain and not out.ok:
+                        results.append(ITOutcome(it, False, reason=out.reason, nodes=out.nodes))
+                        alike.setdefault(searched[key], []).append(it)
+                    else:
+                        results.append(known.outcome(it, templates[it]))
+                    dfs.nodes += out.nodes
                     continue
                 before = dfs.requirements
                 out = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
@@ -301,6 +310,7 @@ class Allocator:
                     shared = shareable(out, templates[it], slices_by_it[it])
                     if shared is not None:
                         found[key] = shared
+                        searched[key] = len(results) - 1
             except TimedOut:
                 timed_out = True  # the IT's trace node already says "timeout"
                 break
@@ -319,7 +329,11 @@ class Allocator:
             reasons = _grouped_refusals(results)
             # The refusal funnels (explanation), and for the scheduler's cache of refusals the
             # count stage of a single instance type with the pools in reach.
-            self.last_funnels = [f for r in results for f in r.funnels]
+            self.last_funnels = [
+                replace(f, alike=tuple(alike[i])) if i in alike else f
+                for i, r in enumerate(results)
+                for f in r.funnels
+            ]
             raise AllocationError(
                 f"no instance type can satisfy the allocation: {reasons}",
                 code="no-instance-type",

@@ -57,8 +57,8 @@ def decisive_cause(
     ``memo``: what was read of each funnel object, shared by every pod of a result while the
     funnels live (a cached funnel stands for many targets and many pods)."""
     facts: dict[int, object] = memo if memo is not None else {}
-    # Per request, each funnel object once with the number of targets it stands for: the
-    # cause reads numbers, never which target said them.
+    # Per request, each funnel object once with the number of targets (and instance types
+    # refused alike) it stands for: the cause reads numbers, never which target said them.
     per_request: dict[tuple[str, str], dict[int, list]] = {}
     for entry in entries:
         f = entry[1]
@@ -66,9 +66,9 @@ def decisive_cause(
         seen = per_request.setdefault((claim, f.request), {})
         hit = seen.get(id(f))
         if hit is None:
-            seen[id(f)] = [f, 1]
+            seen[id(f)] = [f, f.weight]
         else:
-            hit[1] += 1
+            hit[1] += f.weight
     found = _device_cause(
         {key: [(f, n) for f, n in seen.values()] for key, seen in per_request.items()}, facts
     )

@@ -14,6 +14,7 @@ this module only groups, aggregates and words them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,10 +74,18 @@ class Funnel:
     usable: int
     rejections: tuple[RejectionGroup, ...]
     whole: str | None = None  # the request refused as a whole (e.g. exceeding maximum): why
+    # Other instance types of the same NodeClaim refused alike (the same template shape and
+    # state, so the same numbers): one funnel stands for all of them, not one per type.
+    alike: tuple[str, ...] = ()
 
     @property
     def refused(self) -> int:
         return sum(g.devices for g in self.rejections)
+
+    @property
+    def weight(self) -> int:
+        """How many instance types (or one target) the funnel stands for."""
+        return 1 + len(self.alike)
 
     def for_claim(self, claim: str) -> Funnel:
         """The same funnel for another claim of the same spec (funnels are pod-independent)."""
@@ -94,6 +103,7 @@ class Funnel:
             self.usable,
             self.rejections,
             whole,
+            self.alike,
         )
 
 
@@ -418,8 +428,8 @@ class _Holders:
         self.in_run: set[str] = set()
         self.named: list[Mapping[str, Any]] = []
 
-    def add(self, g: RejectionGroup) -> None:
-        self.devices += g.devices
+    def add(self, g: RejectionGroup, weight: int = 1) -> None:
+        self.devices += g.devices * weight
         for h in g.detail.get("holders") or ():
             claim = h["claim"]
             if claim not in self.claims:
@@ -456,32 +466,46 @@ class _Aggregate:
     def __init__(self, funnel: Funnel) -> None:
         self.funnel = funnel  # the first target's: its numbers and words are shown
         self.examples: list[str] = []
-        self.targets = 0
+        # Each target once: a NodeClaim's instance types refusing alike are one target.
+        self.targets: dict[str, None] = {}
         self.holders: dict[str, _Holders] = {}
         self.instance_types: dict[str, None] = {}
 
     def add(self, target: str, f: Funnel) -> None:
         if f.instance_type is not None:
             self.instance_types[f.instance_type] = None
-        if target:  # "" for a pod refused before any target (its claims)
-            self.targets += 1
-            if len(self.examples) < MAX_EXAMPLES and target not in self.examples:
+            for name in f.alike:
+                self.instance_types[name] = None
+        if target and target not in self.targets:  # "": refused before any target
+            self.targets[target] = None
+            if len(self.examples) < MAX_EXAMPLES:
                 self.examples.append(target)
         for g in f.rejections:
             if g.reason in _TARGET_SPECIFIC:
-                self.holders.setdefault(g.reason, _Holders()).add(g)
+                self.holders.setdefault(g.reason, _Holders()).add(g, f.weight)
 
     def to_json(self) -> dict:
-        out = funnel_json(self.funnel, self.examples, self.targets)
+        out = funnel_json(self.funnel, self.examples, len(self.targets))
         if len(self.instance_types) > 1:
             out["instanceTypes"] = len(self.instance_types)
-            out["exampleInstanceTypes"] = list(self.instance_types)[:MAX_EXAMPLES]
+            # By name (numbers as numbers): instance types refused alike are met by shape, so
+            # the order they were met in says nothing.
+            names = sorted(self.instance_types, key=_natural)
+            out["exampleInstanceTypes"] = names[:MAX_EXAMPLES]
         rejections = []
         for g, entry in zip(self.funnel.rejections, out["rejections"], strict=True):
             holders = self.holders.get(g.reason)
-            rejections.append(holders.summary(g, self.targets) if holders else entry)
+            rejections.append(holders.summary(g, len(self.targets)) if holders else entry)
         out["rejections"] = rejections
         return out
+
+
+def _natural(name: str) -> tuple:
+    """``p5.4xlarge`` before ``p5.48xlarge``, ``fake-it-2`` before ``fake-it-10``."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(name))
+
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def aggregate(entries: Iterable[tuple], memo: dict | None = None) -> list[dict]:

@@ -104,7 +104,9 @@ def grouped_reasons(
         if target.startswith("nodepool/"):
             key = ("nodepool", target)  # few, each named (the error ends with the last)
         elif kind:
-            key = ("devices", tuple(kind))
+            # Each kind once (as the trace groups): a NodeClaim's instance types refusing
+            # alike may come as one funnel or as one each.
+            key = ("devices", tuple(dict.fromkeys(kind)))
         else:
             key = ("words", reason)
         entry = groups.get(key)

@@ -102,7 +102,9 @@ pod_kind = st.one_of(
 )
 
 
-def cluster(kinds, pods) -> list[dict]:
+def cluster(kinds, pods, interleave: bool = False) -> list[dict]:
+    """``interleave``: the copies of the kinds alternate in price order (a NodeClaim meets
+    the instance types of one shape apart, not one after the other)."""
     docs = [namespace("default"), device_class(), nodepool("gpu-pool")]
     docs += claim_templates()
     n = 0
@@ -118,7 +120,7 @@ def cluster(kinds, pods) -> list[dict]:
                         {
                             "zone": "us-west-2a",
                             "capacityType": "on-demand",
-                            "price": 1.0 + count + n / 1000,
+                            "price": 1.0 + (c + k / 10 if interleave else count + n / 1000),
                             "available": True,
                         }
                     ],
@@ -151,9 +153,10 @@ def run(docs: list[dict], shapes: bool) -> dict:
 @given(
     kinds=st.lists(it_kind, min_size=1, max_size=4),
     pods=st.lists(pod_kind, min_size=1, max_size=10),
+    interleave=st.booleans(),
 )
-def test_the_shape_memo_changes_no_decision_and_no_word(kinds, pods) -> None:
-    docs = cluster(kinds, pods)
+def test_the_shape_memo_changes_no_decision_and_no_word(kinds, pods, interleave) -> None:
+    docs = cluster(kinds, pods, interleave)
     assert run(docs, True) == run(docs, False)
 
 
@@ -190,6 +193,41 @@ def test_instance_types_differing_in_names_only_are_searched_once(monkeypatch) -
     # The L4 types are searched once per NodeClaim state, not once each.
     assert len(ran_shared) < len(ran_plain)
     assert ran_plain.count("bl4-4g-01") > ran_shared.count("bl4-4g-01")
+
+
+def test_instance_types_refusing_alike_share_one_funnel(monkeypatch) -> None:
+    # Four 4 x L4 and two 2 x H100 types, alternating by price; a 16-GPU pod fails on the
+    # NodeClaim the first pods opened (it keeps every type) and on a new one. Each NodeClaim's
+    # refusal is one funnel per shape standing for the types alike, and reads as the six
+    # funnels of the plain path: six types, the count cause, one reason per target.
+    from allocator.allocator import Allocator
+
+    funnels: list[list] = []
+    allocate = Allocator.allocate
+
+    def kept(self, node_claim, claims, **kwargs):
+        try:
+            return allocate(self, node_claim, claims, **kwargs)
+        finally:
+            if kwargs.get("explain", True) and self.last_funnels:
+                funnels.append(list(self.last_funnels))
+
+    kinds = [("L4", 4, 2, False, False, 4), ("H100", 2, 1, False, False, 2)]
+    docs = cluster(kinds, [("L4", 1, "")] * 2 + [("L4", 16, "")], interleave=True)
+    monkeypatch.setattr(Allocator, "allocate", kept)
+    shared = run(docs, True)
+    grouped, funnels[:] = list(funnels), []
+    plain = run(docs, False)
+    monkeypatch.undo()
+    assert shared == plain
+    assert max(len(f) for f in grouped) == 2  # per shape, not per instance type
+    assert max(len(f) for f in funnels) == 6
+    alike = sorted(len(f.alike) for f in grouped[0])
+    assert alike == [1, 3]  # one H100 and three L4 types stand behind the searched ones
+    failed = next(p for p in shared["pods"] if not p["scheduled"])
+    assert failed["cause"]["reason"] == "count"
+    kinds_seen = {f["instanceTypes"] for f in failed["explanation"] if "instanceTypes" in f}
+    assert kinds_seen == {4, 2}
 
 
 def test_a_selector_reading_the_uuid_keeps_the_instance_types_apart(monkeypatch) -> None:
