@@ -36,6 +36,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPortConflict
 from allocator.scheduling.hostports import HostPortUsage as PortUsage
 from allocator.scheduling.poddata import PodData
+from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
 from allocator.scheduling.topology import TopologyError
@@ -140,7 +141,7 @@ class NodeClaim:
                     pod.outcome.validated and not validated,
                 )
             state.trace.set(node, "failed", plan.code, plan.reason)
-            if not plan.deferred:
+            if not plan.deferred and not plan.funnels:
                 plan.funnels = [(self.reason_target, f, None) for f in allocator.last_funnels]
             return plan
         state.trace.set(node, "ok", "allocated")
@@ -153,7 +154,8 @@ class NodeClaim:
         plan = self.plan(pod, state, -1)
         if not isinstance(plan, Refusal):
             return Refusal("")  # cannot happen: refused in this very state
-        plan.funnels = [(self.reason_target, f, None) for f in state.allocator.last_funnels]
+        if not plan.funnels:  # an Allocate refusal carries its own (maybe remembered)
+            plan.funnels = [(self.reason_target, f, None) for f in state.allocator.last_funnels]
         return plan
 
     def plan(
@@ -275,17 +277,10 @@ class NodeClaim:
             if isinstance(result, Refusal):
                 return result
         else:
-            try:
-                result = state.allocator.allocate(
-                    probe,
-                    claims,
-                    trace=state.trace,
-                    trace_parent=trace_node if trace_node >= 0 else None,
-                    pod=pod.pod,
-                )
-            except AllocationError as err:
-                state.cache.note_validation(pod.outcome, err)
-                return Refusal(explain.dra_reason(str(err)), err.code, reach=None)
+            found = self._allocate_in_words(probe, pod, state, term, claims, trace_node)
+            if isinstance(found, Refusal):
+                return found
+            result = found
         state.cache.mark_validated(pod.outcome)
         allowed = set(result.instance_types)
         kept = [info for info in filtered.remaining if info.name in allowed]
@@ -404,6 +399,83 @@ class NodeClaim:
                 return False
         return True
 
+    def _allocate_key(
+        self,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        term: Requirements,
+        claims: list[ResourceClaim],
+    ) -> tuple | None:
+        """What an Allocate refusal on this NodeClaim read, as a key to remember it by (the
+        NodeClaim's and the cluster's versions are checked apart): the claims' specs, the
+        instance types left to try, and the requirements, which are the NodeClaim's own when
+        the pod adds no term and no volume requirement. None: not to be remembered."""
+        cache = state.cache
+        if not cache.nodeclaim_caches or len(term) or pod.volume_requirements:
+            return None
+        if not cache.knows_nodeclaim(probe.id):
+            return None
+        specs = tuple(cache.funnel_key(c) for c in claims)
+        if None in specs or any(state.claim_state(c) != "unallocated" for c in claims):
+            return None
+        return (probe.id, specs, tuple(probe.instance_types))
+
+    def _allocate_in_words(
+        self,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        term: Requirements,
+        claims: list[ResourceClaim],
+        trace_node: int,
+    ):
+        """Allocate with the words of its refusal: its result, or a Refusal with its funnels
+        (``funnels`` set). An untraced refusal's words are remembered with the refusal (see
+        ``_quick_allocate``) and are another pod's too, with its own claims named: the
+        failed pods of one workload ask every NodeClaim the same."""
+        cache = state.cache
+        traced = state.trace.enabled
+        key = None if traced else self._allocate_key(probe, pod, state, term, claims)
+        claim_keys = [c.key for c in claims]
+        hit = cache.allocate_refusal(key, probe.id) if key is not None else None
+        if hit is not None and hit.explained is not None:
+            if hit.code != "validation":
+                cache.mark_validated(pod.outcome)
+            return hit.explained.for_claims(claim_keys, hit.code)
+        nc_version = cache.nodeclaim_version(probe.id)
+        nodes = state.allocator.dfs_nodes
+        try:
+            return state.allocator.allocate(
+                probe,
+                claims,
+                trace=state.trace,
+                trace_parent=trace_node if trace_node >= 0 else None,
+                pod=pod.pod,
+            )
+        except AllocationError as err:
+            cache.note_validation(pod.outcome, err)
+            entries = [(self.reason_target, f, None) for f in err.funnels]
+            refusal = Refusal(explain.dra_reason(str(err)), err.code, entries, reach=None)
+            if (
+                key is not None
+                and err.reach is not None
+                and ExplainedRefusal.shareable(refusal, pod.pod.key, claim_keys)
+            ):
+                explained = ExplainedRefusal(claim_keys, refusal.reason, entries)
+                if hit is not None:
+                    hit.explained = explained
+                else:
+                    cache.remember_allocate_refusal(
+                        key,
+                        nc_version,
+                        err.reach,
+                        err.code,
+                        state.allocator.dfs_nodes - nodes,
+                        explained,
+                    )
+            return refusal
+
     def _quick_allocate(
         self,
         probe: Probe,
@@ -414,22 +486,19 @@ class NodeClaim:
     ):
         """Allocate without words: its result, or a deferred Refusal. A refusal is reused
         while nothing it read changed: the NodeClaim (its version), in-cluster devices (the
-        cluster version), the claims' specs, the requirements (the pod's term must be empty:
-        the NodeClaim's own then) and the instance types left to try."""
+        cluster version), the claims' specs, the requirements and the instance types left
+        to try (``_allocate_key``)."""
         allocator = state.allocator
         cache = state.cache
-        key = None
-        if len(term) == 0 and cache.knows_nodeclaim(probe.id):
-            specs = tuple(cache.funnel_key(c) for c in claims)
-            if None not in specs and all(state.claim_state(c) == "unallocated" for c in claims):
-                key = (probe.id, specs, tuple(probe.instance_types))
-                nc_version = cache.nodeclaim_version(probe.id)
-                hit = cache.allocate_refusal(key, probe.id)
-                if hit is not None:
-                    allocator.dfs_nodes += hit.dfs_nodes
-                    if hit.code != "validation":
-                        cache.mark_validated(pod.outcome)
-                    return Refusal("", hit.code, deferred=True, reach=hit.reach)
+        key = self._allocate_key(probe, pod, state, term, claims)
+        if key is not None:
+            nc_version = cache.nodeclaim_version(probe.id)
+            hit = cache.allocate_refusal(key, probe.id)
+            if hit is not None:
+                allocator.dfs_nodes += hit.dfs_nodes
+                if hit.code != "validation":
+                    cache.mark_validated(pod.outcome)
+                return Refusal("", hit.code, deferred=True, reach=hit.reach)
         nodes = allocator.dfs_nodes
         try:
             return allocator.allocate(probe, claims, pod=pod.pod, explain=False)

@@ -69,15 +69,15 @@ class ExplainedRefusal:
     reason: str
     funnels: list[FunnelEntry]
 
-    def for_claims(self, claim_keys: list[str]) -> Refusal:
+    def for_claims(self, claim_keys: list[str], code: str = "") -> Refusal:
         if claim_keys == self.claim_keys:
-            return Refusal(self.reason, funnels=list(self.funnels))
+            return Refusal(self.reason, code, list(self.funnels), reach=None)
         names = dict(zip(self.claim_keys, claim_keys, strict=True))
         reason = self.reason
         for a, b in names.items():
             reason = reason.replace(f"claim {a}", f"claim {b}")
         funnels = [(t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in self.funnels]
-        return Refusal(reason, funnels=funnels)
+        return Refusal(reason, code, funnels, reach=None)
 
     @staticmethod
     def shareable(refusal: Refusal, pod_key: str, claim_keys: list[str]) -> bool:
@@ -102,6 +102,9 @@ class AllocateRefusal:
     reach_version: int
     code: str
     dfs_nodes: int
+    # The refusal in words, once a failed pod asked for them (another pod with claims of the
+    # same specs gets them with its own claims named).
+    explained: ExplainedRefusal | None = None
 
 
 @dataclass(slots=True)
@@ -418,10 +421,16 @@ class RefusalCache:
         return None
 
     def remember_allocate_refusal(
-        self, key: tuple, nc_version: int, reach: tuple, code: str, dfs_nodes: int
+        self,
+        key: tuple,
+        nc_version: int,
+        reach: tuple,
+        code: str,
+        dfs_nodes: int,
+        explained: ExplainedRefusal | None = None,
     ) -> None:
         self.allocate_refusals[key] = AllocateRefusal(
-            nc_version, reach, self.reach_version(reach), code, dfs_nodes
+            nc_version, reach, self.reach_version(reach), code, dfs_nodes, explained
         )
 
     def template_total(self, info: InstanceTypeInfo) -> int | None:

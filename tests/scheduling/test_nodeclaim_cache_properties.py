@@ -247,3 +247,45 @@ def test_a_nodeclaim_holding_devices_counts_each_refusal_once_per_state(monkeypa
     assert on_held  # the full NodeClaims were counted with their GPUs held
     assert len(set(on_held)) == len(on_held)
     assert fast == run(docs, False)
+
+
+def test_failed_pods_of_other_sizes_share_allocates_words_on_unchanged_nodeclaims(
+    monkeypatch,
+) -> None:
+    # train-12 (T4, 2 CPUs) and train-13 (T4, 3 CPUs: another pod shape) fail on three full L4
+    # NodeClaims. Their claims have one spec and each NodeClaim keeps the same instance types
+    # for both: Allocate's words there are worked out for train-12 and are train-13's too,
+    # naming train-13's own claim.
+    from allocator.allocator import Allocator
+
+    asked: list[tuple[int, str, str]] = []
+    allocate = Allocator.allocate
+
+    def counted(self, node_claim, claims, **kwargs):
+        # The full NodeClaims kept l4.4g1 only (a new one offers all three types).
+        if kwargs.get("explain", True) and node_claim.instance_types == ["l4.4g1"]:
+            asked.append((id(self), node_claim.id, claims[0].key))
+        return allocate(self, node_claim, claims, **kwargs)
+
+    monkeypatch.setattr(Allocator, "allocate", counted)
+    l4 = ("L4", 1, 2, None, False)
+    its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
+    docs = cluster(
+        [], its, [l4] * 12 + [("T4", 1, 2, None, False), ("T4", 1, 3, None, False)], 0, False
+    )
+    fast = run(docs, True)
+    monkeypatch.undo()
+    # The simulation's own Allocator (suggestions' trials run with their own).
+    run_id = asked[0][0]
+    first = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-12-gpu"}
+    second = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-13-gpu"}
+    assert first == {"gpu-pool-1", "gpu-pool-2", "gpu-pool-3"}
+    assert not second
+    assert fast == run(docs, False)
+    failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
+    assert sorted(failed) == ["default/train-12", "default/train-13"]
+    reasons = {r["target"]: r["reason"] for r in failed["default/train-13"]["reasons"]}
+    for name in ("gpu-pool-1", "gpu-pool-2", "gpu-pool-3"):
+        words = reasons[f"node/{name}"]
+        assert "claim default/train-13-gpu request gpu: 0 of 1 devices available" in words
+        assert "train-12" not in words
