@@ -1,8 +1,18 @@
 """``python -m allocator``: the command line (docs/CLI.md)."""
 
+import os
 import sys
 
 from allocator.cli import main, tune_gc
 
 tune_gc()
-sys.exit(main())
+status = main()
+# A one-shot process: once its output is out, the operating system takes its memory back at
+# once, where tearing down a large snapshot's millions of objects one by one takes about a
+# second (5,000 nodes: 0.9 s of 5 s).
+try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+except BrokenPipeError:  # `... | head`: the reader has all it wanted
+    pass
+os._exit(status)
