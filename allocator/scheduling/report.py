@@ -381,16 +381,24 @@ def _excluded(
     if not by_driver or devices.state is None:
         return []
     index = devices.state.taints
+    # Without DeviceTaintRules a device's taints are its own: the untainted are passed over.
+    rules = bool(index.rules)
     reach: list[tuple[str | None, DeviceID, Any]] = []
     for pool in allocator.pool_cache.get(target_id) or ():
         if pool.key.driver in by_driver:
             reach.extend(
-                (None, cand.id, cand.device) for cand in pool.devices if cand.source != "template"
+                (None, cand.id, cand.device)
+                for cand in pool.devices
+                if cand.source != "template" and (rules or cand.device.taints)
             )
     for it_name in sorted(templates_by_it):
         for t in templates_by_it[it_name]:
             if t.driver in by_driver:
-                reach.extend((it_name, DeviceID(t.driver, t.pool, d.name), d) for d in t.devices)
+                reach.extend(
+                    (it_name, DeviceID(t.driver, t.pool, d.name), d)
+                    for d in t.devices
+                    if rules or d.taints
+                )
     out = []
     for it_name, device_id, device in reach:
         for taint in index.taints(device_id, device):
