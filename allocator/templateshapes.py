@@ -162,7 +162,11 @@ class ShapeIndex:
         read: ReadAttributes,
     ) -> InstanceTypeShape:
         hit = self._shapes.get(instance_type)
-        if hit is not None and hit.templates is templates and hit.read == read:
+        if (
+            hit is not None
+            and hit.templates is templates
+            and (hit.read is read or hit.read == read)
+        ):
             return hit
         sig = signature(templates, read)
         key = self._keys.setdefault(sig, (len(self._keys),))

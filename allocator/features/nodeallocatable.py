@@ -269,6 +269,10 @@ def node_resources(
     Allocator's in-cluster devices by ID; ``outcomes``: the Allocate result's, one per claim."""
     if not gates.enabled(GATE):
         return {}
+    if all(o.state in (UNALLOCATED, REALLOCATED) for o in outcomes) and not any(
+        _declares_node_resources(e.cand.device) for path in per_it.values() for e in path
+    ):
+        return {}  # the devices searched now are all there is, and none declares any
     names = _pod_claim_names(pod)
     its = list(per_it) or [""]
     best: dict[str, Quantity] = {}
@@ -324,34 +328,48 @@ def node_resources(
     return best
 
 
+# Per instance type: its template list and those of its devices that declare node resources.
+DeclaringDevices = dict[str, tuple[Sequence[ResourceSliceTemplate], dict[tuple, Device]]]
+
+
+def _declaring(templates: Sequence[ResourceSliceTemplate]) -> dict[tuple, Device]:
+    """The template devices that declare node resources (only those can map any), by
+    (driver, pool, name)."""
+    out: dict[tuple, Device] = {}
+    for t in templates:
+        for x in t.devices:
+            if _declares_node_resources(x):
+                out.setdefault((t.driver, t.pool, x.name), x)
+    return out
+
+
 def claim_maps_node_resources(
     in_cluster: Mapping[DeviceID, Device],
     gates: FeatureGates,
     devices: Iterable[ClaimDevice],
     templates_by_it: Mapping[str, Sequence[ResourceSliceTemplate]] | None = None,
+    declaring: DeclaringDevices | None = None,
 ) -> bool:
     """Whether an allocated claim's devices map node allocatable resources directly (the
     docs: such claims cannot be shared by several pods; overhead-only devices can).
     ``in_cluster``: the Allocator's in-cluster devices by ID; ``devices``: the claim's
     allocated devices; ``templates_by_it``: the NodeClaim's ResourceSliceTemplates for its
-    template devices."""
+    template devices; ``declaring``: what was found of the templates before, kept by the
+    caller for the run (a claim on a NodeClaim of 400 instance types has a device on each)."""
     if not gates.enabled(GATE):
         return False
+    if declaring is None:
+        declaring = {}
     for d in devices:
-        device_id = DeviceID(d.driver, d.pool, d.device)
         if d.source == TEMPLATE:
-            device = next(
-                (
-                    x
-                    for t in (templates_by_it or {}).get(d.instance_type or "", ())
-                    if t.driver == d.driver and t.pool == d.pool
-                    for x in t.devices
-                    if x.name == d.device
-                ),
-                None,
-            )
+            it = d.instance_type or ""
+            templates = (templates_by_it or {}).get(it, ())
+            hit = declaring.get(it)
+            if hit is None or hit[0] is not templates:
+                hit = declaring[it] = (templates, _declaring(templates))
+            device = hit[1].get((d.driver, d.pool, d.device))
         else:
-            device = in_cluster.get(device_id)
+            device = in_cluster.get(DeviceID(d.driver, d.pool, d.device))
         if device is None:
             continue
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from allocator.errors import AllocationError
+from allocator.features.nodeallocatable import DeclaringDevices, claim_maps_node_resources
 from allocator.model import DeviceID, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter
@@ -41,6 +42,8 @@ class RunState:
     # "exceeds node resources" words per (requests, what is left of them): thousands of full
     # nodes refuse every pod that passes them, and the words are read only if it fails.
     resource_words: dict[tuple, str] = field(default_factory=dict)
+    # Per instance type, its template devices declaring node resources (claim_maps_...).
+    declaring_devices: DeclaringDevices = field(default_factory=dict)
 
     def claim_state(self, claim: ResourceClaim) -> str:
         """How the allocator will classify the claim (``claim_state_before_dfs``)."""
@@ -124,11 +127,13 @@ class RunState:
         return None
 
     def _maps(self, devices, templates_by_it) -> bool:
-        from allocator.features.nodeallocatable import claim_maps_node_resources
-
         features = self.allocator.features
         return features is not None and claim_maps_node_resources(
-            features.devices, self.allocator.pipeline.gates, devices, templates_by_it
+            features.devices,
+            self.allocator.pipeline.gates,
+            devices,
+            templates_by_it,
+            self.declaring_devices,
         )
 
     def exceeds(self, requests: dict[str, int], available: dict[str, int]) -> str:
