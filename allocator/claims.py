@@ -83,8 +83,9 @@ def merge_devices(
 ) -> list[AllocatedDevice]:
     out: list[AllocatedDevice] = []
     seen: set[tuple[str, str, str, str, str | None]] = set()
+    wanted = None if instance_types is None else set(instance_types)
     for it, devices in by_it.items():
-        if instance_types is not None and it not in instance_types:
+        if wanted is not None and it not in wanted:
             continue
         for d in devices:
             if d.source == "template":

@@ -694,6 +694,8 @@ def commit_counters(
     ledger: CounterLedger, node_claim_id: str, instance_type: str, path: Sequence[PathEntry]
 ) -> None:
     """Commit hook: the counters the committed devices consume (admin access consumes none)."""
+    if not any(e.cand.device.consumes_counters for e in path):
+        return
     cluster = [
         e.cand.id
         for e in path
