@@ -56,7 +56,7 @@ def decisive_cause(
     funnels say nothing (it failed for what it asks of the node only) and NodePools exist.
     ``memo``: what was read of each funnel object, shared by every pod of a result while the
     funnels live (a cached funnel stands for many targets and many pods)."""
-    facts: dict[int, object] = memo if memo is not None else {}
+    facts: dict[object, object] = memo if memo is not None else {}
     # Per request, each funnel object once with the number of targets (and instance types
     # refused alike) it stands for: the cause reads numbers, never which target said them.
     per_request: dict[tuple[str, str], dict[int, list]] = {}
@@ -70,7 +70,7 @@ def decisive_cause(
         else:
             hit[1] += f.weight
     found = _device_cause(
-        {key: [(f, n) for f, n in seen.values()] for key, seen in per_request.items()}, facts
+        {key: _alike_merged(seen.values(), facts) for key, seen in per_request.items()}, facts
     )
     if has_nodepools:
         return found
@@ -80,7 +80,7 @@ def decisive_cause(
 
 
 def _device_cause(
-    per_request: dict[tuple[str, str], list[tuple[Funnel, int]]], facts: dict[int, object]
+    per_request: dict[tuple[str, str], list[tuple[Funnel, int]]], facts: dict[object, object]
 ) -> Cause | None:
     if not per_request:
         return None
@@ -124,7 +124,36 @@ def _device_cause(
     return Cause(g.reason, f"{what}: {g.devices} devices refused by {g.reason}: {short_cause(g)}")
 
 
-def _matching(f: Funnel, facts: dict[int, object]) -> int:
+def _alike_merged(seen: Iterable[list], facts: dict[object, object]) -> list[tuple[Funnel, int]]:
+    """The funnels of one request, those saying the same things (every number, word and
+    value the cause reads; not which devices or instance type) merged into the first, with
+    the targets of all: 5,000 nodes whose GPUs are all of another model are one funnel."""
+    merged: dict[tuple, list] = {}
+    for f, n in seen:
+        key = facts.get(("content", id(f)))
+        if key is None:
+            key = facts[("content", id(f))] = _content(f, facts)
+        hit = merged.get(key)
+        if hit is None:
+            merged[key] = [f, n]
+        else:
+            hit[1] += n
+    return [(f, n) for f, n in merged.values()]
+
+
+def _content(f: Funnel, facts: dict[object, object]) -> tuple:
+    return (
+        f.needed,
+        f.whole,
+        f.candidates,
+        f.usable,
+        tuple(
+            (g.reason, g.devices, g.message, g.also, tuple(_reads(g, facts))) for g in f.rejections
+        ),
+    )
+
+
+def _matching(f: Funnel, facts: dict[object, object]) -> int:
     """The devices in reach that are what the request asks for (usable, or refused only for
     the cluster's state)."""
     hit = facts.get(id(f))
@@ -133,7 +162,9 @@ def _matching(f: Funnel, facts: dict[int, object]) -> int:
     return hit  # type: ignore[return-value]
 
 
-def _nothing_matches(what: str, seen: list[tuple[Funnel, int]], facts: dict[int, object]) -> Cause:
+def _nothing_matches(
+    what: str, seen: list[tuple[Funnel, int]], facts: dict[object, object]
+) -> Cause:
     by_reason: dict[str, int] = {}
     for f, n in seen:
         for g in f.rejections:
@@ -150,7 +181,7 @@ def _nothing_matches(what: str, seen: list[tuple[Funnel, int]], facts: dict[int,
     return Cause(reason, f"no device in reach of {what} passes {check} ({shown})")
 
 
-def _reads(g: RejectionGroup, facts: dict[int, object]) -> list[tuple[str, str]]:
+def _reads(g: RejectionGroup, facts: dict[object, object]) -> list[tuple[str, str]]:
     """The attribute values a selector group read, shown (once per group object)."""
     hit = facts.get(id(g))
     if hit is None:
@@ -163,7 +194,7 @@ def _reads(g: RejectionGroup, facts: dict[int, object]) -> list[tuple[str, str]]
     return hit  # type: ignore[return-value]
 
 
-def _values(groups: list[tuple[RejectionGroup, int]], facts: dict[int, object]) -> str:
+def _values(groups: list[tuple[RejectionGroup, int]], facts: dict[object, object]) -> str:
     """``productName is "L40S" on 6, "A10G" on 6 devices``: per group of devices, the value
     its selector read that the fewest other groups share (what sets the group apart), counted
     over the groups (each as many times as the targets it stands for), by attribute."""
