@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
-from allocator.explanation.cause import decisive_cause
-from allocator.explanation.funnel import MAX_FUNNELS, aggregate
+from allocator.explanation.cause import ClaimSlot, cause_of, request_funnels
+from allocator.explanation.funnel import MAX_FUNNELS, Funnel, FunnelGroup, funnel_groups
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
-from allocator.scheduling.explain import grouped_reasons
+from allocator.scheduling.explain import MAX_PLAIN_REASONS, grouped_reasons, target_kinds
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity
 from allocator.scheduling.gating import initialization_gating
@@ -116,12 +116,49 @@ def _cluster_devices(claim: ResourceClaim) -> list[dict]:
 
 
 @dataclass(slots=True)
+class _LogReading:
+    """What the result reads of a pod's funnel log, its claims named by their place among
+    the pod's claims: pods whose claims have the same specs get the same (cached) funnels
+    from the same targets, and the log is read once for all of them."""
+
+    kinds: dict[str, tuple]  # scheduling/explain.py target_kinds
+    groups: list[tuple[ClaimSlot | None, FunnelGroup]]  # explanation/funnel.py funnel_groups
+    requests: dict[tuple[ClaimSlot, str], list[tuple[Funnel, int]]]  # cause.py request_funnels
+
+
+@dataclass(slots=True)
 class _Memos:
-    """What was read of each funnel object, shared by every pod of one result (the outcomes
-    keep the funnels alive; a cached funnel stands for many targets and many pods)."""
+    """What was read of each funnel object and each funnel log, shared by every pod of one
+    result (the outcomes keep the funnels alive; a cached funnel stands for many targets and
+    many pods)."""
 
     signatures: dict = field(default_factory=dict)  # explanation/funnel.py signature
     causes: dict = field(default_factory=dict)  # explanation/cause.py facts
+    # (target, funnel id, claim place) of every entry -> what was read of that log.
+    readings: dict[tuple, _LogReading] = field(default_factory=dict)
+
+    def reading(self, outcome) -> tuple[_LogReading, list[str]]:
+        """The pod's funnel log as read, and its claims' keys (a place names one of them)."""
+        claim_keys = [c.key for c in outcome.pod_claims.claims]
+        place = {key: i for i, key in enumerate(claim_keys)}
+        entries: list[tuple[str, Funnel, ClaimSlot]] = []
+        for entry in outcome.funnel_log:
+            f = entry[1]
+            claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
+            entries.append((entry[0], f, place.get(claim, claim)))
+        key = tuple((target, id(f), slot) for target, f, slot in entries)
+        found = self.readings.get(key)
+        if found is None:
+            found = self.readings[key] = _LogReading(
+                target_kinds(entries, self.signatures),
+                funnel_groups(entries, self.signatures),
+                request_funnels(entries, self.causes),
+            )
+        return found, claim_keys
+
+
+def _claim_name(slot: ClaimSlot | None, claim_keys: list[str]) -> str | None:
+    return claim_keys[slot] if isinstance(slot, int) else slot
 
 
 def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> dict:
@@ -157,19 +194,37 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
         "target": target.target_json() if target is not None else None,
         "claims": claims_json,
         "error": outcome.error,
-        "reasons": grouped_reasons(outcome.reasons, outcome.funnel_log, memos.signatures),
     }
-    if not outcome.scheduled:
+    reading: _LogReading | None = None
+    claim_keys: list[str] = []
+    if not outcome.scheduled or len(outcome.reasons) > MAX_PLAIN_REASONS:
         try:
-            funnels = aggregate(outcome.funnel_log, memos.signatures)
-            if len(funnels) > MAX_FUNNELS:  # bounded whatever the cluster: the rest counted
-                entry["explanationOmitted"] = len(funnels) - MAX_FUNNELS
-            entry["explanation"] = funnels[:MAX_FUNNELS]
-            cause = decisive_cause(outcome.funnel_log, bool(run.scheduler.templates), memos.causes)
+            reading, claim_keys = memos.reading(outcome)
         except Exception as error:  # noqa: BLE001  an explanation never breaks a run
             run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
-            entry["explanation"] = []
-            cause = None
+    entry["reasons"] = grouped_reasons(
+        outcome.reasons, kinds=reading.kinds if reading is not None else None
+    )
+    if not outcome.scheduled:
+        entry["explanation"] = []
+        cause = None
+        if reading is not None:
+            try:
+                groups = reading.groups
+                if len(groups) > MAX_FUNNELS:  # bounded whatever the cluster: the rest counted
+                    entry["explanationOmitted"] = len(groups) - MAX_FUNNELS
+                entry["explanation"] = [
+                    g.to_json(_claim_name(slot, claim_keys)) for slot, g in groups[:MAX_FUNNELS]
+                ]
+                requests = {
+                    (_claim_name(slot, claim_keys), request): funnels
+                    for (slot, request), funnels in reading.requests.items()
+                }
+                cause = cause_of(requests, bool(run.scheduler.templates), memos.causes)
+            except Exception as error:  # noqa: BLE001  an explanation never breaks a run
+                run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
+                entry["explanation"] = []
+                cause = None
         if cause is not None:
             entry["cause"] = cause.to_json()
     if outcome.relaxed:

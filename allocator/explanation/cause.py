@@ -57,21 +57,41 @@ def decisive_cause(
     ``memo``: what was read of each funnel object, shared by every pod of a result while the
     funnels live (a cached funnel stands for many targets and many pods)."""
     facts: dict[object, object] = memo if memo is not None else {}
-    # Per request, each funnel object once with the number of targets (and instance types
-    # refused alike) it stands for: the cause reads numbers, never which target said them.
-    per_request: dict[tuple[str, str], dict[int, list]] = {}
-    for entry in entries:
-        f = entry[1]
-        claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
-        seen = per_request.setdefault((claim, f.request), {})
+    named = (
+        (entry[0], entry[1], entry[2] if len(entry) > 2 and entry[2] is not None else None)
+        for entry in entries
+    )
+    return cause_of(request_funnels(named, facts), has_nodepools, facts)
+
+
+# A claim as a funnel log names it: its key, or its place among the pod's claims.
+ClaimSlot = int | str
+
+
+def request_funnels(
+    entries: Iterable[tuple[str, Funnel, ClaimSlot | None]], facts: dict[object, object]
+) -> dict[tuple[ClaimSlot, str], list[tuple[Funnel, int]]]:
+    """Per (claim, request), each funnel object once with the number of targets (and
+    instance types refused alike) it stands for, those saying the same things merged: the
+    cause reads numbers, never which target said them. A claim None: the funnel's own."""
+    per_request: dict[tuple[ClaimSlot, str], dict[int, list]] = {}
+    for _, f, claim in entries:
+        seen = per_request.setdefault((f.claim if claim is None else claim, f.request), {})
         hit = seen.get(id(f))
         if hit is None:
             seen[id(f)] = [f, f.weight]
         else:
             hit[1] += f.weight
-    found = _device_cause(
-        {key: _alike_merged(seen.values(), facts) for key, seen in per_request.items()}, facts
-    )
+    return {key: _alike_merged(seen.values(), facts) for key, seen in per_request.items()}
+
+
+def cause_of(
+    per_request: dict[tuple[str, str], list[tuple[Funnel, int]]],
+    has_nodepools: bool,
+    facts: dict[object, object],
+) -> Cause | None:
+    """The decisive cause from ``request_funnels`` (claims named by their keys)."""
+    found = _device_cause(per_request, facts)
     if has_nodepools:
         return found
     if found is None:

@@ -460,7 +460,10 @@ class _Holders:
         return out
 
 
-class _Aggregate:
+class FunnelGroup:
+    """One entry of ``pods[].explanation`` being gathered: the funnels of one kind of refusal
+    over every target. Read only once gathered (many pods may share it)."""
+
     __slots__ = ("funnel", "examples", "targets", "holders", "instance_types")
 
     def __init__(self, funnel: Funnel) -> None:
@@ -484,8 +487,10 @@ class _Aggregate:
             if g.reason in _TARGET_SPECIFIC:
                 self.holders.setdefault(g.reason, _Holders()).add(g, f.weight)
 
-    def to_json(self) -> dict:
-        out = funnel_json(self.funnel, self.examples, len(self.targets))
+    def to_json(self, claim: str | None = None) -> dict:
+        """``claim``: the claim it is shown for (the funnel's own by default)."""
+        funnel = self.funnel if claim is None else self.funnel.for_claim(claim)
+        out = funnel_json(funnel, self.examples, len(self.targets))
         if len(self.instance_types) > 1:
             out["instanceTypes"] = len(self.instance_types)
             # By name (numbers as numbers): instance types refused alike are met by shape, so
@@ -493,7 +498,7 @@ class _Aggregate:
             names = sorted(self.instance_types, key=_natural)
             out["exampleInstanceTypes"] = names[:MAX_EXAMPLES]
         rejections = []
-        for g, entry in zip(self.funnel.rejections, out["rejections"], strict=True):
+        for g, entry in zip(funnel.rejections, out["rejections"], strict=True):
             holders = self.holders.get(g.reason)
             rejections.append(holders.summary(g, len(self.targets)) if holders else entry)
         out["rejections"] = rejections
@@ -514,22 +519,33 @@ def aggregate(entries: Iterable[tuple], memo: dict | None = None) -> list[dict]:
     met. ``entries``: (target, funnel) or (target, funnel, claim) where a cached funnel stands
     for another claim of the same spec (renamed here, once per group rather than per
     target)."""
-    groups: dict[tuple, _Aggregate] = {}
+    named = (
+        (entry[0], entry[1], entry[2] if len(entry) > 2 and entry[2] is not None else None)
+        for entry in entries
+    )
+    return [g.to_json(claim) for claim, g in funnel_groups(named, memo)]
+
+
+def funnel_groups(
+    entries: Iterable[tuple[str, Funnel, Any]], memo: dict | None = None
+) -> list[tuple[Any, FunnelGroup]]:
+    """The groups of ``aggregate`` with the claim each is shown for: ``entries`` are
+    (target, funnel, claim), the claim None for the funnel's own, or any token the caller
+    names afterwards (the place of a claim among the pod's: many pods share one log)."""
+    groups: dict[tuple, tuple[Any, FunnelGroup]] = {}
     # Funnel object id -> signature; pass one dict for many calls while the funnels live (a
     # cached funnel stands for many targets and many pods).
     sigs: dict[int, tuple] = memo if memo is not None else {}
-    for entry in entries:
-        target, f = entry[0], entry[1]
-        claim = entry[2] if len(entry) > 2 and entry[2] is not None else f.claim
+    for target, f, claim in entries:
         sig = sigs.get(id(f))
         if sig is None:
-            sig = sigs[id(f)] = signature(f)[1:]  # without the claim: renamed below
-        key = (claim, sig)
+            sig = sigs[id(f)] = signature(f)[1:]  # without the claim: named when shown
+        key = (f.claim if claim is None else claim, sig)
         hit = groups.get(key)
         if hit is None:
-            hit = groups[key] = _Aggregate(f.for_claim(claim))
-        hit.add(target, f)
-    return [g.to_json() for g in groups.values()]
+            hit = groups[key] = (claim, FunnelGroup(f))
+        hit[1].add(target, f)
+    return list(groups.values())
 
 
 # --- the command line's summary ----------------------------------------------------------------

@@ -7,7 +7,7 @@ targets first, grouped where many nodes failed the same way (a 500-node cluster 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from allocator.explanation.funnel import signature
 from allocator.scheduling.fit import Resources, format_resources
@@ -79,8 +79,26 @@ def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
     return text[:head_end].rstrip(" ;,") + " ... " + text[tail_start + 1 :]
 
 
+def target_kinds(funnels: Iterable[tuple], memo: dict | None = None) -> dict[str, tuple]:
+    """Per target of a funnel log, its kinds of device refusal, each once in the order met
+    (as the trace groups: a NodeClaim's instance types refusing alike may come as one funnel
+    or as one each). ``memo``: funnel object id -> signature, for many calls."""
+    sigs: dict[int, tuple] = memo if memo is not None else {}
+    kinds: dict[str, dict[tuple, None]] = {}
+    for entry in funnels:
+        target, f = entry[0], entry[1]
+        sig = sigs.get(id(f))
+        if sig is None:
+            sig = sigs[id(f)] = signature(f)[1:]
+        kinds.setdefault(target, {})[sig] = None
+    return {target: tuple(seen) for target, seen in kinds.items()}
+
+
 def grouped_reasons(
-    reasons: list[tuple[str, str]], funnels: Iterable[tuple] = (), memo: dict | None = None
+    reasons: list[tuple[str, str]],
+    funnels: Iterable[tuple] = (),
+    memo: dict | None = None,
+    kinds: Mapping[str, tuple] | None = None,
 ) -> list[dict]:
     """``pods[].reasons``: targets that refused the pod the same way share one entry
     (``target`` the first, its words, ``targets`` their count, ``exampleTargets`` up to 5), in
@@ -90,23 +108,15 @@ def grouped_reasons(
     keeps its own entry. A few targets keep one entry each, in the order tried."""
     if len(reasons) <= MAX_PLAIN_REASONS:
         return [{"target": t, "reason": clip(r)} for t, r in reasons]
-    sigs: dict[int, tuple] = memo if memo is not None else {}
-    kinds: dict[str, list] = {}
-    for entry in funnels:
-        target, f = entry[0], entry[1]
-        sig = sigs.get(id(f))
-        if sig is None:
-            sig = sigs[id(f)] = signature(f)[1:]
-        kinds.setdefault(target, []).append(sig)
+    if kinds is None:
+        kinds = target_kinds(funnels, memo)
     groups: dict[tuple, dict] = {}
     for target, reason in reasons:
         kind = kinds.get(target)
         if target.startswith("nodepool/"):
             key = ("nodepool", target)  # few, each named (the error ends with the last)
         elif kind:
-            # Each kind once (as the trace groups): a NodeClaim's instance types refusing
-            # alike may come as one funnel or as one each.
-            key = ("devices", tuple(dict.fromkeys(kind)))
+            key = ("devices", kind)
         else:
             key = ("words", reason)
         entry = groups.get(key)
