@@ -92,7 +92,12 @@ def derive(model: Snapshot | None, result: Mapping[str, Any]) -> PageFacts:
     node_pools = {nc.get("nodePool") for nc in node_claims if nc.get("nodePool")}
     return PageFacts(
         offerings={
-            n: tuple(model.instance_types[n].offerings)
+            n: tuple(
+                Offering(
+                    zone=o.zone, capacity_type=o.capacity_type, price=o.price, available=o.available
+                )
+                for o in model.instance_types[n].offerings
+            )
             for n in sorted(instance_types)
             if n in model.instance_types
         },
