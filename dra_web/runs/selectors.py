@@ -14,6 +14,7 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from allocator import jsonwrite
+from allocator.snapshot.loader import collector_paused
 from allocator.trace import parse_new_nodeclaim_label
 from dra_web import blobs
 from dra_web.runs import diff
@@ -56,7 +57,10 @@ def _filter_open_review(qs: QuerySet[Run], wanted: bool) -> QuerySet[Run]:
 
 
 def get_run(run_id) -> Run:
-    return get_object_or_404(Run.objects.select_related("owner", "snapshot"), pk=run_id)
+    # The result of a run where many pods fail is megabytes of JSON: the cycle collector's
+    # passes over the objects it decodes into (none cyclic) would cost more than the decoding.
+    with collector_paused():
+        return get_object_or_404(Run.objects.select_related("owner", "snapshot"), pk=run_id)
 
 
 def page_facts(run: Run) -> PageFacts | None:
