@@ -90,6 +90,7 @@ def derive(model: Snapshot | None, result: Mapping[str, Any]) -> PageFacts:
         for n in nc.get("instanceTypes") or []
     }
     node_pools = {nc.get("nodePool") for nc in node_claims if nc.get("nodePool")}
+    intents, claim_intents = _claim_intents(claim_specs(model.documents), result.get("pods") or [])
     return PageFacts(
         offerings={
             n: tuple(
@@ -104,7 +105,8 @@ def derive(model: Snapshot | None, result: Mapping[str, Any]) -> PageFacts:
         template_slices={n: template_slices(model, n) for n in sorted(untemplated)},
         node_pool_requirements={p: node_pool_requirements(model, p) for p in sorted(node_pools)},
         pools=_pool_summaries(model.resource_slices, result.get("pools") or []),
-        **_claim_intents(claim_specs(model.documents), result.get("pods") or []),
+        intents=intents,
+        claim_intents=claim_intents,
     )
 
 
@@ -127,7 +129,10 @@ def _pool_summaries(
     return out
 
 
-def _claim_intents(specs: dict[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def _claim_intents(
+    specs: dict[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
+    """The distinct intents of the pods' claims, and per pod and claim the index of its own."""
     intents: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     by_pod: dict[str, dict[str, int]] = {}
@@ -141,7 +146,7 @@ def _claim_intents(specs: dict[str, Any], pods: Iterable[Mapping[str, Any]]) -> 
                 seen[text] = len(intents)
                 intents.append(intent)
             by_pod.setdefault(key, {})[name] = seen[text]
-    return {"intents": intents, "claim_intents": by_pod}
+    return intents, by_pod
 
 
 # --- claims: the intent beside the decision ------------------------------------------------
