@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from django.core.paginator import Page, Paginator
 
+from allocator.model import Offering
 from allocator.quantity import Quantity
 from allocator.trace import parse_new_nodeclaim_label
+from dra_web.runs.page_facts import selector_texts
 
 # Short phrases for the reasons a target refuses a pod, in the order they are tested. The
 # aggregate reads like kube-scheduler's "0/12 nodes are available: 8 Insufficient ..." line.
@@ -247,21 +249,20 @@ def _allowed_values(requirements: list[dict[str, Any]] | None, key: str):
 
 
 def allowed_prices(
-    instance_types: dict[str, Any],
+    offerings: Mapping[str, Sequence[Offering]],
     requirements: list[dict[str, Any]] | None,
     names: Collection[str] | None = None,
 ) -> dict[str, float]:
-    """Per instance type, the cheapest available offering whose capacity type and zone the
-    NodeClaim's requirements allow (they carry its NodePool's): an on-demand-only NodePool shows
-    no spot price."""
+    """Per instance type (``offerings`` by name), the cheapest available offering whose capacity
+    type and zone the NodeClaim's requirements allow (they carry its NodePool's): an
+    on-demand-only NodePool shows no spot price."""
     zone_ok = _allowed_values(requirements, _ZONE_KEY)
     capacity_ok = _allowed_values(requirements, _CAPACITY_TYPE_KEY)
     out: dict[str, float] = {}
-    for name in names if names is not None else instance_types:
-        it = instance_types.get(name)
+    for name in names if names is not None else offerings:
         prices = [
             o.price
-            for o in getattr(it, "offerings", None) or []
+            for o in offerings.get(name) or ()
             if o.available and zone_ok(o.zone) and capacity_ok(o.capacity_type)
         ]
         if prices:
@@ -270,14 +271,14 @@ def allowed_prices(
 
 
 def fill_costs_from_catalog(
-    node_claims: list[dict[str, Any]], instance_types: dict[str, Any]
+    node_claims: list[dict[str, Any]], offerings: Mapping[str, Sequence[Offering]]
 ) -> None:
     """Where the result carries no price, price a NodeClaim by its cheapest instance type at
-    the offerings its requirements allow."""
+    the offerings (by instance type) its requirements allow."""
     for nc in node_claims:
         if nc.get("cost", {}).get("price") is not None:
             continue
-        prices = allowed_prices(instance_types, nc.get("requirements"), nc.get("instanceTypes"))
+        prices = allowed_prices(offerings, nc.get("requirements"), nc.get("instanceTypes"))
         options = [(prices[it], it) for it in nc.get("instanceTypes") or [] if it in prices]
         if options:
             price, it = min(options)
@@ -981,11 +982,6 @@ def device_class_rows(device_classes: list[dict[str, Any]]) -> list[dict[str, An
             }
         )
     return rows
-
-
-def selector_texts(selectors: list[dict[str, Any]] | None) -> list[str]:
-    """Device selectors as their CEL expressions (any other kind of selector as it is)."""
-    return [(s.get("cel") or {}).get("expression") or str(s) for s in selectors or []]
 
 
 # --- feature gates and Kubernetes version presets --------------------------------------------

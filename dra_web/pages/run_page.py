@@ -20,6 +20,7 @@ from dra_web.pages import selectors as page_selectors
 from dra_web.reviews import selectors as review_selectors
 from dra_web.runs import selectors as run_selectors
 from dra_web.runs.models import Run
+from dra_web.runs.page_facts import PageFacts
 
 PLACEMENTS_PER_PAGE = 25
 NODE_CLAIMS_PER_PAGE = 20
@@ -99,28 +100,24 @@ def explain(run: Run, pod: dict, names, links) -> None:
     pod["suggestions_known"] = isinstance(pod.get("suggestions"), list)
 
 
-def with_claim_intents(pod: dict, specs: dict[str, Any]) -> dict:
+def with_claim_intents(pod: dict, facts: PageFacts) -> dict:
     """The pod with ``claims_view``: each of its claims beside what the claim asked for."""
     claims = [
-        {
-            **claim,
-            "intent": page_selectors.claim_intent(
-                specs, pod.get("pod") or "", claim.get("claim") or ""
-            ),
-        }
+        {**claim, "intent": facts.intent(pod.get("pod") or "", claim.get("claim") or "")}
         for claim in pod.get("claims") or []
     ]
     return {**pod, "claims_view": claims}
 
 
-def _node_claims(shown: list[dict], view: dict, model, run: Run) -> list[dict[str, Any]]:
+def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> list[dict[str, Any]]:
     """The NodeClaims ``shown`` (a page of them) with what their section shows."""
     held = presenters.devices_by_claim(view["pods"])
     pruned_in_trace = run_selectors.instance_types_pruned(run, {nc.get("name") for nc in shown})
-    catalog = model.instance_types if model is not None else {}
     out = []
     for nc in shown:
-        prices = presenters.allowed_prices(catalog, nc.get("requirements"), nc.get("instanceTypes"))
+        prices = presenters.allowed_prices(
+            facts.offerings, nc.get("requirements"), nc.get("instanceTypes")
+        )
         devices = held.get(nc.get("name") or "", [])
         pruned = (
             nc["instanceTypesPruned"]
@@ -128,7 +125,7 @@ def _node_claims(shown: list[dict], view: dict, model, run: Run) -> list[dict[st
             else pruned_in_trace.get(nc.get("name") or "", [])
         )
         templates = nc.get("templateSlices") or [
-            {"instanceType": it, "slices": page_selectors.template_slices(model, it)}
+            {"instanceType": it, "slices": facts.template_slices.get(it) or []}
             for it in nc.get("instanceTypes") or []
         ]
         out.append(
@@ -139,7 +136,8 @@ def _node_claims(shown: list[dict], view: dict, model, run: Run) -> list[dict[st
                 "pruned_groups": presenters.pruned_groups(pruned),
                 "before": nc.get("requirementsBeforeDRA")
                 or nc.get("requirementsBefore")
-                or page_selectors.node_pool_requirements(model, nc.get("nodePool")),
+                or facts.node_pool_requirements.get(nc.get("nodePool") or "")
+                or [],
                 "by_price": presenters.instance_types_by_price(nc.get("instanceTypes"), prices),
                 "templates_with": [t for t in templates if t.get("slices")],
                 "templates_without": [t for t in templates if not t.get("slices")],
@@ -175,11 +173,11 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     if run.status != Run.SUCCEEDED or not run.result:
         return ctx
     view = presenters.result_view(run.result)
-    model = page_selectors.snapshot_model(run.snapshot)
-    if model is not None:
-        presenters.fill_costs_from_catalog(view["node_claims"], model.instance_types)
-        view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
-    specs = page_selectors.snapshot_claim_specs(run.snapshot)
+    # What the page shows from the snapshot, derived when the run was stored: the typed
+    # snapshot is not built for a page view.
+    facts = page_selectors.run_facts(run)
+    presenters.fill_costs_from_catalog(view["node_claims"], facts.offerings)
+    view["total_cost"] = sum((nc["cost"]["price"] or 0) for nc in view["node_claims"])
     placements_page = presenters.page_of(
         view["failed"] + view["scheduled"], PLACEMENTS_PER_PAGE, numbers.placements
     )
@@ -203,8 +201,7 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     # The devices themselves load when a pool's row is opened (pool_devices): 50 pools of a
     # 1,000-node cluster would otherwise be most of the page.
     pools = [
-        {**pool, **page_selectors.pool_summary(model, pool.get("driver"), pool.get("pool"))}
-        for pool in pools_page
+        {**pool, **facts.pool_summary(pool.get("driver"), pool.get("pool"))} for pool in pools_page
     ]
     tainted = run_selectors.trace_search(
         run, run_selectors.TraceFilter(reason="taint"), limit=TAINTED_DEVICES_SHOWN
@@ -212,9 +209,9 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     ctx.update(
         {
             "view": view,
-            "placements": [with_claim_intents(pod, specs) for pod in placements_page],
+            "placements": [with_claim_intents(pod, facts) for pod in placements_page],
             "placements_page": placements_page,
-            "node_claims": _node_claims(list(node_claims_page), view, model, run),
+            "node_claims": _node_claims(list(node_claims_page), view, facts, run),
             "node_claims_page": node_claims_page,
             "pools": pools,
             "pools_page": pools_page,
@@ -244,7 +241,7 @@ def review_pod(run: Run, key: str, run_url: str) -> dict[str, Any]:
         (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
     )
     explain(run, pod, names, links)
-    return with_claim_intents(pod, page_selectors.snapshot_claim_specs(run.snapshot))
+    return with_claim_intents(pod, page_selectors.run_facts(run))
 
 
 def pod_explanation(run: Run, key: str, run_url: str) -> dict[str, Any]:

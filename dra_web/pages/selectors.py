@@ -1,7 +1,9 @@
 """Reads the pages need beyond the snapshots and runs selectors (read-only, no writes).
 
-The typed snapshot is parsed once per process and snapshot (snapshots are immutable), so a run
-page that shows intents, template slices and pool devices pays the parse once.
+A run's page reads the facts its worker derived from the snapshot when it stored the run
+(``runs.page_facts``). What is loaded on demand (a pool's devices, a search tree node's device,
+the NodeClaim manifests) reads the typed snapshot, parsed once per process and snapshot
+(snapshots are immutable).
 """
 
 from __future__ import annotations
@@ -15,12 +17,22 @@ import yaml
 from allocator.edits import EditError, index_documents, patch_between
 from dra_web.pages import presenters
 from dra_web.runs import selectors as run_selectors
+from dra_web.runs.page_facts import (
+    PageFacts,
+    claim_intent,
+    claim_specs,
+    derive,
+    device_view,
+    newest_slices,
+    pool_access,
+)
 from dra_web.snapshots.services import load_snapshot
 
 _CACHE_SIZE = 6
 _lock = threading.Lock()
 _models: OrderedDict[tuple[int, str], Any] = OrderedDict()
 _specs: OrderedDict[tuple[int, str], Any] = OrderedDict()
+_facts: OrderedDict[tuple[int, str], PageFacts] = OrderedDict()
 
 
 def _remember(cache: OrderedDict, key, build, kept: int = _CACHE_SIZE):
@@ -56,27 +68,20 @@ def node_names(snapshot) -> list[str]:
     return sorted(model.nodes) if model is not None else []
 
 
+def run_facts(run) -> PageFacts:
+    """The snapshot facts of a finished run's page: those stored with the run, else (a run
+    stored before they were) derived from the typed snapshot once per process and run."""
+    stored = run_selectors.page_facts(run)
+    if stored is not None:
+        return stored
+    return _remember(
+        _facts,
+        (run.pk, str(run.finished_at)),
+        lambda: derive(snapshot_model(run.snapshot), run.result or {}),
+    )
+
+
 # --- claims: the intent beside the decision ------------------------------------------------
-
-
-def _docs(snapshot_documents: list[tuple[str, dict]], kind: str) -> dict[str, dict]:
-    out = {}
-    for k, raw in snapshot_documents:
-        if k != kind:
-            continue
-        meta = raw.get("metadata") or {}
-        out[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = raw
-    return out
-
-
-def claim_specs(snapshot_documents: list[tuple[str, dict]]) -> dict[str, Any]:
-    """Lookup tables to find the spec behind any claim key of a result document."""
-    return {
-        "claims": _docs(snapshot_documents, "ResourceClaim"),
-        "templates": _docs(snapshot_documents, "ResourceClaimTemplate"),
-        "pods": _docs(snapshot_documents, "Pod"),
-        "deviceClasses": [raw for k, raw in snapshot_documents if k == "DeviceClass"],
-    }
 
 
 def snapshot_claim_specs(snapshot) -> dict[str, Any]:
@@ -91,126 +96,7 @@ def snapshot_claim_specs(snapshot) -> dict[str, Any]:
     return _remember(_specs, (snapshot.pk, snapshot.content_hash), build)
 
 
-def claim_intent(specs: dict[str, Any], pod_key: str, claim_key: str) -> dict[str, Any]:
-    """The requests and constraints a claim asked for, from the claim or its template."""
-    source = "ResourceClaim"
-    raw = specs["claims"].get(claim_key)
-    devices = ((raw or {}).get("spec") or {}).get("devices")
-    if raw is None:
-        pod = specs["pods"].get(pod_key) or {}
-        namespace = pod_key.partition("/")[0]
-        pod_name = pod_key.partition("/")[2]
-        claim_name = claim_key.partition("/")[2]
-        statuses = {
-            s.get("name"): s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        }
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-            template = entry.get("resourceClaimTemplateName")
-            if not template:
-                continue
-            generated = statuses.get(entry.get("name")) or f"{pod_name}-{entry.get('name')}"
-            if generated == claim_name:
-                traw = specs["templates"].get(f"{namespace}/{template}") or {}
-                devices = (((traw.get("spec") or {}).get("spec")) or {}).get("devices")
-                source = f"ResourceClaimTemplate {template}"
-                break
-        else:
-            from allocator.features.extendedresources import CLAIM_SUFFIX, intent_devices
-
-            if claim_name == pod_name + CLAIM_SUFFIX:
-                # DRAExtendedResource: the claim the scheduler makes for extended resources.
-                devices = intent_devices(pod, specs.get("deviceClasses") or ())
-                source = "the pod's extended resources (made by the scheduler)"
-    devices = devices or {}
-    requests = []
-    for req in devices.get("requests") or []:
-        if req.get("exactly") is not None or req.get("firstAvailable") is None:
-            body = req.get("exactly") or {k: v for k, v in req.items() if k != "name"}
-            requests.append({"name": req.get("name"), **_request_body(body), "subrequests": []})
-        else:
-            subs = [
-                {"name": f"{req.get('name')}/{s.get('name')}", **_request_body(s)}
-                for s in req.get("firstAvailable") or []
-            ]
-            requests.append({"name": req.get("name"), "firstAvailable": True, "subrequests": subs})
-    constraints = []
-    for c in devices.get("constraints") or []:
-        kind = "matchAttribute" if c.get("matchAttribute") else "distinctAttribute"
-        constraints.append(
-            {
-                "kind": kind,
-                "attribute": c.get("matchAttribute") or c.get("distinctAttribute") or "",
-                "requests": c.get("requests") or ["(all requests)"],
-            }
-        )
-    return {
-        "source": source,
-        "requests": requests,
-        "constraints": constraints,
-        "found": bool(devices),
-    }
-
-
-def _request_body(body: dict) -> dict[str, Any]:
-    mode = body.get("allocationMode") or "ExactCount"
-    return {
-        "deviceClassName": body.get("deviceClassName"),
-        "selectors": presenters.selector_texts(body.get("selectors")),
-        "allocationMode": mode,
-        "count": body.get("count", 1) if mode == "ExactCount" else "all",
-        "adminAccess": bool(body.get("adminAccess")),
-        "tolerations": body.get("tolerations") or [],
-        "capacity": (body.get("capacity") or {}).get("requests") or {},
-    }
-
-
 # --- devices: template slices and pools ----------------------------------------------------
-
-
-def template_slices(model, instance_type: str) -> list[dict[str, Any]]:
-    """The ResourceSlices a node of ``instance_type`` will publish, as raw-ish dicts."""
-    if model is None or instance_type not in model.instance_types:
-        return []
-    it = model.instance_types[instance_type]
-    out = []
-    for template in it.resource_slice_templates:
-        out.append(
-            {
-                "driver": template.driver,
-                "pool": template.pool,
-                "devices": [_device_view(d) for d in template.devices],
-                "sharedCounters": [
-                    {"name": cs.name, "counters": {k: str(q) for k, q in cs.counters.items()}}
-                    for cs in template.shared_counters
-                ],
-            }
-        )
-    return out
-
-
-def _device_view(device) -> dict[str, Any]:
-    return {
-        "name": device.name,
-        "attributes": {k: _attr(v) for k, v in device.attributes.items()},
-        "capacity": {k: str(c.value) for k, c in device.capacity.items()},
-        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in device.taints],
-        "consumesCounters": [
-            {"counterSet": c.counter_set, "counters": {k: str(q) for k, q in c.counters.items()}}
-            for c in device.consumes_counters
-        ],
-        "bindingConditions": list(device.binding_conditions),
-        "bindsToNode": device.binds_to_node,
-        "allowMultipleAllocations": device.allow_multiple_allocations,
-    }
-
-
-def _attr(value):
-    if isinstance(value, tuple):
-        return [_attr(v) for v in value]
-    if isinstance(value, bool | int | str):
-        return value
-    return str(value)
 
 
 def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
@@ -222,31 +108,9 @@ def pool_view(model, driver: str, pool: str) -> dict[str, Any]:
     slices = pool_slices(model, driver, pool)
     if not slices:
         return empty
-    newest = max(s.generation for s in slices)
-    current = sorted((s for s in slices if s.generation == newest), key=lambda s: s.name)
-    devices = [{"slice": s.name, **_device_view(d)} for s in current for d in s.devices]
-    nodes = sorted({s.node_name for s in current if s.node_name})
-    if nodes:
-        access = "node " + ", ".join(nodes)
-    elif any(s.node_selector for s in current):
-        access = "node selector"
-    elif any(s.all_nodes for s in current):
-        access = "all nodes"
-    elif any(s.per_device_node_selection for s in current):
-        access = "per device"
-    else:
-        access = "—"
-    return {"devices": devices, "slicesSeen": len(current), "access": access}
-
-
-def pool_summary(model, driver: str, pool: str) -> dict[str, Any]:
-    """What a pool's row shows without its devices: how many, slices seen, which nodes."""
-    view = pool_view(model, driver, pool)
-    return {
-        "device_count": len(view["devices"]),
-        "slices_seen": view["slicesSeen"],
-        "access": view["access"],
-    }
+    current = newest_slices(slices)
+    devices = [{"slice": s.name, **device_view(d)} for s in current for d in s.devices]
+    return {"devices": devices, "slicesSeen": len(current), "access": pool_access(current)}
 
 
 def _find_device(slices, driver: str, pool: str, device: str):
@@ -265,7 +129,7 @@ def device_info(model, driver: str, pool: str, device: str) -> dict[str, Any] | 
         return None
     found = _find_device(model.resource_slices, driver, pool, device)
     if found is not None:
-        return {"driver": driver, "pool": pool, "source": "in-cluster", **_device_view(found)}
+        return {"driver": driver, "pool": pool, "source": "in-cluster", **device_view(found)}
     for it in model.instance_types.values():
         found = _find_device(it.resource_slice_templates, driver, pool, device)
         if found is not None:
@@ -274,7 +138,7 @@ def device_info(model, driver: str, pool: str, device: str) -> dict[str, Any] | 
                 "pool": pool,
                 "source": "template",
                 "instanceType": it.name,
-                **_device_view(found),
+                **device_view(found),
             }
     return None
 
@@ -302,25 +166,6 @@ def trace_node_detail(run, node_id: int) -> dict[str, Any] | None:
 
 
 # --- NodeClaims, downloads and indexes ---------------------------------------------------------
-
-
-def node_pool_requirements(model, node_pool: str | None) -> list[dict]:
-    """The NodePool template's requirements: what a NodeClaim starts from, before DRA."""
-    if model is None or not node_pool or node_pool not in model.node_pools:
-        return []
-    reqs = model.node_pools[node_pool].requirements or []
-    return sorted(
-        (
-            {
-                "key": r.get("key"),
-                "operator": r.get("operator"),
-                "values": sorted(r.get("values") or []),
-                **({"minValues": r["minValues"]} if r.get("minValues") else {}),
-            }
-            for r in reqs
-        ),
-        key=lambda r: r["key"] or "",
-    )
 
 
 def node_pool_documents(snapshot) -> dict[str, dict]:

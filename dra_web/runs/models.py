@@ -39,6 +39,9 @@ class Run(models.Model):
     result = FastJSONField(null=True, blank=True)  # docs/RESULT.md
     # zlib(JSON) of docs/TRACE.md {"nodes": [...], "omitted": n, "maxNodes": n}.
     trace_blob = models.BinaryField(null=True, blank=True)
+    # zlib(JSON) of runs.page_facts.PageFacts: what the run's page shows from the snapshot,
+    # derived when the result is stored (null for runs stored before it was).
+    page_facts_blob = models.BinaryField(null=True, blank=True)
     trace_node_count = models.IntegerField(default=0)
     trace_omitted = models.IntegerField(default=0)
     error = models.TextField(blank=True, default="")

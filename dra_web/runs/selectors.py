@@ -14,9 +14,12 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from allocator import jsonwrite
+from allocator.snapshot.loader import collector_paused
 from allocator.trace import parse_new_nodeclaim_label
+from dra_web import blobs
 from dra_web.runs import diff
 from dra_web.runs.models import Run, TraceNode
+from dra_web.runs.page_facts import PageFacts
 from dra_web.snapshots.models import Snapshot
 
 DEFAULT_LIMIT = 200
@@ -26,7 +29,11 @@ def run_list(
     *, owner=None, status: str | None = None, snapshot=None, has_open_review: bool | None = None
 ) -> QuerySet[Run]:
     qs = Run.objects.select_related("owner", "snapshot").defer(
-        "result", "trace_blob", "snapshot__files_blob", "snapshot__documents_blob"
+        "result",
+        "trace_blob",
+        "page_facts_blob",
+        "snapshot__files_blob",
+        "snapshot__documents_blob",
     )
     if owner is not None:
         qs = qs.filter(owner__username=owner) if isinstance(owner, str) else qs.filter(owner=owner)
@@ -50,7 +57,17 @@ def _filter_open_review(qs: QuerySet[Run], wanted: bool) -> QuerySet[Run]:
 
 
 def get_run(run_id) -> Run:
-    return get_object_or_404(Run.objects.select_related("owner", "snapshot"), pk=run_id)
+    # The result of a run where many pods fail is megabytes of JSON: the cycle collector's
+    # passes over the objects it decodes into (none cyclic) would cost more than the decoding.
+    with collector_paused():
+        return get_object_or_404(Run.objects.select_related("owner", "snapshot"), pk=run_id)
+
+
+def page_facts(run: Run) -> PageFacts | None:
+    """The snapshot facts stored with a finished run for its page; None for a run stored
+    before they were."""
+    data = blobs.unpack(run.page_facts_blob)
+    return PageFacts.from_json(data) if data is not None else None
 
 
 def _nodes(qs) -> list[dict]:

@@ -22,9 +22,13 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 import allocator
+from allocator.model import Snapshot
 from allocator.simulation import SimulationOptions, simulate
+from allocator.snapshot import SnapshotError
 from dra_web import blobs
+from dra_web.runs import page_facts
 from dra_web.runs.models import Run, TraceNode
+from dra_web.runs.page_facts import PageFacts
 from dra_web.runs.services import fail_run
 from dra_web.runs.trace_store import index_rows
 from dra_web.snapshots.services import load_snapshot
@@ -213,7 +217,9 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
                 options = SimulationOptions.from_json(run.options)
                 output = simulate(loaded, options, progress=progress)
             # The time limit is the simulation's; the store of a finished search completes.
-            stored = store_output(run_id, output.result, output.trace, expect_status=Run.RUNNING)
+            stored = store_output(
+                run_id, output.result, output.trace, expect_status=Run.RUNNING, loaded=loaded
+            )
         if not stored:
             log.warning(
                 "run %s was finished meanwhile (reaped or cancelled): result dropped", run_id
@@ -263,15 +269,23 @@ class _Superseded(Exception):
 
 
 def store_output(
-    run_id: int, result: dict, trace: dict | None, *, expect_status: str | None = None
+    run_id: int,
+    result: dict,
+    trace: dict | None,
+    *,
+    expect_status: str | None = None,
+    loaded: Snapshot | None = None,
 ) -> bool:
     """Replace the run's result and trace in one transaction, then mark it succeeded.
 
     With ``expect_status`` the store lands only on a run still in that status (the worker
     passes ``running``: a run reaped or cancelled meanwhile stays failed); False when not.
+    The run's page facts are derived from ``loaded``, the typed snapshot the result was
+    simulated from (the run's snapshot is loaded when it is not given).
     """
     nodes = (trace or {}).get("nodes") or []
     stats = (result or {}).get("stats") or {}
+    facts = _page_facts(run_id, result, loaded)
     try:
         with transaction.atomic():
             TraceNode.objects.filter(run_id=run_id).delete()
@@ -279,19 +293,38 @@ def store_output(
             qs = Run.objects.filter(pk=run_id)
             if expect_status is not None:
                 qs = qs.filter(status=expect_status)
-            if not _mark_succeeded(qs, result, trace, nodes, stats):
+            if not _mark_succeeded(qs, result, trace, facts, nodes, stats):
                 raise _Superseded()
     except _Superseded:
         return False
     return True
 
 
-def _mark_succeeded(qs, result, trace, nodes, stats) -> int:
+def _page_facts(run_id: int, result: dict, loaded: Snapshot | None) -> PageFacts | None:
+    """What the run's page shows from the snapshot; None (the page derives it when first
+    shown) when it cannot be derived: deriving it must never fail a finished simulation."""
+    if loaded is None:
+        run = Run.objects.select_related("snapshot").filter(pk=run_id).first()
+        if run is None:
+            return None
+        try:
+            loaded = load_snapshot(run.snapshot)
+        except SnapshotError:  # a snapshot the current loader rejects: its page shows raw only
+            loaded = None
+    try:
+        return page_facts.derive(loaded, result or {})
+    except Exception:
+        log.warning("run %s: page facts not derived", run_id, exc_info=True)
+        return None
+
+
+def _mark_succeeded(qs, result, trace, facts, nodes, stats) -> int:
     return qs.update(
         status=Run.SUCCEEDED,
         finished_at=timezone.now(),
         result=result,
         trace_blob=blobs.pack(trace) if trace is not None else None,
+        page_facts_blob=blobs.pack(facts.to_json()) if facts is not None else None,
         trace_node_count=len(nodes),
         trace_omitted=int((trace or {}).get("omitted") or 0),
         error="",

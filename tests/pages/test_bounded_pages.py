@@ -98,3 +98,32 @@ def test_pruned_instance_types_of_a_nodeclaim_are_grouped_by_why():
         ["g6e.xlarge"],
     ]
     assert groups[0]["reason"] == "resources" and groups[0]["message"] == message
+
+
+def test_the_first_view_of_a_stored_failing_run_reads_no_snapshot(
+    browser_client, big_run, monkeypatch
+):
+    """The page shows what the worker derived from the snapshot when it stored the run: a view
+    builds no typed snapshot and decodes none of the stored documents (a second on this
+    cluster, on every first view), and still says why the pods failed and what each pool holds."""
+    from dra_web.pages import selectors as page_selectors
+    from dra_web.snapshots.models import Snapshot
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the run page read the whole snapshot")
+
+    monkeypatch.setattr(page_selectors, "snapshot_model", refused)
+    monkeypatch.setattr(page_selectors, "load_snapshot", refused)
+    monkeypatch.setattr(Snapshot, "documents", refused)
+    monkeypatch.setattr(Snapshot, "files", refused)
+    response = browser_client.get(reverse("pages:run", args=[big_run.pk]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    summary = html[html.index('id="panel-summary"') : html.index('id="panel-placements"')]
+    assert "productName is &quot;NVIDIA H100 80GB HBM3&quot; on 8 devices" in summary
+    assert "ml/infer-b200-0" in summary
+    pools = html[html.index('id="panel-pools"') :]
+    # Each node's pool: its 8 H100s counted from the snapshot's ResourceSlice, and its node.
+    assert 'id="pool-gpu-nvidia-com-pool-0"' in pools
+    assert pools.count("<summary>8 devices</summary>") == 50
+    assert "node ip-10-0-0-0.us-west-2.compute.internal" in pools

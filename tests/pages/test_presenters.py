@@ -97,13 +97,10 @@ def test_node_claim_cost_reads_the_price_or_falls_back_to_the_catalog():
 
 
 def _catalog_type(*offerings):
-    from types import SimpleNamespace
-
+    """An instance type's offerings as a catalog lists them: (zone, capacity type, price)."""
     from allocator.model import Offering
 
-    return SimpleNamespace(
-        offerings=[Offering(zone=z, capacity_type=c, price=p) for z, c, p in offerings]
-    )
+    return tuple(Offering(zone=z, capacity_type=c, price=p) for z, c, p in offerings)
 
 
 def test_prices_follow_the_node_pools_capacity_types_and_zones():

@@ -508,3 +508,21 @@ def test_nodeclaims_are_shown_twenty_to_a_page(browser_client, snapshot, maria):
     section = _between(third, 'id="panel-nodeclaims"', 'id="panel-tree"')
     assert section.count('<details class="placement" id="nc-') == 5
     assert 'id="nc-gpu-44"' in section
+
+
+def _without_csrf(html: str) -> str:
+    return re.sub(r'(csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]+', r"\1", html)
+
+
+def test_a_run_stored_before_its_page_facts_shows_the_same_page(browser_client, snapshot, maria):
+    """Runs stored before the page facts were: derived from the snapshot when first shown, the
+    same page (intents, NodeClaim prices and templates, NodePool requirements, pools)."""
+    from dra_web.runs.models import Run
+
+    run = make_run(snapshot, maria)
+    with_facts = _run_html(browser_client, run)
+    assert Run.objects.filter(pk=run.pk).update(page_facts_blob=None)
+    before_facts = _run_html(browser_client, Run.objects.get(pk=run.pk))
+    assert _without_csrf(before_facts) == _without_csrf(with_facts)
+    assert "ResourceClaimTemplate one-h100" in with_facts
+    assert "/h" in _between(with_facts, 'id="panel-nodeclaims"', 'id="panel-tree"')

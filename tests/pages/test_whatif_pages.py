@@ -142,7 +142,8 @@ def test_node_claim_prices_follow_the_node_pools_capacity_types(
     assert len(cells) == len(run.result["nodeClaims"])
     for nc, cell in zip(run.result["nodeClaims"], cells, strict=True):
         shown = re.findall(r'<span class="tag[^"]*">([^<]+)</span>', cell)
-        prices = allowed_prices(model.instance_types, nc["requirements"], nc["instanceTypes"])
+        offerings = {name: it.offerings for name, it in model.instance_types.items()}
+        prices = allowed_prices(offerings, nc["requirements"], nc["instanceTypes"])
         expected = sorted(nc["instanceTypes"], key=lambda n: (n not in prices, prices.get(n, 0), n))
         assert shown == expected[:4]
 
