@@ -13,6 +13,7 @@ from allocator.edits import annotate_all
 from allocator.explanation.cause import ClaimSlot, cause_of, request_funnels
 from allocator.explanation.funnel import MAX_FUNNELS, Funnel, FunnelGroup, funnel_groups
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
+from allocator.resultbudget import within_budget
 from allocator.scheduling.explain import MAX_PLAIN_REASONS, grouped_reasons, target_kinds
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
 from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity
@@ -304,6 +305,9 @@ def build_result(
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions, snapshot)
+    for entry in result["pods"]:
+        if not entry["scheduled"]:
+            within_budget(entry)
     return result
 
 

@@ -1,0 +1,100 @@
+"""A failed pod's entry within a byte budget, whatever the names in the cluster.
+
+The entry is bounded by construction (grouped reasons, at most 6 funnels, 5 examples of
+each), but names are not: node names of 253 characters in every example would take a
+grouped entry past 20 kB. Once built, an entry larger than the budget is trimmed, what says
+least first: example lists shortened, explanation funnels past the first counted in
+``explanationOmitted``, words clipped, reasons past the first few counted in one last entry.
+The suggestions (the fixes) and the decisive cause are never trimmed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from allocator import jsonwrite
+from allocator.scheduling.explain import clip
+
+# As the command line writes it: two-space indented JSON (the compact form is smaller).
+MAX_ENTRY_BYTES = 19_000
+
+
+def size(entry: dict) -> int:
+    return len(jsonwrite.to_bytes(entry, indent=True))
+
+
+def within_budget(entry: dict, limit: int = MAX_ENTRY_BYTES) -> None:
+    """Trim a failed pod's entry in place until it is ``limit`` bytes or fewer (or nothing
+    is left to trim)."""
+    if size(entry) <= limit:
+        return
+    for step in _STEPS:
+        step(entry, limit)
+        if size(entry) <= limit:
+            return
+
+
+def _examples(keep: int) -> Callable[[dict, int], None]:
+    def shorten(entry: dict, limit: int) -> None:
+        for reason in entry.get("reasons") or ():
+            if "exampleTargets" in reason:
+                reason["exampleTargets"] = reason["exampleTargets"][:keep]
+        for funnel in entry.get("explanation") or ():
+            funnel["exampleTargets"] = funnel.get("exampleTargets", [])[:keep]
+            if "exampleInstanceTypes" in funnel:
+                funnel["exampleInstanceTypes"] = funnel["exampleInstanceTypes"][:keep]
+            for group in funnel.get("rejections") or ():
+                group["exampleDevices"] = group.get("exampleDevices", [])[:keep]
+
+    return shorten
+
+
+def _fewer_funnels(entry: dict, limit: int) -> None:
+    funnels = entry.get("explanation") or []
+    while len(funnels) > 1 and size(entry) > limit:
+        funnels.pop()
+        entry["explanationOmitted"] = entry.get("explanationOmitted", 0) + 1
+
+
+def _words(chars: int) -> Callable[[dict, int], None]:
+    def shorten(entry: dict, limit: int) -> None:
+        for reason in entry.get("reasons") or ():
+            reason["reason"] = clip(reason["reason"], chars)
+        if isinstance(entry.get("error"), str):
+            entry["error"] = clip(entry["error"], chars * 4)
+        for funnel in entry.get("explanation") or ():
+            for group in funnel.get("rejections") or ():
+                group["message"] = clip(group["message"], chars)
+
+    return shorten
+
+
+def _fewer_reasons(entry: dict, limit: int) -> None:
+    """The node groups past the first few counted in one last entry (NodePools kept)."""
+    reasons = entry.get("reasons") or []
+    pools = [r for r in reasons if r["target"].startswith("nodepool/")]
+    nodes = [r for r in reasons if not r["target"].startswith("nodepool/")]
+    while len(nodes) > 2 and size(entry) > limit:
+        rest = nodes[-2:]
+        count = sum(r.get("targets", 1) for r in rest)
+        nodes[-2:] = [
+            {
+                "target": rest[0]["target"],
+                "reason": f"{count} more targets refused the pod other ways "
+                f"(first: {clip(rest[0]['reason'], 150)})",
+                "targets": count,
+                "exampleTargets": [rest[0]["target"]],
+            }
+        ]
+        entry["reasons"] = nodes + pools
+
+
+_STEPS: tuple[Callable[[dict, int], None], ...] = (
+    _examples(2),
+    _fewer_funnels,
+    _words(300),
+    _examples(1),
+    _words(150),
+    _fewer_reasons,
+    _words(60),
+)

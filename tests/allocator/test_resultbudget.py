@@ -1,0 +1,103 @@
+"""A failed pod's entry within its byte budget (allocator/resultbudget.py): however long the
+names of the nodes, pools and devices, what the command line writes of one failed pod stays
+under 20 kB; the fixes and the decisive cause are kept whole, the targets still counted."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator.resultbudget import MAX_ENTRY_BYTES, size, within_budget
+
+
+def node_name(i: int, length: int) -> str:
+    # Kubernetes allows 253 characters (a DNS subdomain): long generated names exist.
+    base = f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal"
+    return (base + "." + "x" * length)[: max(length, len(base))]
+
+
+def failed_entry(nodes: int, length: int, funnels: int, groups: int, reasons: int) -> dict:
+    names = [node_name(i, length) for i in range(nodes)]
+    device = "gpu.nvidia.com/{}/gpu-{}"
+    return {
+        "pod": "ml-training/train-7",
+        "scheduled": False,
+        "target": None,
+        "claims": [{"claim": "ml-training/train-7-gpu", "state": "unallocated", "devices": []}],
+        "error": "could not schedule pod, "
+        + "; ".join(f"{n}: exceeds node resources" for n in names),
+        "reasons": [
+            {
+                "target": names[r % nodes],
+                "reason": f"allocating dynamic resources, kind {r}: " + "words " * 100,
+                "targets": 50,
+                "exampleTargets": names[:5],
+            }
+            for r in range(reasons)
+        ]
+        + [{"target": "nodepool/gpu", "reason": 'incompatible with nodepool "gpu"'}],
+        "explanation": [
+            {
+                "claim": "ml-training/train-7-gpu",
+                "request": "gpu",
+                "needed": 16,
+                "instanceType": None,
+                "targets": nodes,
+                "exampleTargets": names[:5],
+                "candidates": 8,
+                "usable": 0,
+                "rejections": [
+                    {
+                        "reason": "allocated",
+                        "devices": 8,
+                        "message": "allocated to claim ml-training/serve-1-gpu " * 4,
+                        "exampleDevices": [device.format(n, g) for g, n in enumerate(names[:5])],
+                        "also": [],
+                        "detail": {},
+                    }
+                    for _ in range(groups)
+                ],
+            }
+            for _ in range(funnels)
+        ],
+        "cause": {"reason": "count", "message": "no node or instance type has 16 matching devices"},
+        "suggestions": [{"kind": "claim-count", "patch": [{"op": "replace", "value": 8}]}],
+    }
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    nodes=st.integers(5, 40),
+    length=st.integers(20, 253),
+    funnels=st.integers(1, 6),
+    groups=st.integers(1, 4),
+    reasons=st.integers(1, 10),
+)
+def test_an_entry_of_long_names_fits_and_keeps_its_fixes(nodes, length, funnels, groups, reasons):
+    entry = failed_entry(nodes, length, funnels, groups, reasons)
+    fixes, cause = list(entry["suggestions"]), dict(entry["cause"])
+    counted = sum(r.get("targets", 1) for r in entry["reasons"])
+    within_budget(entry)
+    assert size(entry) <= MAX_ENTRY_BYTES
+    assert entry["suggestions"] == fixes and entry["cause"] == cause
+    assert entry["explanation"]  # at least the first kind of refusal
+    assert len(entry["explanation"]) + entry.get("explanationOmitted", 0) == funnels
+    assert sum(r.get("targets", 1) for r in entry["reasons"]) == counted
+    assert entry["reasons"][-1]["target"] == "nodepool/gpu"
+
+
+def test_an_entry_within_the_budget_is_left_as_it_is():
+    entry = failed_entry(nodes=5, length=20, funnels=2, groups=1, reasons=2)
+    before = size(entry)
+    assert before < MAX_ENTRY_BYTES
+    kept = repr(entry)
+    within_budget(entry)
+    assert repr(entry) == kept
+
+
+def test_the_longest_names_lose_examples_before_kinds_of_refusal():
+    entry = failed_entry(nodes=40, length=253, funnels=6, groups=3, reasons=10)
+    assert size(entry) > 3 * MAX_ENTRY_BYTES
+    within_budget(entry)
+    assert size(entry) <= MAX_ENTRY_BYTES
+    assert all(len(f["exampleTargets"]) <= 2 for f in entry["explanation"])
