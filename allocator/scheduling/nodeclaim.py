@@ -393,6 +393,11 @@ class NodeClaim:
         if not need:
             return False
         held = state.allocator.tracker.templates.get(probe.id, {})
+        # The most any of the NodeClaim's own instance types has left bounds those of the
+        # probe (some of them): worked out once per NodeClaim state.
+        most = cache.most_templates_left(self.id, self.candidates, held)
+        if most is not None and most < need:
+            return True
         for info in probe.candidates:
             total = cache.template_total(info)
             if total is None or total - len(held.get(info.name, ())) >= need:

@@ -157,6 +157,9 @@ class RefusalCache:
     _causes: dict[int, tuple[Funnel, str]] = field(default_factory=dict)
     _device_refusals: dict[tuple, Refusal] = field(default_factory=dict)
     _template_totals: dict[str, int | None] = field(default_factory=dict)
+    # NodeClaim id -> (its version, the most template devices one of its instance types has
+    # left; None: one allows multiple allocations).
+    _templates_left: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def invalidate(self) -> None:
         """Forget every cached refusal and replayable attempt (the allocation state changed
@@ -165,6 +168,7 @@ class RefusalCache:
         self.shapes.clear()
         self.nodeclaim_refusals.clear()
         self.allocate_refusals.clear()
+        self._templates_left.clear()
         self._cluster_version += 1
         self._releases += 1
         self.state_version += 1
@@ -432,6 +436,27 @@ class RefusalCache:
         self.allocate_refusals[key] = AllocateRefusal(
             nc_version, reach, self.reach_version(reach), code, dfs_nodes, explained
         )
+
+    def most_templates_left(
+        self, nc_id: str, candidates: list[InstanceTypeInfo], held: dict[str, set]
+    ) -> int | None:
+        """The most template devices one of a NodeClaim's instance types has left (``held``:
+        those it holds, per instance type), remembered while the NodeClaim is unchanged (it
+        changes, and its version grows, whenever it takes a pod or loses instance types).
+        None when an instance type allows multiple allocations (no bound)."""
+        version = self._nc_versions.get(nc_id, 0)
+        hit = self._templates_left.get(nc_id)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        most: int | None = 0
+        for info in candidates:
+            total = self.template_total(info)
+            if total is None:
+                most = None
+                break
+            most = max(most, total - len(held.get(info.name, ())))
+        self._templates_left[nc_id] = (version, most)
+        return most
 
     def template_total(self, info: InstanceTypeInfo) -> int | None:
         """An instance type's template devices (None: one allows multiple allocations)."""

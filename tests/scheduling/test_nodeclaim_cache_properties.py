@@ -289,3 +289,34 @@ def test_failed_pods_of_other_sizes_share_allocates_words_on_unchanged_nodeclaim
         words = reasons[f"node/{name}"]
         assert "claim default/train-13-gpu request gpu: 0 of 1 devices available" in words
         assert "train-12" not in words
+
+
+def test_a_nodeclaims_count_bound_is_worked_out_once_per_state(monkeypatch) -> None:
+    # Twelve one-GPU pods fill three NodeClaims of 4 L4s; five pods of other sizes then ask
+    # for 16 L4s, more than any instance type has: each NodeClaim refuses all five by its
+    # count bound, which is worked out once per NodeClaim and state, not once per pod.
+    from allocator.scheduling.refusalcache import RefusalCache
+
+    worked: list[tuple[int, str, int]] = []
+    most = RefusalCache.most_templates_left
+
+    def counted(self, nc_id, candidates, held):
+        hit = self._templates_left.get(nc_id)
+        version = self._nc_versions.get(nc_id, 0)
+        if hit is None or hit[0] != version:
+            worked.append((id(self), nc_id, version))
+        return most(self, nc_id, candidates, held)
+
+    monkeypatch.setattr(RefusalCache, "most_templates_left", counted)
+    l4 = ("L4", 1, 6, None, False)  # larger: placed first
+    big = [("L4", 16, cpu, None, False) for cpu in (1, 2, 3, 4, 5)]
+    its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
+    docs = cluster([], its, big + [l4] * 12, 0, False)
+    fast = run(docs, True)
+    monkeypatch.undo()
+    assert len(worked) == len(set(worked))  # never twice for one NodeClaim state
+    assert fast == run(docs, False)
+    failed = {p["pod"] for p in fast["pods"] if not p["scheduled"]}
+    assert failed == {f"default/train-{i}" for i in range(5)}
+    nodeclaims = {nc for _, nc, _ in worked}
+    assert len(nodeclaims) >= 3
