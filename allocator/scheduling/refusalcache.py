@@ -157,9 +157,9 @@ class RefusalCache:
     _causes: dict[int, tuple[Funnel, str]] = field(default_factory=dict)
     _device_refusals: dict[tuple, Refusal] = field(default_factory=dict)
     _template_totals: dict[str, int | None] = field(default_factory=dict)
-    # NodeClaim id -> (its version, the most template devices one of its instance types has
-    # left; None: one allows multiple allocations).
-    _templates_left: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # NodeClaim id -> (its version, its instance types, the most template devices one of
+    # them has left; None: one allows multiple allocations).
+    _templates_left: dict[str, tuple[int, list, int | None]] = field(default_factory=dict)
 
     def invalidate(self) -> None:
         """Forget every cached refusal and replayable attempt (the allocation state changed
@@ -441,13 +441,14 @@ class RefusalCache:
         self, nc_id: str, candidates: list[InstanceTypeInfo], held: dict[str, set]
     ) -> int | None:
         """The most template devices one of a NodeClaim's instance types has left (``held``:
-        those it holds, per instance type), remembered while the NodeClaim is unchanged (it
-        changes, and its version grows, whenever it takes a pod or loses instance types).
+        those it holds, per instance type), remembered for a NodeClaim of the run while it is
+        unchanged (it changes, and its version grows, whenever it takes a pod or loses
+        instance types; a NodePool's next NodeClaim, not launched yet, is not remembered).
         None when an instance type allows multiple allocations (no bound)."""
-        version = self._nc_versions.get(nc_id, 0)
+        version = self._nc_versions.get(nc_id)
         hit = self._templates_left.get(nc_id)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+        if hit is not None and hit[0] == version and hit[1] is candidates:
+            return hit[2]
         most: int | None = 0
         for info in candidates:
             total = self.template_total(info)
@@ -455,7 +456,8 @@ class RefusalCache:
                 most = None
                 break
             most = max(most, total - len(held.get(info.name, ())))
-        self._templates_left[nc_id] = (version, most)
+        if version is not None:
+            self._templates_left[nc_id] = (version, candidates, most)
         return most
 
     def template_total(self, info: InstanceTypeInfo) -> int | None:
