@@ -199,9 +199,13 @@ def _requirements_json(reqs: Requirements | None) -> list[dict]:
 
 
 def template_slices(infos: Iterable[InstanceTypeInfo]) -> list[dict]:
-    """Per kept instance type (by name): the ResourceSlices a node of that type will publish."""
+    """Per kept instance type that publishes devices (by name): the ResourceSlices a node of
+    that type will publish (the others have none to list: 400 instance types without devices
+    made most of a NodeClaim's entry)."""
     out = []
     for info in sorted(infos, key=lambda i: i.name):
+        if not info.it.resource_slice_templates:
+            continue
         out.append(
             {
                 "instanceType": info.name,

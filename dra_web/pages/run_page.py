@@ -124,10 +124,14 @@ def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> l
             if "instanceTypesPruned" in nc
             else pruned_in_trace.get(nc.get("name") or "", [])
         )
-        templates = nc.get("templateSlices") or [
-            {"instanceType": it, "slices": facts.template_slices.get(it) or []}
-            for it in nc.get("instanceTypes") or []
-        ]
+        templates = (
+            nc["templateSlices"]
+            if "templateSlices" in nc
+            else [
+                {"instanceType": it, "slices": facts.template_slices.get(it) or []}
+                for it in nc.get("instanceTypes") or []
+            ]
+        )
         out.append(
             {
                 **nc,

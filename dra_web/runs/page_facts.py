@@ -86,7 +86,7 @@ def derive(model: Snapshot | None, result: Mapping[str, Any]) -> PageFacts:
     untemplated = {
         n
         for nc in node_claims
-        if not nc.get("templateSlices")
+        if "templateSlices" not in nc
         for n in nc.get("instanceTypes") or []
     }
     node_pools = {nc.get("nodePool") for nc in node_claims if nc.get("nodePool")}
