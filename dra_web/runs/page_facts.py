@@ -84,10 +84,7 @@ def derive(model: Snapshot | None, result: Mapping[str, Any]) -> PageFacts:
     node_claims = result.get("nodeClaims") or []
     instance_types = {n for nc in node_claims for n in nc.get("instanceTypes") or []}
     untemplated = {
-        n
-        for nc in node_claims
-        if "templateSlices" not in nc
-        for n in nc.get("instanceTypes") or []
+        n for nc in node_claims if "templateSlices" not in nc for n in nc.get("instanceTypes") or []
     }
     node_pools = {nc.get("nodePool") for nc in node_claims if nc.get("nodePool")}
     intents, claim_intents = _claim_intents(claim_specs(model.documents), result.get("pods") or [])
