@@ -144,7 +144,7 @@ def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> l
                 or [],
                 "by_price": presenters.instance_types_by_price(nc.get("instanceTypes"), prices),
                 "templates_with": [t for t in templates if t.get("slices")],
-                "templates_without": [t for t in templates if not t.get("slices")],
+                "templates_without": _without_slices(nc, templates),
                 "tolerated": [d for d in devices if d.get("tolerations")],
                 "binding": [
                     d
@@ -310,3 +310,13 @@ def node_claims_yaml(run: Run, wanted: str | None) -> str:
     if wanted is not None and not manifests:
         raise Http404(f"run #{run.pk} creates no NodeClaim {wanted}")
     return presenters.manifests_yaml(manifests)
+
+
+def _without_slices(nc: dict, templates: list[dict]) -> list[dict]:
+    """The NodeClaim's instance types that launch with no template slice: those the result
+    lists with none, and those it leaves out of ``templateSlices`` (it lists only the ones
+    that publish devices)."""
+    with_slices = {t.get("instanceType") for t in templates if t.get("slices")}
+    return [
+        {"instanceType": name} for name in nc.get("instanceTypes") or [] if name not in with_slices
+    ]
