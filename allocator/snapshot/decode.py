@@ -24,7 +24,6 @@ Speed without changing what a file means:
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -238,56 +237,71 @@ def _pyyaml_docs(name: str, text: str, problems: list[str]) -> list[Any] | None:
     return docs
 
 
-# What one walk over yaml-rs' values finds (``_yaml_rs_verdict``).
+# What yaml-rs' reading of a file is (``_yaml_rs_verdict``).
 _WITHIN = 0  # reads as PyYAML reads it, and every object is within the bounds
 _DIVERGES = 1  # PyYAML must read the file
 _UNSURE = 2  # a bound may be broken: the two walks, _diverges then check_document, decide
 
+# orjson refuses to write containers nested deeper than this (its recursion limit, pinned by
+# a test): a file's objects written as one list inside _DEPTH_PAD more lists are refused
+# exactly when one of them nests deeper than MAX_DEPTH, so orjson measures depth in C.
+_ORJSON_MAX_NESTING = 254
+_DEPTH_PAD = _ORJSON_MAX_NESTING - 1 - bounds.MAX_DEPTH
+# A string of yaml-rs that PyYAML, had it been a plain scalar, reads otherwise (the YAML 1.1
+# words and sexagesimal numbers of ``_yaml11_reads_differently``), as JSON writes the whole
+# string: a value or a key. The lookahead rejects most strings at their first character.
+_YAML11_JSON_STRING = re.compile(
+    b'"(?=['
+    + re.escape("".join(sorted({w[0] for w in _YAML11_WORDS} | set("-+0123456789"))).encode())
+    + b"])(?:"
+    + b"|".join(re.escape(w.encode()) for w in sorted(_YAML11_WORDS, key=len, reverse=True))
+    + rb"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?(?:\\n)?"
+    + rb')"'
+)
+# What yaml-rs reads as an infinity or NaN: .inf/.nan spelt in any case, and decimals past
+# the float range (309 digits or more: underscores may stand between them).
+_NON_FINITE_SPELLING = re.compile(r"\.(?:inf|nan)", re.IGNORECASE)
+_DIGIT_RUNS = bytes.maketrans(b"123456789_", b"0000000000")
+_FLOAT_OVERFLOW_DIGITS = b"0" * 300
 
-def _yaml_rs_verdict(docs: list[Any]) -> int:
-    """``_diverges`` and the bounds of ``bounds.check_document`` in one walk over a file's
-    values, level by level (a 10 MB upload walked them twice). Depth is counted from the top of
-    the file, which is never less than an object's own: a file it finds deep, or a string, a
-    number or a value of a type near a bound, is ``_UNSURE`` and the exact checks word it."""
-    words, sexagesimal = _YAML11_WORDS, _yaml11_reads_differently
-    longest, low, high = bounds.MAX_STRING_CHARS, -bounds._INT_LIMIT, bounds._INT_LIMIT
+
+def _may_read_non_finite(text: str) -> bool:
+    """Whether yaml-rs may read an infinity or a NaN from this text (false alarms only cost
+    the exact walk)."""
+    if _NON_FINITE_SPELLING.search(text):
+        return True
+    return _FLOAT_OVERFLOW_DIGITS in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
+
+
+def _yaml_rs_verdict(docs: list[Any], floats_finite: bool) -> int:
+    """``_diverges`` and the bounds of ``bounds.check_document`` without a Python walk over
+    a file's values: orjson writes each object (refusing non-string keys, integers past 64
+    bits and nesting past MAX_DEPTH, see _DEPTH_PAD) and one regular expression reads the
+    strings it wrote. ``floats_finite``: the text spells no infinity or NaN
+    (``_may_read_non_finite``), which orjson would write as null. An object whose JSON is
+    longer than MAX_STRING_CHARS may hold a string past the bound: ``_UNSURE``, as is
+    anything orjson refuses, and the exact checks decide and word it."""
+    if not floats_finite:
+        return _UNSURE
     if any(type(d) is not dict and type(d) is not list for d in docs if d is not None):
         return _UNSURE
-    level = [d for d in docs if d is not None]
-    depth = 1
-    while level:
-        if depth > bounds.MAX_DEPTH:
+    try:
+        objects = _flatten(docs)
+    except BoundError:
+        return _UNSURE
+    dumps = orjson.dumps
+    try:
+        # A string is never longer than the JSON of its object.
+        if any(len(dumps(obj)) > bounds.MAX_STRING_CHARS for obj, _ in objects):
             return _UNSURE
-        below: list[Any] = []
-        for v in level:
-            if type(v) is dict:
-                for k in v:
-                    if type(k) is not str or k in words or (":" in k and sexagesimal(k)):
-                        return _DIVERGES
-                    if len(k) > longest:
-                        return _UNSURE
-                children = v.values()
-            else:
-                children = v
-            for x in children:
-                tx = type(x)
-                if tx is str:
-                    if x in words or (":" in x and sexagesimal(x)):
-                        return _DIVERGES
-                    if len(x) > longest:
-                        return _UNSURE
-                elif tx is dict or tx is list:
-                    below.append(x)
-                elif tx is int:
-                    if not low < x < high:
-                        return _UNSURE
-                elif tx is float:
-                    if not math.isfinite(x):
-                        return _UNSURE
-                elif x is not None and tx is not bool:
-                    return _UNSURE
-        level = below
-        depth += 1
+        padded: list[Any] = [obj for obj, _ in objects]
+        for _ in range(_DEPTH_PAD):
+            padded = [padded]
+        written = dumps(padded)
+    except orjson.JSONEncodeError:
+        return _UNSURE
+    if _YAML11_JSON_STRING.search(written):
+        return _DIVERGES
     return _WITHIN
 
 
@@ -313,7 +327,7 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     # yaml-rs returns a multi-document stream as a list and one document as itself; both
     # flatten to the same objects (a top-level list is a list of objects either way).
     docs = result if isinstance(result, list) else [result]
-    verdict = _yaml_rs_verdict(docs)
+    verdict = _yaml_rs_verdict(docs, not _may_read_non_finite(text))
     if verdict == _WITHIN:
         return docs, True
     if verdict == _DIVERGES or _diverges(docs):

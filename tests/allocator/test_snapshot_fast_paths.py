@@ -3,11 +3,13 @@ the same refusals (allocator/snapshot/bounds.py, decode.py, resource.py)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import orjson
 import pytest
-from hypothesis import given
+import yaml_rs
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.snapshot import bounds, decode
@@ -79,12 +81,25 @@ _yaml_values = st.recursive(
 )
 
 
-@given(st.lists(_yaml_values, max_size=3), st.integers(0, 105))
-def test_one_walk_over_yaml_rs_values_agrees_with_diverges_and_check_document(docs, levels):
+def _finite(value) -> bool:
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_yaml_values, max_size=3), st.integers(0, 105), st.booleans())
+def test_orjsons_reading_of_yaml_rs_values_agrees_with_diverges_and_check_document(
+    docs, levels, as_list
+):
     docs = [
         _nested({"kind": "Pod", "spec": d}, levels) if i == 0 else d for i, d in enumerate(docs)
     ]
-    verdict = decode._yaml_rs_verdict(docs)
+    if as_list:
+        docs = [{"apiVersion": "v1", "kind": "List", "items": docs}]
+    verdict = decode._yaml_rs_verdict(docs, floats_finite=all(_finite(d) for d in docs))
     if verdict == decode._UNSURE:
         return  # the two exact walks decide, as before
     assert (verdict == decode._DIVERGES) is decode._diverges(docs)
@@ -93,13 +108,57 @@ def test_one_walk_over_yaml_rs_values_agrees_with_diverges_and_check_document(do
             assert not _refused(obj, depth)
 
 
+@pytest.mark.parametrize("levels, verdict", [(99, decode._WITHIN), (100, decode._UNSURE)])
+def test_orjson_measures_depth_to_max_depth_exactly(levels, verdict):
+    """An object of MAX_DEPTH levels is within the bounds, one level more is not (orjson's
+    recursion limit, which _DEPTH_PAD counts on, has not moved)."""
+    docs = [_nested({"kind": "Pod"}, levels)]
+    assert decode._yaml_rs_verdict(docs, floats_finite=True) == verdict
+    assert _refused(docs[0], 1) is (verdict == decode._UNSURE)
+
+
+def test_orjsons_recursion_limit_is_the_one_depth_pad_counts_on():
+    orjson.dumps(_nested([], decode._ORJSON_MAX_NESTING - 1))
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(_nested([], decode._ORJSON_MAX_NESTING))
+
+
 def test_one_walk_finds_a_string_past_max_string_chars_unsure():
     long = "x" * (bounds.MAX_STRING_CHARS + 1)
     docs = [{"kind": "Pod", "metadata": {"annotations": {"note": long}}}]
-    assert decode._yaml_rs_verdict(docs) == decode._UNSURE
-    assert decode._yaml_rs_verdict([{"kind": "Pod", "spec": {"replicas": "yes"}}]) == (
-        decode._DIVERGES
-    )
+    assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._UNSURE
+    for value in ("yes", "1:30", "1:30\n", "<<", "OFF"):
+        docs = [{"kind": "Pod", "spec": {"replicas": value}}]
+        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._DIVERGES, value
+        docs = [{"kind": "Pod", "spec": {value: 1}}]
+        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._DIVERGES, value
+    for value in ("yesterday", "10:00:00Z", '"yes"', "node:8080", "no-schedule"):
+        docs = [{"kind": "Pod", "spec": {"replicas": value}}]
+        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._WITHIN, value
+    docs = [{"kind": "Pod", "spec": {"replicas": float("inf")}}]
+    assert decode._yaml_rs_verdict(docs, floats_finite=False) == decode._UNSURE
+
+
+# Spellings of numbers around what yaml-rs reads as an infinity or a NaN.
+_number_spellings = st.builds(
+    lambda sign, digits, frac, special: special or f"{sign}1{digits}{frac}",
+    st.sampled_from(["", "-", "+"]),
+    st.builds(lambda n, sep: sep.join("9" * n), st.integers(1, 400), st.sampled_from(["", "_"])),
+    st.sampled_from(["", ".0", ".5", "."]),
+    st.sampled_from([None, None, ".inf", "-.Inf", "+.INF", ".nan", ".NaN", ".NAN", "inf", "nan"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_number_spellings, min_size=1, max_size=4))
+def test_yaml_rs_reads_no_infinity_where_the_text_spells_none(spellings):
+    text = "".join(f"k{i}: {s}\n" for i, s in enumerate(spellings))
+    try:
+        docs = yaml_rs.loads(text, parse_datetime=False)
+    except Exception:
+        return
+    if not decode._may_read_non_finite(text):
+        assert _finite(docs), text
 
 
 # --- 19 digits in a row --------------------------------------------------------------------------
