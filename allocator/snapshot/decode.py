@@ -84,13 +84,29 @@ _NUMBER_1_2 = (
 _TEXT_GUARDS = (
     # The lookahead rejects most positions at once (a scan of a 15 MB file: 0.43 s -> 0.23 s).
     re.compile(r"[\s\[{,](?=[-+0-9_.])" + _NUMBER_1_2),
-    re.compile(r"""["']:(?=[-+0-9_.])""" + _NUMBER_1_2),  # JSON-style flow mappings: {"a":0755}
+    # JSON-style flow mappings: {"a":0755}; one literal start each is a fast search (33 ms of
+    # a 10 MB file for ["']: together, 5 ms apart).
+    re.compile(r'":(?=[-+0-9_.])' + _NUMBER_1_2),
+    re.compile(r"':(?=[-+0-9_.])" + _NUMBER_1_2),
     re.compile(r"\n%"),  # directives (%YAML 1.1, %TAG)
     # Deep block nesting: yaml-rs recurses without a bound (a segfault at some 30,000 levels).
     re.compile(r"\n[ \t?-]{100}"),
-    # Characters libyaml refuses (it names them with their position).
-    re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"),
 )
+# Characters libyaml refuses (it names them with their position). In ASCII text those are the
+# control characters but tab and line breaks: bytes.translate deletes every other character
+# ten times faster than the regular expression reads them.
+_REFUSED_CHARACTER = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+_ASCII_ACCEPTED = b"\t\n\r" + bytes(range(0x20, 0x7F))
+
+
+def _has_refused_character(text: str) -> bool:
+    if text.isascii():
+        return bool(text.encode("ascii").translate(None, _ASCII_ACCEPTED))
+    return _REFUSED_CHARACTER.search(text) is not None
+
+
 # Tags, anchors and aliases (only PyYAML's path bounds alias expansion), where a node can start:
 # at a line's start or after an indicator; not after a word, so a CEL selector's ``a && !b``
 # inside a quoted string keeps the fast path. Found by their rare first character, then the
@@ -110,6 +126,10 @@ def _needs_pyyaml(text: str) -> bool:
     head = "\n" + text[:256]  # the guards look for a boundary before each token
     if any(rx.search(text) or rx.search(head) for rx in _TEXT_GUARDS):
         return True
+    if _has_refused_character(text):
+        return True
+    if "!" not in text and "&" not in text and "*" not in text:
+        return False
     for match in _NODE_PROPERTY.finditer(text):
         i = match.start() - 1
         while i >= 0 and text[i] in " \t":

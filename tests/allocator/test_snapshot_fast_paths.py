@@ -204,3 +204,16 @@ def test_plain_attributes_read_as_the_checked_reading_reads_them(attributes):
     assert fast == checked
     assert list(fast) == list(checked)
     assert fast_problems == checked_problems
+
+
+# --- characters libyaml refuses ------------------------------------------------------------------
+
+
+@given(
+    st.text(
+        alphabet=st.characters(max_codepoint=0x100) | st.sampled_from("\ufeff\ud800é"), max_size=40
+    )
+)
+def test_refused_characters_found_as_the_regular_expression_finds_them(text):
+    expected = decode._REFUSED_CHARACTER.search(text) is not None
+    assert decode._has_refused_character(text) is expected
