@@ -273,7 +273,7 @@ _DEPTH_PAD = _ORJSON_MAX_NESTING - 1 - bounds.MAX_DEPTH
 _YAML11_JSON_STRING = re.compile(
     b'"(?=['
     + re.escape("".join(sorted({w[0] for w in _YAML11_WORDS} | set("-+0123456789"))).encode())
-    + b"])(?:"
+    + b"])("
     + b"|".join(re.escape(w.encode()) for w in sorted(_YAML11_WORDS, key=len, reverse=True))
     + rb"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?(?:\\n)?"
     + rb')"'
@@ -293,15 +293,16 @@ def _may_read_non_finite(text: str) -> bool:
     return _FLOAT_OVERFLOW_DIGITS in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
 
 
-def _yaml_rs_verdict(docs: list[Any], floats_finite: bool) -> int:
+def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
     """``_diverges`` and the bounds of ``bounds.check_document`` without a Python walk over
-    a file's values: orjson writes each object (refusing non-string keys, integers past 64
-    bits and nesting past MAX_DEPTH, see _DEPTH_PAD) and one regular expression reads the
-    strings it wrote. ``floats_finite``: the text spells no infinity or NaN
-    (``_may_read_non_finite``), which orjson would write as null. An object whose JSON is
-    longer than MAX_STRING_CHARS may hold a string past the bound: ``_UNSURE``, as is
-    anything orjson refuses, and the exact checks decide and word it."""
-    if not floats_finite:
+    the values yaml-rs read from ``text``: orjson writes the file's objects (refusing
+    non-string keys, integers past 64 bits and nesting past MAX_DEPTH, see _DEPTH_PAD) and
+    one regular expression reads the strings it wrote; those YAML 1.1 reads otherwise
+    diverge only where the text holds them plain (``_plain_somewhere``). An infinity or NaN
+    (orjson writes null) is looked for in the text (``_may_read_non_finite``); an object whose
+    JSON is longer than MAX_STRING_CHARS may hold a string past the bound. Whatever orjson
+    refuses or may hide is ``_UNSURE``: the exact walks decide and word it."""
+    if _may_read_non_finite(text):
         return _UNSURE
     if any(type(d) is not dict and type(d) is not list for d in docs if d is not None):
         return _UNSURE
@@ -320,9 +321,32 @@ def _yaml_rs_verdict(docs: list[Any], floats_finite: bool) -> int:
         written = dumps(padded)
     except orjson.JSONEncodeError:
         return _UNSURE
-    if _YAML11_JSON_STRING.search(written):
+    found = {m.group(1) for m in _YAML11_JSON_STRING.finditer(written)}
+    if found and (len(found) > _MAX_SPELLINGS or _plain_somewhere(text, found)):
         return _DIVERGES
     return _WITHIN
+
+
+# A string that YAML 1.1 reads otherwise means the same to both parsers when it was quoted or
+# a block scalar (go-yaml quotes "no", "on", "yes" and "1:30" when it writes them): the text
+# decides. Where a plain scalar can start: at a line's start after indentation, after a block
+# indicator ("- ", "? "), a colon or a flow indicator, or "---"; where one that is only the
+# word ends: at the line's end or before a flow indicator, a comment or a colon. Other
+# places (a word inside a longer plain scalar) are false alarms that only cost speed. Lines
+# break at \n and \r; in ASCII text only (YAML 1.1 also breaks them at NEL and the Unicode
+# separators).
+_MAX_SPELLINGS = 64
+
+
+def _plain_somewhere(text: str, spellings: set[bytes]) -> bool:
+    if not text.isascii():
+        return True
+    words = "|".join(re.escape(s.decode("ascii").removesuffix("\\n")) for s in spellings)
+    plain = re.compile(
+        rf"(?:^|[\r\[{{,:]|[?-][ \t]|---)[ \t]*(?:{words})[ \t]*(?:$|[\r\n,\]}}#:])",
+        re.MULTILINE,
+    )
+    return plain.search(text) is not None
 
 
 def _fast_yaml_docs(text: str) -> list[Any] | None:
@@ -347,7 +371,7 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     # yaml-rs returns a multi-document stream as a list and one document as itself; both
     # flatten to the same objects (a top-level list is a list of objects either way).
     docs = result if isinstance(result, list) else [result]
-    verdict = _yaml_rs_verdict(docs, not _may_read_non_finite(text))
+    verdict = _yaml_rs_verdict(docs, text)
     if verdict == _WITHIN:
         return docs, True
     if verdict == _DIVERGES or _diverges(docs):

@@ -8,6 +8,7 @@ import re
 
 import orjson
 import pytest
+import yaml
 import yaml_rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -89,6 +90,28 @@ def _finite(value) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
+def _strings(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def _text_of(docs) -> str:
+    """A text that spells the values as the verdict must fear them: an infinity when there is
+    one, and every string YAML 1.1 reads otherwise as a plain scalar."""
+    lines = [] if all(_finite(d) for d in docs) else ["- .inf"]
+    for s in _strings(docs):
+        if decode._yaml11_reads_differently(s):
+            lines.append(f"- {s.rstrip()}")
+    return "\n".join(lines) + "\n"
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_yaml_values, max_size=3), st.integers(0, 105), st.booleans())
 def test_orjsons_reading_of_yaml_rs_values_agrees_with_diverges_and_check_document(
@@ -99,7 +122,7 @@ def test_orjsons_reading_of_yaml_rs_values_agrees_with_diverges_and_check_docume
     ]
     if as_list:
         docs = [{"apiVersion": "v1", "kind": "List", "items": docs}]
-    verdict = decode._yaml_rs_verdict(docs, floats_finite=all(_finite(d) for d in docs))
+    verdict = decode._yaml_rs_verdict(docs, _text_of(docs))
     if verdict == decode._UNSURE:
         return  # the two exact walks decide, as before
     assert (verdict == decode._DIVERGES) is decode._diverges(docs)
@@ -113,7 +136,7 @@ def test_orjson_measures_depth_to_max_depth_exactly(levels, verdict):
     """An object of MAX_DEPTH levels is within the bounds, one level more is not (orjson's
     recursion limit, which _DEPTH_PAD counts on, has not moved)."""
     docs = [_nested({"kind": "Pod"}, levels)]
-    assert decode._yaml_rs_verdict(docs, floats_finite=True) == verdict
+    assert decode._yaml_rs_verdict(docs, "kind: Pod\n") == verdict
     assert _refused(docs[0], 1) is (verdict == decode._UNSURE)
 
 
@@ -123,20 +146,23 @@ def test_orjsons_recursion_limit_is_the_one_depth_pad_counts_on():
         orjson.dumps(_nested([], decode._ORJSON_MAX_NESTING))
 
 
-def test_one_walk_finds_a_string_past_max_string_chars_unsure():
+def test_the_verdict_finds_long_strings_words_and_infinities():
     long = "x" * (bounds.MAX_STRING_CHARS + 1)
     docs = [{"kind": "Pod", "metadata": {"annotations": {"note": long}}}]
-    assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._UNSURE
+    assert decode._yaml_rs_verdict(docs, "kind: Pod\n") == decode._UNSURE
     for value in ("yes", "1:30", "1:30\n", "<<", "OFF"):
+        plain = f"- {value.strip()}\n"
         docs = [{"kind": "Pod", "spec": {"replicas": value}}]
-        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._DIVERGES, value
+        assert decode._yaml_rs_verdict(docs, plain) == decode._DIVERGES, value
         docs = [{"kind": "Pod", "spec": {value: 1}}]
-        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._DIVERGES, value
+        assert decode._yaml_rs_verdict(docs, plain) == decode._DIVERGES, value
+        # Quoted in the text, the string means the same to both parsers.
+        assert decode._yaml_rs_verdict(docs, f"- '{value.strip()}'\n") == decode._WITHIN
     for value in ("yesterday", "10:00:00Z", '"yes"', "node:8080", "no-schedule"):
         docs = [{"kind": "Pod", "spec": {"replicas": value}}]
-        assert decode._yaml_rs_verdict(docs, floats_finite=True) == decode._WITHIN, value
+        assert decode._yaml_rs_verdict(docs, f"- {value}\n") == decode._WITHIN, value
     docs = [{"kind": "Pod", "spec": {"replicas": float("inf")}}]
-    assert decode._yaml_rs_verdict(docs, floats_finite=False) == decode._UNSURE
+    assert decode._yaml_rs_verdict(docs, "replicas: .inf\n") == decode._UNSURE
 
 
 # Spellings of numbers around what yaml-rs reads as an infinity or a NaN.
@@ -217,3 +243,55 @@ def test_plain_attributes_read_as_the_checked_reading_reads_them(attributes):
 def test_refused_characters_found_as_the_regular_expression_finds_them(text):
     expected = decode._REFUSED_CHARACTER.search(text) is not None
     assert decode._has_refused_character(text) is expected
+
+
+# --- YAML 1.1 words, plain or quoted -------------------------------------------------------------
+
+_WORDS = ["yes", "no", "On", "OFF", "1:30", "190:20:30", "=", "<<", "no way", "nope", "10:00:00Z"]
+_PLACES = [
+    "k: {w}",
+    "{w}: 1",
+    "- {w}",
+    "- - {w}",
+    "k: [a, {w}]",
+    "k: {{j: {w}}}",
+    '{{"j":{w}}}',
+    "k:\n  {w}",
+    "k: |\n  {w}",
+    "k: >-\n  {w}",
+    "k: {w} # why",
+    "? {w}\n: 1",
+    "--- {w}",
+]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_WORDS), st.sampled_from(_PLACES), st.sampled_from(["", "'", '"'])
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts, newline):
+    """go-yaml quotes "no" and "1:30" when it writes them: quoted, they are strings to both
+    parsers and the file keeps the fast path; plain, PyYAML reads the file."""
+    docs = [place.format(w=f"{quote}{word}{quote}") for word, place, quote in parts]
+    text = "".join(d if d.startswith("---") else f"---\n{d}" for d in (f"{d}\n" for d in docs))
+    text = text.replace("\n", newline)
+    try:
+        expected = list(yaml.load_all(text, Loader=decode._YAML_LOADER))
+    except yaml.YAMLError:
+        expected = None
+    fast = decode._fast_yaml_docs(text)
+    if fast is not None:
+        assert expected is not None, text
+        assert decode._flatten(fast) == decode._flatten(expected), text
+    # (A document that is a scalar or a list of scalars holds no object: the exact walk decides
+    # it, as before.)
+    quoted = all(quote and not place.startswith("-") for _, place, quote in parts)
+    if expected is not None and quoted:
+        assert fast is not None, text
