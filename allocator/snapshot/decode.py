@@ -293,6 +293,26 @@ def _may_read_non_finite(text: str) -> bool:
     return _FLOAT_OVERFLOW_DIGITS in text.encode("utf-8", "surrogatepass").translate(_DIGIT_RUNS)
 
 
+def _written_within_bounds(objects: list[tuple[Any, int]]) -> bytes | None:
+    """A file's objects (``_flatten``) written by orjson as one JSON list, or None when one of
+    them may break a bound of ``bounds.check_document``: orjson refuses non-string keys,
+    integers past 64 bits and, inside _DEPTH_PAD lists, nesting past MAX_DEPTH, and a string
+    is never longer than the JSON of its object. Non-finite floats (written as null) are the
+    caller's to rule out. Two passes in C instead of one in Python over every value."""
+    if any(depth != 1 for _, depth in objects):
+        return None  # _DEPTH_PAD counts from an object at the top
+    dumps = orjson.dumps
+    try:
+        if any(len(dumps(obj)) > bounds.MAX_STRING_CHARS for obj, _ in objects):
+            return None
+        padded: list[Any] = [obj for obj, _ in objects]
+        for _ in range(_DEPTH_PAD):
+            padded = [padded]
+        return dumps(padded)
+    except orjson.JSONEncodeError:
+        return None
+
+
 def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
     """``_diverges`` and the bounds of ``bounds.check_document`` without a Python walk over
     the values yaml-rs read from ``text``: orjson writes the file's objects (refusing
@@ -307,19 +327,10 @@ def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
     if any(type(d) is not dict and type(d) is not list for d in docs if d is not None):
         return _UNSURE
     try:
-        objects = _flatten(docs)
+        written = _written_within_bounds(_flatten(docs))
     except BoundError:
         return _UNSURE
-    dumps = orjson.dumps
-    try:
-        # A string is never longer than the JSON of its object.
-        if any(len(dumps(obj)) > bounds.MAX_STRING_CHARS for obj, _ in objects):
-            return _UNSURE
-        padded: list[Any] = [obj for obj, _ in objects]
-        for _ in range(_DEPTH_PAD):
-            padded = [padded]
-        written = dumps(padded)
-    except orjson.JSONEncodeError:
+    if written is None:
         return _UNSURE
     found = {m.group(1) for m in _YAML11_JSON_STRING.finditer(written)}
     if found and (len(found) > _MAX_SPELLINGS or _plain_somewhere(text, found)):
@@ -463,7 +474,7 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
     docs: list[Any] | None
     exact_text = True  # whether strings may hold lone surrogates (json, PyYAML)
     by_orjson = False
-    within_bounds = False  # every object known to be within the bounds (yaml-rs' walk)
+    within_bounds = False  # every object known to be within the bounds (yaml-rs' verdict)
     if stripped[:1] in ("{", "["):
         docs, by_orjson = _json_docs(name, text, data, problems)
         if docs == []:
@@ -486,9 +497,11 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
     except BoundError as err:
         problems.append(f"{name}: {err.problems[0]}")
         return []
-    out = []
-    if within_bounds:
+    # orjson reads only string keys, 64-bit integers and finite floats: depth and string
+    # lengths are all its objects may break.
+    if within_bounds or (by_orjson and _written_within_bounds(flat) is not None):
         return [RawObject(name, i, obj) for i, (obj, _) in enumerate(flat, start=1)]
+    out = []
     for i, (obj, depth) in enumerate(flat, start=1):
         if by_orjson and type(obj) is dict and bounds.json_within_bounds(obj, depth):
             out.append(RawObject(name, i, obj))

@@ -55,6 +55,18 @@ def test_json_within_bounds_agrees_with_check_document(value, levels, depth):
     assert bounds.json_within_bounds(doc, depth) is not _refused(doc, depth)
 
 
+@given(_json_values, st.integers(0, 105))
+def test_orjsons_writing_agrees_with_check_document_on_what_orjson_read(value, levels):
+    """A JSON file orjson read is within the bounds when orjson writes its objects (depth
+    measured inside _DEPTH_PAD lists, string lengths bounded by each object's JSON)."""
+    doc = orjson.loads(orjson.dumps({"kind": "Pod", "metadata": _nested(value, levels)}))
+    within = decode._written_within_bounds([(doc, 1)]) is not None
+    if within:
+        assert not _refused(doc, 1)
+    elif len(orjson.dumps(doc)) <= bounds.MAX_STRING_CHARS:
+        assert _refused(doc, 1)
+
+
 @pytest.mark.parametrize("where", ["key", "value", "list"])
 def test_a_string_past_max_string_chars_is_out_of_bounds(where):
     long = "x" * (bounds.MAX_STRING_CHARS + 1)
@@ -64,6 +76,7 @@ def test_a_string_past_max_string_chars_is_out_of_bounds(where):
         "list": {"spec": {"args": ["--model", long]}},
     }[where]
     assert not bounds.json_within_bounds(doc)
+    assert decode._written_within_bounds([(doc, 1)]) is None
     assert _refused(doc, 1)
 
 
