@@ -99,6 +99,8 @@ _REFUSED_CHARACTER = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
 _ASCII_ACCEPTED = b"\t\n\r" + bytes(range(0x20, 0x7F))
+# Line breaks to YAML 1.1 only: NEL and the Unicode line and paragraph separators.
+_YAML11_LINE_BREAKS = ("\x85", "\u2028", "\u2029")
 
 
 def _has_refused_character(text: str) -> bool:
@@ -128,6 +130,8 @@ def _needs_pyyaml(text: str) -> bool:
         return True
     if _has_refused_character(text):
         return True
+    if not text.isascii() and any(c in text for c in _YAML11_LINE_BREAKS):
+        return True  # line breaks to YAML 1.1 (PyYAML), text to YAML 1.2 (yaml-rs)
     if "!" not in text and "&" not in text and "*" not in text:
         return False
     for match in _NODE_PROPERTY.finditer(text):
@@ -344,16 +348,15 @@ def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
 # indentation), after a colon, a flow indicator, or a block indicator ("- ", "? ", "--- ")
 # and blanks; it ends at the line's end or before a flow indicator, a comment or a colon.
 # Other places (a word inside a longer plain scalar) are false alarms that only cost speed.
-# Lines break at \n and \r; in ASCII text only (YAML 1.1 also breaks them at NEL and the
-# Unicode separators). Each word is searched for as a literal first (3 ms in 10 MB; one
-# pattern for every place a node starts took 250 ms), so only a few different ones are.
+# Lines break at \n and \r (YAML 1.1 also at NEL and the Unicode line and paragraph
+# separators: ``_needs_pyyaml`` sends a text holding one to PyYAML). Each word is searched
+# for as a literal first (3 ms in 10 MB; one pattern for every place a node starts took
+# 250 ms), so only a few different ones are.
 _MAX_SPELLINGS = 16
 _PLAIN_END = r"[ \t]*(?:$|[\r\n,\]}#:])"
 
 
 def _plain_somewhere(text: str, spellings: set[bytes]) -> bool:
-    if not text.isascii():
-        return True
     for spelling in spellings:
         word = re.escape(spelling.decode("ascii").removesuffix("\\n"))
         if re.match(word + _PLAIN_END, text):

@@ -287,14 +287,15 @@ _PLACES = [
         min_size=1,
         max_size=4,
     ),
-    st.sampled_from(["\n", "\r\n", "\r"]),
+    st.sampled_from(["\n", "\r\n", "\r", "\x85", "\u2028"]),
+    st.sampled_from(["", "note: café — ok\n"]),
 )
-def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts, newline):
+def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts, newline, other):
     """go-yaml quotes "no" and "1:30" when it writes them: quoted, they are strings to both
     parsers and the file keeps the fast path; plain, PyYAML reads the file."""
     docs = [place.format(w=f"{quote}{word}{quote}") for word, place, quote in parts]
     text = "".join(d if d.startswith("---") else f"---\n{d}" for d in (f"{d}\n" for d in docs))
-    text = text.replace("\n", newline)
+    text = (other + text).replace("\n", newline)
     try:
         expected = list(yaml.load_all(text, Loader=decode._YAML_LOADER))
     except yaml.YAMLError:
@@ -306,5 +307,14 @@ def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts
     # (A document that is a scalar or a list of scalars holds no object: the exact walk decides
     # it, as before.)
     quoted = all(quote and not place.startswith("-") for _, place, quote in parts)
-    if expected is not None and quoted:
+    if expected is not None and quoted and newline in ("\n", "\r\n", "\r"):
         assert fast is not None, text
+
+
+@pytest.mark.parametrize("newline", ["\x85", "\u2028", "\u2029"])
+def test_yaml_11_line_breaks_send_the_file_to_pyyaml(newline):
+    """NEL and the Unicode separators break lines to YAML 1.1 only: yaml-rs read
+    ``---<NEL>k: yes`` as one key ``---<NEL>k``, PyYAML as ``{k: True}``."""
+    text = f"---{newline}k: yes{newline}"
+    assert decode._needs_pyyaml(text)
+    assert decode._fast_yaml_docs(text) is None
