@@ -318,3 +318,79 @@ def test_yaml_11_line_breaks_send_the_file_to_pyyaml(newline):
     text = f"---{newline}k: yes{newline}"
     assert decode._needs_pyyaml(text)
     assert decode._fast_yaml_docs(text) is None
+
+
+# --- the whole decode, fast path against PyYAML ---------------------------------------------------
+
+_SCALARS = [
+    "yes",
+    "'yes'",
+    '"on"',
+    "off",
+    "0755",
+    "'0755'",
+    "1:30",
+    '"1:30"',
+    "1e3",
+    "-.5",
+    "0x1F",
+    "1_000",
+    "12345678901234567890123",
+    "1" + "0" * 120,
+    ".inf",
+    "~",
+    "null",
+    "gpu-0",
+    "us-west-2a",
+    "p5.48xlarge",
+    "'80Gi'",
+    '"2026-12-01T10:00:00Z"',
+    "&a x",
+    "*a",
+    "!!str 1",
+    "'a && !b'",
+    '"x: no"',
+    "no way",
+]
+_ENTRIES = [
+    "k{i}: {v}",
+    "k{i}: [{v}, x]",
+    "k{i}: {{j: {v}}}",
+    "k{i}:\n  - {v}",
+    "k{i}: {v}\nk{i}: {v}",  # a duplicate key: the last value wins
+    "<<: {{m{i}: {v}}}",
+]
+
+
+def _decoded(text: str) -> tuple[list, list[str]]:
+    problems: list[str] = []
+    objects = decode.decode_file("cluster.yaml", text.encode(), problems)
+    return [(o.index, o.obj) for o in objects], problems
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_a_file_decodes_as_pyyaml_decodes_it(documents):
+    """decode_file with its fast paths (yaml-rs, orjson's checks) gives the objects it gives
+    when PyYAML reads every file, and refuses what it refuses (worded by the bound's field on
+    the fast path, by PyYAML's line otherwise)."""
+    text = "".join(
+        "---\napiVersion: v1\nkind: ConfigMap\n"
+        + "".join(entry.format(i=i, v=value) + "\n" for i, (entry, value) in enumerate(doc))
+        for doc in documents
+    )
+    fast = _decoded(text)
+    original = decode._fast_yaml_read
+    decode._fast_yaml_read = lambda text: (None, False)
+    try:
+        plain = _decoded(text)
+    finally:
+        decode._fast_yaml_read = original
+    assert fast[0] == plain[0], text
+    assert bool(fast[1]) is bool(plain[1]), (text, fast[1], plain[1])
