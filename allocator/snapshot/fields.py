@@ -69,6 +69,8 @@ class Context:
 
     def items(self, d: dict, key: str, path: str, required: bool = False) -> list[tuple[str, dict]]:
         """(path, entry) of a list of objects, skipping (with a problem) non-objects."""
+        if not required and (d.get(key) if isinstance(d, dict) else None) is None:
+            return []  # most optional lists are absent
         out = []
         for i, entry in enumerate(self.list(d, key, path, required)):
             p = f"{path}[{i}]"

@@ -3,11 +3,14 @@ the same refusals (allocator/snapshot/bounds.py, decode.py, resource.py)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import orjson
 import pytest
-from hypothesis import given
+import yaml
+import yaml_rs
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.snapshot import bounds, decode
@@ -52,6 +55,18 @@ def test_json_within_bounds_agrees_with_check_document(value, levels, depth):
     assert bounds.json_within_bounds(doc, depth) is not _refused(doc, depth)
 
 
+@given(_json_values, st.integers(0, 105))
+def test_orjsons_writing_agrees_with_check_document_on_what_orjson_read(value, levels):
+    """A JSON file orjson read is within the bounds when orjson writes its objects (depth
+    measured inside _DEPTH_PAD lists, string lengths bounded by each object's JSON)."""
+    doc = orjson.loads(orjson.dumps({"kind": "Pod", "metadata": _nested(value, levels)}))
+    within = decode._written_within_bounds([(doc, 1)]) is not None
+    if within:
+        assert not _refused(doc, 1)
+    elif len(orjson.dumps(doc)) <= bounds.MAX_STRING_CHARS:
+        assert _refused(doc, 1)
+
+
 @pytest.mark.parametrize("where", ["key", "value", "list"])
 def test_a_string_past_max_string_chars_is_out_of_bounds(where):
     long = "x" * (bounds.MAX_STRING_CHARS + 1)
@@ -61,6 +76,7 @@ def test_a_string_past_max_string_chars_is_out_of_bounds(where):
         "list": {"spec": {"args": ["--model", long]}},
     }[where]
     assert not bounds.json_within_bounds(doc)
+    assert decode._written_within_bounds([(doc, 1)]) is None
     assert _refused(doc, 1)
 
 
@@ -79,12 +95,47 @@ _yaml_values = st.recursive(
 )
 
 
-@given(st.lists(_yaml_values, max_size=3), st.integers(0, 105))
-def test_one_walk_over_yaml_rs_values_agrees_with_diverges_and_check_document(docs, levels):
+def _finite(value) -> bool:
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def _text_of(docs) -> str:
+    """A text that spells the values as the verdict must fear them: an infinity when there is
+    one, and every string YAML 1.1 reads otherwise as a plain scalar."""
+    lines = [] if all(_finite(d) for d in docs) else ["- .inf"]
+    for s in _strings(docs):
+        if decode._yaml11_reads_differently(s):
+            lines.append(f"- {s.rstrip()}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_yaml_values, max_size=3), st.integers(0, 105), st.booleans())
+def test_orjsons_reading_of_yaml_rs_values_agrees_with_diverges_and_check_document(
+    docs, levels, as_list
+):
     docs = [
         _nested({"kind": "Pod", "spec": d}, levels) if i == 0 else d for i, d in enumerate(docs)
     ]
-    verdict = decode._yaml_rs_verdict(docs)
+    if as_list:
+        docs = [{"apiVersion": "v1", "kind": "List", "items": docs}]
+    verdict = decode._yaml_rs_verdict(docs, _text_of(docs))
     if verdict == decode._UNSURE:
         return  # the two exact walks decide, as before
     assert (verdict == decode._DIVERGES) is decode._diverges(docs)
@@ -93,13 +144,60 @@ def test_one_walk_over_yaml_rs_values_agrees_with_diverges_and_check_document(do
             assert not _refused(obj, depth)
 
 
-def test_one_walk_finds_a_string_past_max_string_chars_unsure():
+@pytest.mark.parametrize("levels, verdict", [(99, decode._WITHIN), (100, decode._UNSURE)])
+def test_orjson_measures_depth_to_max_depth_exactly(levels, verdict):
+    """An object of MAX_DEPTH levels is within the bounds, one level more is not (orjson's
+    recursion limit, which _DEPTH_PAD counts on, has not moved)."""
+    docs = [_nested({"kind": "Pod"}, levels)]
+    assert decode._yaml_rs_verdict(docs, "kind: Pod\n") == verdict
+    assert _refused(docs[0], 1) is (verdict == decode._UNSURE)
+
+
+def test_orjsons_recursion_limit_is_the_one_depth_pad_counts_on():
+    orjson.dumps(_nested([], decode._ORJSON_MAX_NESTING - 1))
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(_nested([], decode._ORJSON_MAX_NESTING))
+
+
+def test_the_verdict_finds_long_strings_words_and_infinities():
     long = "x" * (bounds.MAX_STRING_CHARS + 1)
     docs = [{"kind": "Pod", "metadata": {"annotations": {"note": long}}}]
-    assert decode._yaml_rs_verdict(docs) == decode._UNSURE
-    assert decode._yaml_rs_verdict([{"kind": "Pod", "spec": {"replicas": "yes"}}]) == (
-        decode._DIVERGES
-    )
+    assert decode._yaml_rs_verdict(docs, "kind: Pod\n") == decode._UNSURE
+    for value in ("yes", "1:30", "1:30\n", "<<", "OFF"):
+        plain = f"- {value.strip()}\n"
+        docs = [{"kind": "Pod", "spec": {"replicas": value}}]
+        assert decode._yaml_rs_verdict(docs, plain) == decode._DIVERGES, value
+        docs = [{"kind": "Pod", "spec": {value: 1}}]
+        assert decode._yaml_rs_verdict(docs, plain) == decode._DIVERGES, value
+        # Quoted in the text, the string means the same to both parsers.
+        assert decode._yaml_rs_verdict(docs, f"- '{value.strip()}'\n") == decode._WITHIN
+    for value in ("yesterday", "10:00:00Z", '"yes"', "node:8080", "no-schedule"):
+        docs = [{"kind": "Pod", "spec": {"replicas": value}}]
+        assert decode._yaml_rs_verdict(docs, f"- {value}\n") == decode._WITHIN, value
+    docs = [{"kind": "Pod", "spec": {"replicas": float("inf")}}]
+    assert decode._yaml_rs_verdict(docs, "replicas: .inf\n") == decode._UNSURE
+
+
+# Spellings of numbers around what yaml-rs reads as an infinity or a NaN.
+_number_spellings = st.builds(
+    lambda sign, digits, frac, special: special or f"{sign}1{digits}{frac}",
+    st.sampled_from(["", "-", "+"]),
+    st.builds(lambda n, sep: sep.join("9" * n), st.integers(1, 400), st.sampled_from(["", "_"])),
+    st.sampled_from(["", ".0", ".5", "."]),
+    st.sampled_from([None, None, ".inf", "-.Inf", "+.INF", ".nan", ".NaN", ".NAN", "inf", "nan"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_number_spellings, min_size=1, max_size=4))
+def test_yaml_rs_reads_no_infinity_where_the_text_spells_none(spellings):
+    text = "".join(f"k{i}: {s}\n" for i, s in enumerate(spellings))
+    try:
+        docs = yaml_rs.loads(text, parse_datetime=False)
+    except Exception:
+        return
+    if not decode._may_read_non_finite(text):
+        assert _finite(docs), text
 
 
 # --- 19 digits in a row --------------------------------------------------------------------------
@@ -145,3 +243,154 @@ def test_plain_attributes_read_as_the_checked_reading_reads_them(attributes):
     assert fast == checked
     assert list(fast) == list(checked)
     assert fast_problems == checked_problems
+
+
+# --- characters libyaml refuses ------------------------------------------------------------------
+
+
+@given(
+    st.text(
+        alphabet=st.characters(max_codepoint=0x100) | st.sampled_from("\ufeff\ud800é"), max_size=40
+    )
+)
+def test_refused_characters_found_as_the_regular_expression_finds_them(text):
+    expected = decode._REFUSED_CHARACTER.search(text) is not None
+    assert decode._has_refused_character(text) is expected
+
+
+# --- YAML 1.1 words, plain or quoted -------------------------------------------------------------
+
+_WORDS = ["yes", "no", "On", "OFF", "1:30", "190:20:30", "=", "<<", "no way", "nope", "10:00:00Z"]
+_PLACES = [
+    "k: {w}",
+    "{w}: 1",
+    "- {w}",
+    "- - {w}",
+    "k: [a, {w}]",
+    "k: {{j: {w}}}",
+    '{{"j":{w}}}',
+    "k:\n  {w}",
+    "k: |\n  {w}",
+    "k: >-\n  {w}",
+    "k: {w} # why",
+    "? {w}\n: 1",
+    "--- {w}",
+]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_WORDS), st.sampled_from(_PLACES), st.sampled_from(["", "'", '"'])
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["\n", "\r\n", "\r", "\x85", "\u2028"]),
+    st.sampled_from(["", "note: café — ok\n"]),
+)
+def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts, newline, other):
+    """go-yaml quotes "no" and "1:30" when it writes them: quoted, they are strings to both
+    parsers and the file keeps the fast path; plain, PyYAML reads the file."""
+    docs = [place.format(w=f"{quote}{word}{quote}") for word, place, quote in parts]
+    text = "".join(d if d.startswith("---") else f"---\n{d}" for d in (f"{d}\n" for d in docs))
+    text = (other + text).replace("\n", newline)
+    try:
+        expected = list(yaml.load_all(text, Loader=decode._YAML_LOADER))
+    except yaml.YAMLError:
+        expected = None
+    fast = decode._fast_yaml_docs(text)
+    if fast is not None:
+        assert expected is not None, text
+        assert decode._flatten(fast) == decode._flatten(expected), text
+    # (A document that is a scalar or a list of scalars holds no object: the exact walk decides
+    # it, as before.)
+    quoted = all(quote and not place.startswith("-") for _, place, quote in parts)
+    if expected is not None and quoted and newline in ("\n", "\r\n", "\r"):
+        assert fast is not None, text
+
+
+@pytest.mark.parametrize("newline", ["\x85", "\u2028", "\u2029"])
+def test_yaml_11_line_breaks_send_the_file_to_pyyaml(newline):
+    """NEL and the Unicode separators break lines to YAML 1.1 only: yaml-rs read
+    ``---<NEL>k: yes`` as one key ``---<NEL>k``, PyYAML as ``{k: True}``."""
+    text = f"---{newline}k: yes{newline}"
+    assert decode._needs_pyyaml(text)
+    assert decode._fast_yaml_docs(text) is None
+
+
+# --- the whole decode, fast path against PyYAML ---------------------------------------------------
+
+_SCALARS = [
+    "yes",
+    "'yes'",
+    '"on"',
+    "off",
+    "0755",
+    "'0755'",
+    "1:30",
+    '"1:30"',
+    "1e3",
+    "-.5",
+    "0x1F",
+    "1_000",
+    "12345678901234567890123",
+    "1" + "0" * 120,
+    ".inf",
+    "~",
+    "null",
+    "gpu-0",
+    "us-west-2a",
+    "p5.48xlarge",
+    "'80Gi'",
+    '"2026-12-01T10:00:00Z"',
+    "&a x",
+    "*a",
+    "!!str 1",
+    "'a && !b'",
+    '"x: no"',
+    "no way",
+]
+_ENTRIES = [
+    "k{i}: {v}",
+    "k{i}: [{v}, x]",
+    "k{i}: {{j: {v}}}",
+    "k{i}:\n  - {v}",
+    "k{i}: {v}\nk{i}: {v}",  # a duplicate key: the last value wins
+    "<<: {{m{i}: {v}}}",
+]
+
+
+def _decoded(text: str) -> tuple[list, list[str]]:
+    problems: list[str] = []
+    objects = decode.decode_file("cluster.yaml", text.encode(), problems)
+    return [(o.index, o.obj) for o in objects], problems
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_a_file_decodes_as_pyyaml_decodes_it(documents):
+    """decode_file with its fast paths (yaml-rs, orjson's checks) gives the objects it gives
+    when PyYAML reads every file, and refuses what it refuses (worded by the bound's field on
+    the fast path, by PyYAML's line otherwise)."""
+    text = "".join(
+        "---\napiVersion: v1\nkind: ConfigMap\n"
+        + "".join(entry.format(i=i, v=value) + "\n" for i, (entry, value) in enumerate(doc))
+        for doc in documents
+    )
+    fast = _decoded(text)
+    original = decode._fast_yaml_read
+    decode._fast_yaml_read = lambda text: (None, False)
+    try:
+        plain = _decoded(text)
+    finally:
+        decode._fast_yaml_read = original
+    assert fast[0] == plain[0], text
+    assert bool(fast[1]) is bool(plain[1]), (text, fast[1], plain[1])
