@@ -3,8 +3,9 @@
 The entry is bounded by construction (grouped reasons, at most 6 funnels, 5 examples of
 each), but names are not: node names of 253 characters in every example would take a
 grouped entry past 20 kB. Once built, an entry larger than the budget is trimmed, what says
-least first: example lists shortened, explanation funnels past the first counted in
-``explanationOmitted``, words clipped, reasons past the first few counted in one last entry.
+least first: example lists shortened, words clipped, a funnel's rejection groups past the
+largest merged per reason, explanation funnels past the first counted in
+``explanationOmitted``, reasons past the first few counted in one last entry.
 The suggestions (the fixes) and the decisive cause are never trimmed.
 """
 
@@ -56,6 +57,35 @@ def _fewer_funnels(entry: dict, limit: int) -> None:
         entry["explanationOmitted"] = entry.get("explanationOmitted", 0) + 1
 
 
+def _fewer_groups(keep: int) -> Callable[[dict, int], None]:
+    """Each funnel's rejection groups past the first ``keep`` (the largest) merged into one
+    per reason, their devices added up (``usable`` + the groups' devices still make the
+    candidates): 40 counter sets each refusing a few partitions are one line past the 8th."""
+
+    def merge(entry: dict, limit: int) -> None:
+        for funnel in entry.get("explanation") or ():
+            groups = funnel.get("rejections") or []
+            if len(groups) <= keep:
+                continue
+            merged: dict[str, list[dict]] = {}
+            for group in groups[keep:]:
+                merged.setdefault(group["reason"], []).append(group)
+            funnel["rejections"] = groups[:keep] + [
+                {
+                    "reason": reason,
+                    "devices": sum(g["devices"] for g in rest),
+                    "message": f"{len(rest)} more groups of devices refused by {reason} "
+                    f"(first: {clip(rest[0]['message'], 150)})",
+                    "exampleDevices": rest[0].get("exampleDevices", [])[:1],
+                    "also": sorted({a for g in rest for a in g.get("also") or ()}),
+                    "detail": {},
+                }
+                for reason, rest in merged.items()
+            ]
+
+    return merge
+
+
 def _words(chars: int) -> Callable[[dict, int], None]:
     def shorten(entry: dict, limit: int) -> None:
         for reason in entry.get("reasons") or ():
@@ -91,10 +121,12 @@ def _fewer_reasons(entry: dict, limit: int) -> None:
 
 _STEPS: tuple[Callable[[dict, int], None], ...] = (
     _examples(2),
-    _fewer_funnels,
     _words(300),
+    _fewer_groups(8),
     _examples(1),
     _words(150),
+    _fewer_groups(3),
+    _fewer_funnels,
     _fewer_reasons,
     _words(60),
 )

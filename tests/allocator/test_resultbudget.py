@@ -44,7 +44,7 @@ def failed_entry(nodes: int, length: int, funnels: int, groups: int, reasons: in
                 "instanceType": None,
                 "targets": nodes,
                 "exampleTargets": names[:5],
-                "candidates": 8,
+                "candidates": 8 * groups,
                 "usable": 0,
                 "rejections": [
                     {
@@ -70,7 +70,7 @@ def failed_entry(nodes: int, length: int, funnels: int, groups: int, reasons: in
     nodes=st.integers(5, 40),
     length=st.integers(20, 253),
     funnels=st.integers(1, 6),
-    groups=st.integers(1, 4),
+    groups=st.integers(1, 40),  # a counter set each: 40 partitions of 8 GPUs
     reasons=st.integers(1, 10),
 )
 def test_an_entry_of_long_names_fits_and_keeps_its_fixes(nodes, length, funnels, groups, reasons):
@@ -81,6 +81,11 @@ def test_an_entry_of_long_names_fits_and_keeps_its_fixes(nodes, length, funnels,
     assert size(entry) <= MAX_ENTRY_BYTES
     assert entry["suggestions"] == fixes and entry["cause"] == cause
     assert entry["explanation"]  # at least the first kind of refusal
+    for funnel in entry["explanation"]:  # every device still counted once
+        assert (
+            funnel["usable"] + sum(g["devices"] for g in funnel["rejections"])
+            == (funnel["candidates"])
+        )
     assert len(entry["explanation"]) + entry.get("explanationOmitted", 0) == funnels
     assert sum(r.get("targets", 1) for r in entry["reasons"]) == counted
     assert entry["reasons"][-1]["target"] == "nodepool/gpu"
@@ -93,6 +98,19 @@ def test_an_entry_within_the_budget_is_left_as_it_is():
     kept = repr(entry)
     within_budget(entry)
     assert repr(entry) == kept
+
+
+def test_many_groups_of_one_reason_are_merged_before_a_kind_of_refusal_is_dropped():
+    # One funnel refused by 40 counter sets, beside a shorter one: both kinds stay.
+    entry = failed_entry(nodes=5, length=60, funnels=2, groups=40, reasons=2)
+    assert size(entry) > MAX_ENTRY_BYTES
+    within_budget(entry)
+    assert size(entry) <= MAX_ENTRY_BYTES
+    assert len(entry["explanation"]) == 2 and "explanationOmitted" not in entry
+    groups = entry["explanation"][0]["rejections"]
+    assert len(groups) == 9
+    assert groups[-1]["devices"] == 8 * 32
+    assert groups[-1]["message"].startswith("32 more groups of devices refused by allocated")
 
 
 def test_the_longest_names_lose_examples_before_kinds_of_refusal():
