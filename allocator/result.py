@@ -305,9 +305,16 @@ def build_result(
     }
     if suggestions is not None:
         _add_suggestions(result, suggestions, snapshot)
+    failures = run.allocator.wording.failures
+    known = len(failures)
     for entry in result["pods"]:
         if not entry["scheduled"]:
-            within_budget(entry)
+            try:
+                within_budget(entry)
+            except Exception as error:  # noqa: BLE001  trimming words never breaks a run
+                run.allocator.wording.failed(f"the entry of pod {entry['pod']}", error)
+    if len(failures) > known:
+        result["warnings"].extend(list(failures)[known:])
     return result
 
 

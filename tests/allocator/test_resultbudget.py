@@ -119,3 +119,22 @@ def test_the_longest_names_lose_examples_before_kinds_of_refusal():
     within_budget(entry)
     assert size(entry) <= MAX_ENTRY_BYTES
     assert all(len(f["exampleTargets"]) <= 2 for f in entry["explanation"])
+
+
+def test_a_trimming_that_fails_breaks_no_run(monkeypatch):
+    # The budget only shapes words: should it fail, the run still ends with its result and
+    # says so among the warnings.
+    import allocator.result as result_module
+    from allocator.simulation import SimulationOptions, simulate
+    from allocator.snapshot import load_files
+    from bench.workloads import existing_nodes, to_json
+
+    def broken(entry):
+        raise ValueError("no room")
+
+    monkeypatch.setattr(result_module, "within_budget", broken)
+    docs = existing_nodes(nodes=3, pods=10, missing_every=5)
+    result = simulate(load_files([("cluster.json", to_json(docs))]), SimulationOptions()).result
+    failed = [p for p in result["pods"] if not p["scheduled"]]
+    assert failed and all(p["explanation"] for p in failed)
+    assert any("could not be worded (ValueError: no room)" in w for w in result["warnings"])
