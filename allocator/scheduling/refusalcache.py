@@ -19,7 +19,7 @@ property tests in tests/explanation and tests/scheduling compare both).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from allocator.errors import AllocationError
@@ -449,15 +449,23 @@ class RefusalCache:
         hit = self._templates_left.get(nc_id)
         if hit is not None and hit[0] == version and hit[1] is candidates:
             return hit[2]
-        most: int | None = 0
+        most = self.templates_left(candidates, held)
+        if version is not None:
+            self._templates_left[nc_id] = (version, candidates, most)
+        return most
+
+    def templates_left(
+        self, candidates: Iterable[InstanceTypeInfo], held: Mapping[str, set]
+    ) -> int | None:
+        """The most template devices one of ``candidates`` has left (``held``: those taken,
+        per instance type); -1 without candidates; None when one allows multiple
+        allocations (no bound)."""
+        most = -1
         for info in candidates:
             total = self.template_total(info)
             if total is None:
-                most = None
-                break
+                return None
             most = max(most, total - len(held.get(info.name, ())))
-        if version is not None:
-            self._templates_left[nc_id] = (version, candidates, most)
         return most
 
     def template_total(self, info: InstanceTypeInfo) -> int | None:

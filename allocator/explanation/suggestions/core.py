@@ -311,14 +311,7 @@ class _Context:
                 *(("pool", t.name, None, t.instance_types) for t in sched.templates),
             ]:
                 here = held.get(key, {}) if key is not None else {}
-                most: int | None = -1
-                for info in infos:
-                    total = cache.template_total(info)
-                    if total is None:
-                        most = None
-                        break
-                    most = max(most, total - len(here.get(info.name, ())))
-                out[(kind, name)] = most
+                out[(kind, name)] = cache.templates_left(infos, here)
             self._devices_left = out
         return self._devices_left
 
