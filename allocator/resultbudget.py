@@ -3,9 +3,10 @@
 The entry is bounded by construction (grouped reasons, at most 6 funnels, 5 examples of
 each), but names are not: node names of 253 characters in every example would take a
 grouped entry past 20 kB. Once built, an entry larger than the budget is trimmed, what says
-least first: example lists shortened, words clipped, a funnel's rejection groups past the
-largest merged per reason, explanation funnels past the first counted in
-``explanationOmitted``, reasons past the first few counted in one last entry.
+least first: example lists shortened, words clipped to 300 characters (the error to 1,200), a
+funnel's rejection groups past the largest merged per reason, explanation funnels past the first
+counted in ``explanationOmitted``, then words clipped further and reasons past the first few
+counted in one last entry.
 The suggestions (the fixes) and the decisive cause are never trimmed.
 """
 
@@ -124,9 +125,9 @@ _STEPS: tuple[Callable[[dict, int], None], ...] = (
     _words(300),
     _fewer_groups(8),
     _examples(1),
-    _words(150),
     _fewer_groups(3),
-    _fewer_funnels,
+    _fewer_funnels,  # the kinds past the first few before the error's words
+    _words(150),
     _fewer_reasons,
     _words(60),
 )
