@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -110,6 +111,26 @@ def canonical(value: Any) -> bytes:
     if b"\\u0000" in data and _NUL_ESCAPE.search(data):
         raise UnstorableText("a NUL character (\\u0000) is not allowed in text")
     return data
+
+
+def canonical_all(values: Sequence[Any]) -> tuple[list[bytes], bytes] | None:
+    """(``canonical`` of each value, the JSON array of them), or None when one of them needs
+    ``canonical``'s own reading (orjson refuses it, a number it may write otherwise, a NUL):
+    the checks run once over all the bytes instead of once per value (12,000 objects of a
+    10 MB upload: the per-value searches and copies took a third of the time)."""
+    dumps = orjson.dumps
+    try:
+        parts = [dumps(value, option=_ORJSON_CANONICAL) for value in values]
+    except orjson.JSONEncodeError:
+        return None
+    # Each value is searched after a "[" or a ",", as ``canonical`` searches it after a "[";
+    # no match spans a "," and no value ends with a backslash, so one search answers for all.
+    array = b"[" + b",".join(parts) + b"]"
+    if _NUMBER_WRITTEN_OTHERWISE.search(array):
+        return None
+    if b"\\u0000" in array and _NUL_ESCAPE.search(array):
+        return None
+    return parts, array
 
 
 def check_storable(value: Any) -> None:

@@ -88,7 +88,20 @@ def canonical_documents(loaded: LoadedSnapshot) -> tuple[str, bytes]:
     document no database can store is refused here, naming it (a NUL or lone surrogate in a
     string, a YAML value JSON has no form for).
     """
+    written = blobs.canonical_all([[kind, raw] for kind, raw in loaded.documents])
+    if written is None:  # one needs the careful reading, and a refusal names it
+        parts = _canonical_one_by_one(loaded)
+        array = b"[" + b",".join(parts) + b"]"
+    else:
+        parts, array = written
     digest = hashlib.sha256()
+    for data in parts:
+        digest.update(data)
+        digest.update(b"\n")
+    return digest.hexdigest(), array
+
+
+def _canonical_one_by_one(loaded: LoadedSnapshot) -> list[bytes]:
     parts: list[bytes] = []
     for index, (kind, raw) in enumerate(loaded.documents, 1):
         try:
@@ -104,10 +117,8 @@ def canonical_documents(loaded: LoadedSnapshot) -> tuple[str, bytes]:
                 f"object {index} ({_label(kind, raw)}): holds a value JSON cannot represent "
                 f"(a YAML binary, set or timestamp tag?): {exc}"
             ) from None
-        digest.update(data)
-        digest.update(b"\n")
         parts.append(data)
-    return digest.hexdigest(), b"[" + b",".join(parts) + b"]"
+    return parts
 
 
 def content_hash(loaded: LoadedSnapshot) -> str:

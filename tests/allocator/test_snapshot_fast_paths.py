@@ -200,6 +200,20 @@ def test_yaml_rs_reads_no_infinity_where_the_text_spells_none(spellings):
         assert _finite(docs), text
 
 
+# The number guard as first written: the blank before the number first. The guard in use
+# starts from the number's first character (faster); both must find the same texts.
+_NUMBER_GUARD_BLANK_FIRST = re.compile(r"[\s\[{,](?=[-+0-9_.])" + decode._NUMBER_1_2)
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=" \t\n,[{}]:-+_.0123456789eEoOxXab\u2028", max_size=24))
+def test_number_guard_finds_what_the_blank_first_guard_finds(text):
+    guard = decode._TEXT_GUARDS[0]
+    assert (guard.search(text) is None) is (_NUMBER_GUARD_BLANK_FIRST.search(text) is None)
+    spelled = f"replicas: {text}\n"
+    assert (guard.search(spelled) is None) is (_NUMBER_GUARD_BLANK_FIRST.search(spelled) is None)
+
+
 # --- 19 digits in a row --------------------------------------------------------------------------
 
 
