@@ -12,6 +12,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -647,3 +648,20 @@ def test_documents_written_together_are_written_as_one_by_one(documents):
     except snapshot_services.SnapshotUploadError as exc:
         together = exc.problems
     assert together == _one_by_one(documents)
+
+
+_json_numbers_and_uids = st.lists(
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.sampled_from([1e-05, 2.5e-07, 0.0001, 1e16, 12345678901234567.0, 1.5e300, 98.32])
+    | st.from_regex(r"[0-9a-fE.:,\[]{0,12}", fullmatch=True)
+    | st.sampled_from(["e3e70682-c209-4cac", "GPU-01d9ee16-0006", "1.0000", ":1e5", "x:1e5"]),
+    max_size=6,
+)
+
+
+@given(_json_numbers_and_uids)
+def test_the_number_scan_finds_what_the_regular_expression_finds(values):
+    data = orjson.dumps(values, option=orjson.OPT_SORT_KEYS)
+    expected = blobs._NUMBER_WRITTEN_OTHERWISE.search(data) is not None
+    assert blobs._may_write_a_number_otherwise(data) is expected
