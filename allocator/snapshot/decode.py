@@ -82,8 +82,11 @@ _NUMBER_1_2 = (
     r"(?=[\s,\]}]|$)"
 )
 _TEXT_GUARDS = (
-    # The lookahead rejects most positions at once (a scan of a 15 MB file: 0.43 s -> 0.23 s).
-    re.compile(r"[\s\[{,](?=[-+0-9_.])" + _NUMBER_1_2),
+    # A number's first character, then the boundary before it (a lookbehind) and the number
+    # from that character on (a lookahead inside a one-character lookbehind): starting with
+    # the rarer character lets the scan skip to it in C instead of trying every blank of the
+    # indentation (10 MB: 80 ms -> 50 ms; 15 MB with the blank first: 0.43 s -> 0.23 s).
+    re.compile(r"[-+0-9_.](?<=[\s\[{,].)(?<=(?=" + _NUMBER_1_2 + r").)"),
     # JSON-style flow mappings: {"a":0755}; one literal start each is a fast search (33 ms of
     # a 10 MB file for ["']: together, 5 ms apart).
     re.compile(r'":(?=[-+0-9_.])' + _NUMBER_1_2),

@@ -11,8 +11,6 @@ from typing import Any
 from allocator.quantity import Quantity, QuantityError
 from allocator.requirements import Requirement, RequirementError
 
-_MISSING = object()
-
 
 class Context:
     """One document being read: where it is and the problems found in it."""
@@ -45,9 +43,14 @@ class Context:
 
     # --- containers --------------------------------------------------------------------------
 
+    # The readers below run some 500,000 times for a 10 MB snapshot: one lookup each, and
+    # the exact type tested first (documents hold plain dicts and lists).
+
     def map(self, d: dict, key: str, path: str, required: bool = False) -> dict:
-        value = d.get(key, _MISSING) if isinstance(d, dict) else _MISSING
-        if value is _MISSING or value is None:
+        value = d.get(key) if isinstance(d, dict) else None
+        if type(value) is dict:
+            return value
+        if value is None:
             if required:
                 self.problem(path, "required")
             return {}
@@ -57,8 +60,10 @@ class Context:
         return value
 
     def list(self, d: dict, key: str, path: str, required: bool = False) -> list:
-        value = d.get(key, _MISSING) if isinstance(d, dict) else _MISSING
-        if value is _MISSING or value is None:
+        value = d.get(key) if isinstance(d, dict) else None
+        if type(value) is list:
+            return value
+        if value is None:
             if required:
                 self.problem(path, "required")
             return []
@@ -69,21 +74,23 @@ class Context:
 
     def items(self, d: dict, key: str, path: str, required: bool = False) -> list[tuple[str, dict]]:
         """(path, entry) of a list of objects, skipping (with a problem) non-objects."""
-        if not required and (d.get(key) if isinstance(d, dict) else None) is None:
+        value = d.get(key) if isinstance(d, dict) else None
+        if value is None and not required:
             return []  # most optional lists are absent
         out = []
         for i, entry in enumerate(self.list(d, key, path, required)):
-            p = f"{path}[{i}]"
-            if not isinstance(entry, dict):
-                self.problem(p, f"must be an object, not {_type(entry)}")
-                continue
-            out.append((p, entry))
+            if type(entry) is dict or isinstance(entry, dict):
+                out.append((f"{path}[{i}]", entry))
+            else:
+                self.problem(f"{path}[{i}]", f"must be an object, not {_type(entry)}")
         return out
 
     # --- scalars -----------------------------------------------------------------------------
 
     def str(self, d: dict, key: str, path: str, required: bool = False) -> str | None:
         value = d.get(key) if isinstance(d, dict) else None
+        if type(value) is str and (value or not required):
+            return value
         if value is None:
             if required:
                 self.problem(path, "required")

@@ -13,7 +13,7 @@ import yaml_rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.snapshot import bounds, decode
+from allocator.snapshot import bounds, decode, fields
 from allocator.snapshot.decode import _has_long_number
 from allocator.snapshot.errors import BoundError
 from allocator.snapshot.fields import Context
@@ -198,6 +198,20 @@ def test_yaml_rs_reads_no_infinity_where_the_text_spells_none(spellings):
         return
     if not decode._may_read_non_finite(text):
         assert _finite(docs), text
+
+
+# The number guard as first written: the blank before the number first. The guard in use
+# starts from the number's first character (faster); both must find the same texts.
+_NUMBER_GUARD_BLANK_FIRST = re.compile(r"[\s\[{,](?=[-+0-9_.])" + decode._NUMBER_1_2)
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=" \t\n,[{}]:-+_.0123456789eEoOxXab\u2028", max_size=24))
+def test_number_guard_finds_what_the_blank_first_guard_finds(text):
+    guard = decode._TEXT_GUARDS[0]
+    assert (guard.search(text) is None) is (_NUMBER_GUARD_BLANK_FIRST.search(text) is None)
+    spelled = f"replicas: {text}\n"
+    assert (guard.search(spelled) is None) is (_NUMBER_GUARD_BLANK_FIRST.search(spelled) is None)
 
 
 # --- 19 digits in a row --------------------------------------------------------------------------
@@ -394,3 +408,87 @@ def test_a_file_decodes_as_pyyaml_decodes_it(documents):
         decode._fast_yaml_read = original
     assert fast[0] == plain[0], text
     assert bool(fast[1]) is bool(plain[1]), (text, fast[1], plain[1])
+
+
+# --- the typed readers' exact-type fast paths ------------------------------------------------
+
+
+class _PlainReaders(Context):
+    """Context's container and string readers as first written (one isinstance chain each),
+    the reference for the readers' exact-type shortcuts."""
+
+    __slots__ = ()
+
+    def map(self, d, key, path, required=False):
+        value = d.get(key) if isinstance(d, dict) else None
+        if value is None:
+            if required:
+                self.problem(path, "required")
+            return {}
+        if not isinstance(value, dict):
+            self.problem(path, f"must be an object, not {fields._type(value)}")
+            return {}
+        return value
+
+    def list(self, d, key, path, required=False):
+        value = d.get(key) if isinstance(d, dict) else None
+        if value is None:
+            if required:
+                self.problem(path, "required")
+            return []
+        if not isinstance(value, list):
+            self.problem(path, f"must be a list, not {fields._type(value)}")
+            return []
+        return value
+
+    def items(self, d, key, path, required=False):
+        out = []
+        for i, entry in enumerate(self.list(d, key, path, required)):
+            if not isinstance(entry, dict):
+                self.problem(f"{path}[{i}]", f"must be an object, not {fields._type(entry)}")
+                continue
+            out.append((f"{path}[{i}]", entry))
+        return out
+
+    def str(self, d, key, path, required=False):
+        value = d.get(key) if isinstance(d, dict) else None
+        if value is None:
+            if required:
+                self.problem(path, "required")
+            return None
+        if not isinstance(value, str):
+            self.problem(path, f"must be a string, not {fields._type(value)}")
+            return None
+        if required and not value:
+            self.problem(path, "required")
+            return None
+        return value
+
+
+_reader_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["", "gpu.nvidia.com"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["name", "device"]), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+
+
+@given(
+    st.sampled_from(["map", "list", "items", "str"]),
+    st.one_of(
+        st.dictionaries(st.sampled_from(["results", "pool"]), _reader_values), _reader_values
+    ),
+    st.booleans(),
+)
+def test_readers_read_as_the_plain_readers_read(reader, document, required):
+    fast_problems: list[str] = []
+    plain_problems: list[str] = []
+    fast = Context("claims.yaml", 3, "ResourceClaim", "ml", "train-0-gpu", fast_problems)
+    plain = _PlainReaders("claims.yaml", 3, "ResourceClaim", "ml", "train-0-gpu", plain_problems)
+    path = "status.allocation.devices.results"
+    got = getattr(fast, reader)(document, "results", path, required)
+    expected = getattr(plain, reader)(document, "results", path, required)
+    assert got == expected
+    assert fast_problems == plain_problems

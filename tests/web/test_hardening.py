@@ -3,6 +3,7 @@ end in a true state; deployment defaults hold no known secret."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -21,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from allocator.model import Snapshot as LoadedSnapshot
 from bench.workloads import synthetic_cluster, to_json, to_yaml
 from dra_web import blobs
 from dra_web.runs import services as run_services
@@ -606,3 +609,59 @@ def test_canonical_bytes_are_the_standard_librarys_whoever_writes_them(value):
     if b"\\u0000" in reference:
         return  # refused by both: a NUL
     assert blobs.canonical(value) == reference
+
+
+_documents = st.lists(
+    st.tuples(
+        st.sampled_from(["Pod", "ResourceSlice", "ResourceClaim"]),
+        st.dictionaries(
+            st.sampled_from(["metadata", "spec", "status", 1.5, True]),
+            _canonical_values | st.sampled_from(["gpu\x00.nvidia.com", "\ud800", "p5.48xlarge"]),
+            max_size=3,
+        ),
+    ),
+    max_size=5,
+)
+
+
+def _one_by_one(documents):
+    """canonical_documents as it read each document alone: its digest and array, or the
+    problems of its refusal."""
+    loaded = LoadedSnapshot(documents=list(documents))
+    try:
+        parts = snapshot_services._canonical_one_by_one(loaded)
+    except snapshot_services.SnapshotUploadError as exc:
+        return exc.problems
+    digest = hashlib.sha256(b"".join(p + b"\n" for p in parts)).hexdigest()
+    return digest, b"[" + b",".join(parts) + b"]"
+
+
+@given(_documents)
+def test_documents_written_together_are_written_as_one_by_one(documents):
+    written = blobs.canonical_all([[kind, raw] for kind, raw in documents])
+    if written is not None:
+        parts, array = written
+        assert parts == [blobs.canonical([kind, raw]) for kind, raw in documents]
+        assert array == b"[" + b",".join(parts) + b"]"
+    try:
+        together = snapshot_services.canonical_documents(LoadedSnapshot(documents=list(documents)))
+    except snapshot_services.SnapshotUploadError as exc:
+        together = exc.problems
+    assert together == _one_by_one(documents)
+
+
+_json_numbers_and_uids = st.lists(
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.sampled_from([1e-05, 2.5e-07, 0.0001, 1e16, 12345678901234567.0, 1.5e300, 98.32])
+    | st.from_regex(r"[0-9a-fE.:,\[]{0,12}", fullmatch=True)
+    | st.sampled_from(["e3e70682-c209-4cac", "GPU-01d9ee16-0006", "1.0000", ":1e5", "x:1e5"]),
+    max_size=6,
+)
+
+
+@given(_json_numbers_and_uids)
+def test_the_number_scan_finds_what_the_regular_expression_finds(values):
+    data = orjson.dumps(values, option=orjson.OPT_SORT_KEYS)
+    expected = blobs._NUMBER_WRITTEN_OTHERWISE.search(data) is not None
+    assert blobs._may_write_a_number_otherwise(data) is expected
