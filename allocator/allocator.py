@@ -342,11 +342,9 @@ class Allocator:
                 reach=tuple(sorted({p.key for p in superset})),
             )
         per_it = {r.instance_type: r.path for r in succeeded}
+        by_claim = _allocated_by_claim(per_it, [c.index for c in to_dfs])
         for c in to_dfs:
-            by_it = {
-                it: [_allocated(e) for e in path if e.claim_index == c.index]
-                for it, path in per_it.items()
-            }
+            by_it = by_claim[c.index]
             first_path = [e for e in succeeded[0].path if e.claim_index == c.index]
             outcomes[c.index] = ClaimOutcome(
                 c.claim.key,
@@ -561,18 +559,38 @@ def whole_refusal(claim: ResourceClaim, err: ValidationError) -> Funnel:
     return whole_funnel(claim.key, request, needed, None, str(err))
 
 
-def _allocated(e: PathEntry) -> AllocatedDevice:
-    cand = e.cand
-    extra = {k: v for k, v in e.extra.items() if not k.startswith("_")}
-    return AllocatedDevice(
-        e.request,
-        cand.id.driver,
-        cand.id.pool,
-        cand.id.device,
-        cand.source,
-        cand.instance_type,
-        extra,
-    )
+def _allocated_by_claim(
+    per_it: Mapping[str, list[PathEntry]], claim_indexes: list[int]
+) -> dict[int, dict[str, list[AllocatedDevice]]]:
+    """Per claim, the devices each instance type chose (every instance type listed, also
+    with none for the claim), in one pass over the paths. Instance types of one template
+    shape share their result fields (``SharedOutcome``): each field set is made public once
+    and shared by their devices (read only from here on)."""
+    by_claim: dict[int, dict[str, list[AllocatedDevice]]] = {i: {} for i in claim_indexes}
+    public: dict[int, dict[str, Any]] = {}
+    for it, path in per_it.items():
+        lists = {}
+        for i, by_it in by_claim.items():
+            lists[i] = by_it[it] = []
+        for e in path:
+            extra = e.extra
+            shown = public.get(id(extra))
+            if shown is None:
+                shown = public[id(extra)] = {k: v for k, v in extra.items() if k[:1] != "_"}
+            cand = e.cand
+            device_id = cand.id
+            lists[e.claim_index].append(
+                AllocatedDevice(
+                    e.request,
+                    device_id.driver,
+                    device_id.pool,
+                    device_id.device,
+                    cand.source,
+                    cand.instance_type,
+                    shown,
+                )
+            )
+    return by_claim
 
 
 def _node_selector(path: list[PathEntry], target: str | None = None) -> dict | None:
@@ -674,30 +692,37 @@ class Allocation:
             return
         self.committed = True
         a = self._allocator
+        node_claim_id = self.node_claim_id
+        tracker = a.tracker
+        features = a.features
+        # Per claim, its devices on every instance type (one pass over the paths).
+        entries: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
         for it, path in self._per_it.items():
-            # Admin access and shares of multi-allocatable devices reserve nothing.
-            held = [e for e in path if not e.extra.get("_no_reserve")]
-            a.tracker.record(
-                self.node_claim_id,
-                it,
-                [e.cand.id for e in held if e.cand.source != TEMPLATE],
-                [e.cand.id for e in held if e.cand.source == TEMPLATE],
-            )
-            if a.features is not None:
-                a.features.commit(self.node_claim_id, it, path)
+            cluster: list[DeviceID] = []
+            template: list[DeviceID] = []
+            for e in path:
+                entries[e.claim_index].append(e)
+                # Admin access and shares of multi-allocatable devices reserve nothing.
+                if e.extra.get("_no_reserve"):
+                    continue
+                cand = e.cand
+                (template if cand.source == TEMPLATE else cluster).append(cand.id)
+            tracker.record(node_claim_id, it, cluster, template)
+        if features is not None:
+            features.commit_paths(node_claim_id, self._per_it)
         if self._superset is not None:
-            a.pool_cache[self.node_claim_id] = self._superset
+            a.pool_cache[node_claim_id] = self._superset
         for key, index in self._claims:
-            entries = [e for path in self._per_it.values() for e in path if e.claim_index == index]
+            claim_entries = entries[index]
             outcome = self._outcomes[index]
-            a._claims_of_node_claim.setdefault(self.node_claim_id, set()).add(key)
+            a._claims_of_node_claim.setdefault(node_claim_id, set()).add(key)
             a.claim_metadata[key] = ClaimAllocationMetadata(
-                node_claim_id=self.node_claim_id,
-                used_templates=any(e.cand.source == TEMPLATE for e in entries),
-                requirements=_claim_requirements(entries),
-                devices_by_instance_type={
-                    it: list(devs) for it, devs in outcome.devices_by_instance_type.items()
-                },
+                node_claim_id=node_claim_id,
+                used_templates=any(e.cand.source == TEMPLATE for e in claim_entries),
+                requirements=_claim_requirements(claim_entries),
+                # Its own mapping (a release drops instance types from it); the device lists
+                # are read only, shared with the outcome.
+                devices_by_instance_type=dict(outcome.devices_by_instance_type),
                 node_selector=outcome.node_selector,
             )
 

@@ -198,28 +198,35 @@ def _requirements_json(reqs: Requirements | None) -> list[dict]:
     return [r for r in reqs.to_node_selector_requirements() if r["key"] != HOSTNAME]
 
 
-def template_slices(infos: Iterable[InstanceTypeInfo]) -> list[dict]:
+def template_slices(
+    infos: Iterable[InstanceTypeInfo], memo: dict[str, tuple[list, dict]] | None = None
+) -> list[dict]:
     """Per kept instance type that publishes devices (by name): the ResourceSlices a node of
     that type will publish (the others have none to list: 400 instance types without devices
-    made most of a NodeClaim's entry)."""
+    made most of a NodeClaim's entry). ``memo``: each instance type's entry, built once for
+    every NodeClaim offering it (the entries are read only: the result shares them)."""
+    if memo is None:
+        memo = {}
     out = []
     for info in sorted(infos, key=lambda i: i.name):
-        if not info.it.resource_slice_templates:
+        templates = info.it.resource_slice_templates
+        if not templates:
             continue
-        out.append(
-            {
-                "instanceType": info.name,
-                "slices": [
-                    {
-                        "driver": t.driver,
-                        "pool": t.pool,
-                        "devices": [d.name for d in t.devices],
-                    }
-                    for t in info.it.resource_slice_templates
-                ],
-            }
-        )
+        hit = memo.get(info.name)
+        if hit is None or hit[0] is not templates:
+            hit = memo[info.name] = (templates, _template_slices_entry(info.name, templates))
+        out.append(hit[1])
     return out
+
+
+def _template_slices_entry(name: str, templates: list) -> dict:
+    return {
+        "instanceType": name,
+        "slices": [
+            {"driver": t.driver, "pool": t.pool, "devices": [d.name for d in t.devices]}
+            for t in templates
+        ],
+    }
 
 
 def held_devices_of(pod: str, claim: dict) -> list[dict]:
@@ -529,12 +536,13 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
     by_name = {nc.name: nc for nc in scheduler.node_claims}
     # The requirements a NodeClaim of each NodePool starts from (its NodePool's).
     starts = {template.name: template.requirements for template in scheduler.templates}
+    slices_memo: dict[str, tuple[list, dict]] = {}
     for entry in entries:
         nc = by_name[entry["name"]]
         held = held_devices(entry["pods"], pod_entries)
         entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
         entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
-        entry["templateSlices"] = template_slices(nc.candidates)
+        entry["templateSlices"] = template_slices(nc.candidates, slices_memo)
         entry["devices"] = held
         entry["deviceTaints"] = device_taints(
             nc, pod_entries, held, devices, run.allocator, run.pod_claims
