@@ -460,6 +460,7 @@ class ShapeKeys:
         "_excluded",
         "_held",
         "_features",
+        "_shapes",
     )
 
     def __init__(
@@ -486,20 +487,24 @@ class ShapeKeys:
             features.counters.template_committed or features.capacity.shares
         )
         self._features = features if in_use else None
+        self._shapes = allocator.shapes.shapes_for(read)
 
     def key(self, instance_type: str) -> tuple | None:
         devices = self._templates.get(instance_type)
         if devices is None or instance_type in self._excluded:
             return None
-        a = self._allocator
         dfs = self._dfs
         features = self._features
         if features is not None and features.holds_on_templates(
             dfs.node_claim_id, instance_type, devices
         ):
             return None
-        shape = a.shapes.shape(instance_type, self._slices[instance_type], devices, self._read)
-        positions = held_positions(shape, self._held.get(instance_type))
+        templates = self._slices[instance_type]
+        shape = self._shapes.get(instance_type)
+        if shape is None or shape.templates is not templates:
+            shape = self._allocator.shapes.shape(instance_type, templates, devices, self._read)
+        held = self._held.get(instance_type)
+        positions = held_positions(shape, held) if held else ()
         if dfs.explain:  # words name devices: only instance types naming them alike share
             return (shape.key, positions, shape.device_names)
         return (shape.key, positions)

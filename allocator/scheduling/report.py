@@ -279,6 +279,19 @@ class _Devices:
         self.snapshot = snapshot
         self.state = allocator.features
         self._templates: dict[str, dict[DeviceID, Any]] = {}
+        self._tainted: set[str] | None = None  # instance types with tainted template devices
+
+    def tainted_templates(self, templates_by_it: dict[str, list]) -> set[str]:
+        """Of these instance types, those whose template devices include one with taints of
+        its own (the templates a target offers are its instance types', the snapshot's, as
+        ``get`` reads them)."""
+        if self._tainted is None:
+            self._tainted = {
+                name
+                for name, it in self.snapshot.instance_types.items()
+                if any(d.taints for t in it.resource_slice_templates for d in t.devices)
+            }
+        return self._tainted.intersection(templates_by_it)
 
     def get(self, instance_type: str | None, device_id: DeviceID):
         if instance_type is None:
@@ -402,7 +415,10 @@ def _excluded(
                 for cand in pool.devices
                 if cand.source != "template" and (rules or cand.device.taints)
             )
-    for it_name in sorted(templates_by_it):
+    # Without rules, only instance types with a tainted template device have any to list
+    # (400 instance types of untainted GPUs per NodeClaim are not walked one by one).
+    names = templates_by_it.keys() if rules else devices.tainted_templates(templates_by_it)
+    for it_name in sorted(names):
         for t in templates_by_it[it_name]:
             if t.driver in by_driver:
                 reach.extend(
