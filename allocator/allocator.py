@@ -105,6 +105,10 @@ class Allocator:
         # builds no words (allocator/templateshapes.py); the scheduler switches it on.
         self.share_shapes = False
         self.shapes = ShapeIndex()
+        # Shape keys per instance type (``ShapeKeys``): of NodeClaims holding no template
+        # device, per reading of the claims; of the others, per NodeClaim and its holdings.
+        self.shape_keys: dict[ReadAttributes, tuple[dict, dict]] = {}
+        self.held_shape_keys: dict[str, tuple[tuple, tuple[dict, dict]]] = {}
         # NodeClaim id -> keys of the claims committed to it (release looks only at those).
         self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
@@ -449,7 +453,12 @@ class Allocator:
 class ShapeKeys:
     """The key under which an instance type's search is shared in one Allocate: its template
     shape and the positions of the devices the NodeClaim holds there; None when it runs its
-    own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
+    own search (pruned by Request Validation, attribute bindings, counters or shares in use).
+
+    The keys are kept for the run (``Allocator.shape_keys``) per reading of the claims,
+    whether words are built, and what the NodeClaim holds (its tracker version; a NodeClaim
+    holding nothing shares the keys of every other): a NodeClaim of 400 instance types is
+    asked again for every pod that tries it."""
 
     __slots__ = (
         "_allocator",
@@ -460,7 +469,7 @@ class ShapeKeys:
         "_excluded",
         "_held",
         "_features",
-        "_shapes",
+        "_kept",
     )
 
     def __init__(
@@ -481,31 +490,55 @@ class ShapeKeys:
         for c in dfs.claims:
             excluded.update(c.pruned_instance_types)
         self._excluded = excluded
-        self._held = allocator.tracker.templates.get(dfs.node_claim_id) or {}
+        tracker = allocator.tracker
+        node_claim_id = dfs.node_claim_id
+        self._held = tracker.templates.get(node_claim_id) or {}
         features = allocator.features
         in_use = features is not None and (
             features.counters.template_committed or features.capacity.shares
         )
         self._features = features if in_use else None
-        self._shapes = allocator.shapes.shapes_for(read)
+        # Words off, words on: instance type -> (its template list, its key).
+        self._kept: tuple[dict[str, tuple[list, tuple]], dict[str, tuple[list, tuple]]]
+        if any(self._held.values()):
+            version = tracker.versions.get(node_claim_id, 0)
+            kept = allocator.held_shape_keys.get(node_claim_id)
+            if kept is None or kept[0] != (version, read):
+                kept = allocator.held_shape_keys[node_claim_id] = ((version, read), ({}, {}))
+            self._kept = kept[1]
+        else:
+            self._kept = allocator.shape_keys.setdefault(read, ({}, {}))
 
     def key(self, instance_type: str) -> tuple | None:
-        devices = self._templates.get(instance_type)
-        if devices is None or instance_type in self._excluded:
+        if instance_type in self._excluded:
             return None
         dfs = self._dfs
         features = self._features
-        if features is not None and features.holds_on_templates(
-            dfs.node_claim_id, instance_type, devices
-        ):
+        if features is not None:
+            devices = self._templates.get(instance_type)
+            if devices is not None and features.holds_on_templates(
+                dfs.node_claim_id, instance_type, devices
+            ):
+                return None
+        kept = self._kept[dfs.explain]
+        templates = self._slices.get(instance_type)
+        hit = kept.get(instance_type)
+        if hit is not None and hit[0] is templates:
+            return hit[1]
+        key = self._key(instance_type, dfs.explain)
+        if key is not None:
+            kept[instance_type] = (templates, key)
+        return key
+
+    def _key(self, instance_type: str, explain: bool) -> tuple | None:
+        devices = self._templates.get(instance_type)
+        if devices is None:
             return None
-        templates = self._slices[instance_type]
-        shape = self._shapes.get(instance_type)
-        if shape is None or shape.templates is not templates:
-            shape = self._allocator.shapes.shape(instance_type, templates, devices, self._read)
-        held = self._held.get(instance_type)
-        positions = held_positions(shape, held) if held else ()
-        if dfs.explain:  # words name devices: only instance types naming them alike share
+        shape = self._allocator.shapes.shape(
+            instance_type, self._slices[instance_type], devices, self._read
+        )
+        positions = held_positions(shape, self._held.get(instance_type))
+        if explain:  # words name devices: only instance types naming them alike share
             return (shape.key, positions, shape.device_names)
         return (shape.key, positions)
 
@@ -702,6 +735,7 @@ class Allocation:
         features = a.features
         # Per claim, its devices on every instance type (one pass over the paths).
         entries: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
+        held: list[tuple[str, list[DeviceID], list[DeviceID]]] = []
         for it, path in self._per_it.items():
             cluster: list[DeviceID] = []
             template: list[DeviceID] = []
@@ -712,7 +746,8 @@ class Allocation:
                     continue
                 cand = e.cand
                 (template if cand.source == TEMPLATE else cluster).append(cand.id)
-            tracker.record(node_claim_id, it, cluster, template)
+            held.append((it, cluster, template))
+        tracker.record_instance_types(node_claim_id, held)
         if features is not None:
             features.commit_paths(node_claim_id, self._per_it)
         if self._superset is not None:
