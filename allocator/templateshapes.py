@@ -240,7 +240,7 @@ class SharedOutcome:
             ]
             return ITOutcome(instance_type, True, path, None, out.nodes, [], list(out.counted))
         if out.unworded:
-            return ITOutcome(instance_type, False, reason=out.reason, unworded=True)
+            return ITOutcome(instance_type, False, [], out.reason, 0, [], [], True)
         renamed: dict[int, Funnel] = {}
 
         def rename(f: Funnel) -> Funnel:
