@@ -612,15 +612,20 @@ def _allocated_by_claim(
     and shared by their devices (read only from here on)."""
     by_claim: dict[int, dict[str, list[AllocatedDevice]]] = {i: {} for i in claim_indexes}
     public: dict[int, dict[str, Any]] = {}
+    last: dict[str, Any] | None = None  # the fields met last and what of them is public
+    shown: dict[str, Any] = {}
     for it, path in per_it.items():
         lists = {}
         for i, by_it in by_claim.items():
             lists[i] = by_it[it] = []
         for e in path:
             extra = e.extra
-            shown = public.get(id(extra))
-            if shown is None:
-                shown = public[id(extra)] = {k: v for k, v in extra.items() if k[:1] != "_"}
+            if extra is not last:
+                last = extra
+                found = public.get(id(extra))
+                if found is None:
+                    found = public[id(extra)] = {k: v for k, v in extra.items() if k[:1] != "_"}
+                shown = found
             cand = e.cand
             device_id = cand.id
             lists[e.claim_index].append(
@@ -739,18 +744,27 @@ class Allocation:
         node_claim_id = self.node_claim_id
         tracker = a.tracker
         features = a.features
-        # Per claim, its devices on every instance type (one pass over the paths).
-        entries: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
+        # Per claim, in one pass over the paths: whether it took template devices, and its
+        # devices that carry topology (a term, or an in-cluster device's node): a template
+        # device without a term adds none (``_claim_requirements``).
+        topology: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
+        templated: set[int] = set()
         held: list[tuple[str, list[DeviceID], list[DeviceID]]] = []
         for it, path in self._per_it.items():
             cluster: list[DeviceID] = []
             template: list[DeviceID] = []
             for e in path:
-                entries[e.claim_index].append(e)
-                # Admin access and shares of multi-allocatable devices reserve nothing.
-                if e.extra.get("_no_reserve"):
-                    continue
                 cand = e.cand
+                extra = e.extra
+                if cand.source == TEMPLATE:
+                    templated.add(e.claim_index)
+                    if "_term" in extra:
+                        topology[e.claim_index].append(e)
+                else:
+                    topology[e.claim_index].append(e)
+                # Admin access and shares of multi-allocatable devices reserve nothing.
+                if extra.get("_no_reserve"):
+                    continue
                 (template if cand.source == TEMPLATE else cluster).append(cand.id)
             held.append((it, cluster, template))
         tracker.record_instance_types(node_claim_id, held)
@@ -759,13 +773,12 @@ class Allocation:
         if self._superset is not None:
             a.pool_cache[node_claim_id] = self._superset
         for key, index in self._claims:
-            claim_entries = entries[index]
             outcome = self._outcomes[index]
             a._claims_of_node_claim.setdefault(node_claim_id, set()).add(key)
             a.claim_metadata[key] = ClaimAllocationMetadata(
                 node_claim_id=node_claim_id,
-                used_templates=any(e.cand.source == TEMPLATE for e in claim_entries),
-                requirements=_claim_requirements(claim_entries),
+                used_templates=index in templated,
+                requirements=_claim_requirements(topology[index]),
                 # Its own mapping (a release drops instance types from it); the device lists
                 # are read only, shared with the outcome.
                 devices_by_instance_type=dict(outcome.devices_by_instance_type),
