@@ -199,13 +199,19 @@ class Allocator:
             )
             return result
 
-        it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
         # Without in-cluster slices nothing is gathered: each instance type's view is then
-        # worked out only if its own search runs (DFSContext._prepare_it), not for every one.
+        # worked out only if its own search runs (DFSContext._prepare_it), not for every one,
+        # and its requirements are asked for only then.
+        it_reqs = (
+            {it: node_claim.instance_type_requirements(it) for it in instance_types}
+            if node_claim.node_name is None and self.in_cluster_slices
+            else None
+        )
+        requirements_of: Callable[[str], Requirements | None] = (
+            it_reqs.get if it_reqs is not None else node_claim.instance_type_requirements
+        )
         variants = (
-            [effective]
-            if node_claim.node_name is not None or not self.in_cluster_slices
-            else pool_variants(effective, list(it_reqs.values()))
+            [effective] if it_reqs is None else pool_variants(effective, list(it_reqs.values()))
         )
         cached = self.pool_cache.get(node_claim.id)
         if cached is not None:
@@ -241,8 +247,7 @@ class Allocator:
         start = self.clock()
         first_views = None
         if (
-            node_claim.node_name is None
-            and self.in_cluster_slices
+            it_reqs is not None
             and len(variants) == len(instance_types)
             and all(r is not None for r in it_reqs.values())
         ):
@@ -314,7 +319,7 @@ class Allocator:
                     dfs.nodes += out.nodes
                     continue
                 before = dfs.requirements
-                out = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                out = dfs.run_instance_type(it, requirements_of(it), trace_parent)
                 results.append(out)
                 if key is not None and dfs.requirements is before:
                     shared = shareable(out, templates[it], slices_by_it[it])
@@ -333,7 +338,14 @@ class Allocator:
         succeeded = [r for r in results if r.ok]
         if succeeded and not dfs.explain and any(r.unworded for r in results):
             _word_count_refusals(
-                dfs, results, started_from, it_reqs, trace_parent, shapes, slices_by_it, templates
+                dfs,
+                results,
+                started_from,
+                requirements_of,
+                trace_parent,
+                shapes,
+                slices_by_it,
+                templates,
             )
         if not succeeded:
             reasons = _grouped_refusals(results)
@@ -553,7 +565,7 @@ def _word_count_refusals(
     dfs: DFSContext,
     results: list[ITOutcome],
     started_from: list[Requirements],
-    it_reqs: Mapping[str, Requirements | None],
+    requirements_of: Callable[[str], Requirements | None],
     trace_parent: int | None,
     shapes: ShapeKeys | None,
     slices_by_it: Mapping[str, list],
@@ -580,7 +592,7 @@ def _word_count_refusals(
                     if known is not None:
                         results[i] = known.outcome(it, templates[it])
                         continue
-                results[i] = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                results[i] = dfs.run_instance_type(it, requirements_of(it), trace_parent)
                 if key is not None:
                     shared = shareable(results[i], templates[it], slices_by_it[it])
                     if shared is not None:
