@@ -383,14 +383,17 @@ def _requests_by_driver(held: list[dict], claims: dict) -> dict[str, dict[tuple[
     """Per driver: the requests (claim key, request name) that took devices of that driver,
     with their tolerations. ``claims``: claim key -> ResourceClaim."""
     by_driver: dict[str, dict[tuple[str, str], list]] = {}
-    for d in held:
-        claim = claims.get(d["claim"])
+    # A request's devices on 400 instance types name it 400 times: each is looked at once.
+    for driver, claim_key, request in dict.fromkeys(
+        (d["driver"], d["claim"], d["request"]) for d in held
+    ):
+        claim = claims.get(claim_key)
         if claim is None:
             continue
-        requests = by_driver.setdefault(d["driver"], {})
-        key = (d["claim"], d["request"])
+        requests = by_driver.setdefault(driver, {})
+        key = (claim_key, request)
         if key not in requests:
-            requests[key] = _request_tolerations(claim, d["request"])
+            requests[key] = _request_tolerations(claim, request)
     return by_driver
 
 
