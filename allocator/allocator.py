@@ -488,6 +488,7 @@ class ShapeKeys:
         "_held",
         "_features",
         "_kept",
+        "_shapes",
     )
 
     def __init__(
@@ -516,6 +517,7 @@ class ShapeKeys:
             features.counters.template_committed or features.capacity.shares
         )
         self._features = features if in_use else None
+        self._shapes = allocator.shapes.shapes_for(read)
         # Words off, words on: instance type -> (its template list, its key).
         self._kept: tuple[dict[str, tuple[list, tuple]], dict[str, tuple[list, tuple]]]
         if any(self._held.values()):
@@ -552,9 +554,10 @@ class ShapeKeys:
         devices = self._templates.get(instance_type)
         if devices is None:
             return None
-        shape = self._allocator.shapes.shape(
-            instance_type, self._slices[instance_type], devices, self._read
-        )
+        templates = self._slices[instance_type]
+        shape = self._shapes.get(instance_type)
+        if shape is None or shape.templates is not templates:
+            shape = self._allocator.shapes.shape(instance_type, templates, devices, self._read)
         positions = held_positions(shape, self._held.get(instance_type))
         if explain:  # words name devices: only instance types naming them alike share
             return (shape.key, positions, shape.device_names)

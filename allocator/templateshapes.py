@@ -183,8 +183,10 @@ def held_positions(shape: InstanceTypeShape, held: Iterable[DeviceID] | None) ->
     """The positions of the template devices a NodeClaim holds on an instance type."""
     if not held:
         return ()
-    positions = shape.positions
-    return tuple(sorted(positions.get(d, -1) for d in held))
+    get = shape.positions.get
+    found = [get(d, -1) for d in held]
+    found.sort()
+    return tuple(found)
 
 
 def portable(path: Sequence[PathEntry], devices: Sequence[DeviceWithID]) -> list[int] | None:
