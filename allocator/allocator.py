@@ -105,6 +105,10 @@ class Allocator:
         # builds no words (allocator/templateshapes.py); the scheduler switches it on.
         self.share_shapes = False
         self.shapes = ShapeIndex()
+        # Shape keys per instance type (``ShapeKeys``): of NodeClaims holding no template
+        # device, per reading of the claims; of the others, per NodeClaim and its holdings.
+        self.shape_keys: dict[ReadAttributes, tuple[dict, dict]] = {}
+        self.held_shape_keys: dict[str, tuple[int, dict[ReadAttributes, tuple[dict, dict]]]] = {}
         # NodeClaim id -> keys of the claims committed to it (release looks only at those).
         self._claims_of_node_claim: dict[str, set[str]] = {}
         self.claim_metadata: dict[str, ClaimAllocationMetadata] = {}
@@ -195,13 +199,19 @@ class Allocator:
             )
             return result
 
-        it_reqs = {it: node_claim.instance_type_requirements(it) for it in instance_types}
         # Without in-cluster slices nothing is gathered: each instance type's view is then
-        # worked out only if its own search runs (DFSContext._prepare_it), not for every one.
+        # worked out only if its own search runs (DFSContext._prepare_it), not for every one,
+        # and its requirements are asked for only then.
+        it_reqs = (
+            {it: node_claim.instance_type_requirements(it) for it in instance_types}
+            if node_claim.node_name is None and self.in_cluster_slices
+            else None
+        )
+        requirements_of: Callable[[str], Requirements | None] = (
+            it_reqs.get if it_reqs is not None else node_claim.instance_type_requirements
+        )
         variants = (
-            [effective]
-            if node_claim.node_name is not None or not self.in_cluster_slices
-            else pool_variants(effective, list(it_reqs.values()))
+            [effective] if it_reqs is None else pool_variants(effective, list(it_reqs.values()))
         )
         cached = self.pool_cache.get(node_claim.id)
         if cached is not None:
@@ -237,8 +247,7 @@ class Allocator:
         start = self.clock()
         first_views = None
         if (
-            node_claim.node_name is None
-            and self.in_cluster_slices
+            it_reqs is not None
             and len(variants) == len(instance_types)
             and all(r is not None for r in it_reqs.values())
         ):
@@ -285,18 +294,24 @@ class Allocator:
         # searched, and the instance types that took its outcome (its funnels stand for them).
         alike: dict[int, list[str]] = {}
         searched: dict[tuple, int] = {}
+        # The loop runs once per instance type (400 per NodeClaim in Karpenter's benchmark):
+        # what it reads on every turn is looked up once here.
+        clock = self.clock
+        deadline = dfs.deadline
+        explain = dfs.explain
+        key_of = shapes.key if shapes is not None else None
         for it in instance_types or [""]:
-            if self.clock() > dfs.deadline:
+            if clock() > deadline:
                 timed_out = True
                 break
             try:
-                if not dfs.explain:
+                if not explain:
                     started_from.append(dfs.requirements)
-                key = shapes.key(it) if shapes is not None else None
+                key = key_of(it) if key_of is not None else None
                 known = found.get(key) if key is not None else None
                 if known is not None:
                     out = known.out
-                    if dfs.explain and not out.ok:
+                    if explain and not out.ok:
                         results.append(ITOutcome(it, False, reason=out.reason, nodes=out.nodes))
                         alike.setdefault(searched[key], []).append(it)
                     else:
@@ -304,7 +319,7 @@ class Allocator:
                     dfs.nodes += out.nodes
                     continue
                 before = dfs.requirements
-                out = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                out = dfs.run_instance_type(it, requirements_of(it), trace_parent)
                 results.append(out)
                 if key is not None and dfs.requirements is before:
                     shared = shareable(out, templates[it], slices_by_it[it])
@@ -323,7 +338,14 @@ class Allocator:
         succeeded = [r for r in results if r.ok]
         if succeeded and not dfs.explain and any(r.unworded for r in results):
             _word_count_refusals(
-                dfs, results, started_from, it_reqs, trace_parent, shapes, slices_by_it, templates
+                dfs,
+                results,
+                started_from,
+                requirements_of,
+                trace_parent,
+                shapes,
+                slices_by_it,
+                templates,
             )
         if not succeeded:
             reasons = _grouped_refusals(results)
@@ -342,11 +364,9 @@ class Allocator:
                 reach=tuple(sorted({p.key for p in superset})),
             )
         per_it = {r.instance_type: r.path for r in succeeded}
+        by_claim = _allocated_by_claim(per_it, [c.index for c in to_dfs])
         for c in to_dfs:
-            by_it = {
-                it: [_allocated(e) for e in path if e.claim_index == c.index]
-                for it, path in per_it.items()
-            }
+            by_it = by_claim[c.index]
             first_path = [e for e in succeeded[0].path if e.claim_index == c.index]
             outcomes[c.index] = ClaimOutcome(
                 c.claim.key,
@@ -451,7 +471,12 @@ class Allocator:
 class ShapeKeys:
     """The key under which an instance type's search is shared in one Allocate: its template
     shape and the positions of the devices the NodeClaim holds there; None when it runs its
-    own search (pruned by Request Validation, attribute bindings, counters or shares in use)."""
+    own search (pruned by Request Validation, attribute bindings, counters or shares in use).
+
+    The keys are kept for the run (``Allocator.shape_keys``) per reading of the claims,
+    whether words are built, and what the NodeClaim holds (its tracker version; a NodeClaim
+    holding nothing shares the keys of every other): a NodeClaim of 400 instance types is
+    asked again for every pod that tries it."""
 
     __slots__ = (
         "_allocator",
@@ -462,6 +487,8 @@ class ShapeKeys:
         "_excluded",
         "_held",
         "_features",
+        "_kept",
+        "_shapes",
     )
 
     def __init__(
@@ -482,27 +509,57 @@ class ShapeKeys:
         for c in dfs.claims:
             excluded.update(c.pruned_instance_types)
         self._excluded = excluded
-        self._held = allocator.tracker.templates.get(dfs.node_claim_id) or {}
+        tracker = allocator.tracker
+        node_claim_id = dfs.node_claim_id
+        self._held = tracker.templates.get(node_claim_id) or {}
         features = allocator.features
         in_use = features is not None and (
             features.counters.template_committed or features.capacity.shares
         )
         self._features = features if in_use else None
+        self._shapes = allocator.shapes.shapes_for(read)
+        # Words off, words on: instance type -> (its template list, its key).
+        self._kept: tuple[dict[str, tuple[list, tuple]], dict[str, tuple[list, tuple]]]
+        if any(self._held.values()):
+            version = tracker.versions.get(node_claim_id, 0)
+            kept = allocator.held_shape_keys.get(node_claim_id)
+            if kept is None or kept[0] != version:
+                kept = allocator.held_shape_keys[node_claim_id] = (version, {})
+            self._kept = kept[1].setdefault(read, ({}, {}))
+        else:
+            self._kept = allocator.shape_keys.setdefault(read, ({}, {}))
 
     def key(self, instance_type: str) -> tuple | None:
-        devices = self._templates.get(instance_type)
-        if devices is None or instance_type in self._excluded:
+        if instance_type in self._excluded:
             return None
-        a = self._allocator
         dfs = self._dfs
         features = self._features
-        if features is not None and features.holds_on_templates(
-            dfs.node_claim_id, instance_type, devices
-        ):
+        if features is not None:
+            devices = self._templates.get(instance_type)
+            if devices is not None and features.holds_on_templates(
+                dfs.node_claim_id, instance_type, devices
+            ):
+                return None
+        kept = self._kept[dfs.explain]
+        templates = self._slices.get(instance_type)
+        hit = kept.get(instance_type)
+        if hit is not None and hit[0] is templates:
+            return hit[1]
+        key = self._key(instance_type, dfs.explain)
+        if key is not None:
+            kept[instance_type] = (templates, key)
+        return key
+
+    def _key(self, instance_type: str, explain: bool) -> tuple | None:
+        devices = self._templates.get(instance_type)
+        if devices is None:
             return None
-        shape = a.shapes.shape(instance_type, self._slices[instance_type], devices, self._read)
+        templates = self._slices[instance_type]
+        shape = self._shapes.get(instance_type)
+        if shape is None or shape.templates is not templates:
+            shape = self._allocator.shapes.shape(instance_type, templates, devices, self._read)
         positions = held_positions(shape, self._held.get(instance_type))
-        if dfs.explain:  # words name devices: only instance types naming them alike share
+        if explain:  # words name devices: only instance types naming them alike share
             return (shape.key, positions, shape.device_names)
         return (shape.key, positions)
 
@@ -511,7 +568,7 @@ def _word_count_refusals(
     dfs: DFSContext,
     results: list[ITOutcome],
     started_from: list[Requirements],
-    it_reqs: Mapping[str, Requirements | None],
+    requirements_of: Callable[[str], Requirements | None],
     trace_parent: int | None,
     shapes: ShapeKeys | None,
     slices_by_it: Mapping[str, list],
@@ -538,7 +595,7 @@ def _word_count_refusals(
                     if known is not None:
                         results[i] = known.outcome(it, templates[it])
                         continue
-                results[i] = dfs.run_instance_type(it, it_reqs.get(it), trace_parent)
+                results[i] = dfs.run_instance_type(it, requirements_of(it), trace_parent)
                 if key is not None:
                     shared = shareable(results[i], templates[it], slices_by_it[it])
                     if shared is not None:
@@ -561,18 +618,43 @@ def whole_refusal(claim: ResourceClaim, err: ValidationError) -> Funnel:
     return whole_funnel(claim.key, request, needed, None, str(err))
 
 
-def _allocated(e: PathEntry) -> AllocatedDevice:
-    cand = e.cand
-    extra = {k: v for k, v in e.extra.items() if not k.startswith("_")}
-    return AllocatedDevice(
-        e.request,
-        cand.id.driver,
-        cand.id.pool,
-        cand.id.device,
-        cand.source,
-        cand.instance_type,
-        extra,
-    )
+def _allocated_by_claim(
+    per_it: Mapping[str, list[PathEntry]], claim_indexes: list[int]
+) -> dict[int, dict[str, list[AllocatedDevice]]]:
+    """Per claim, the devices each instance type chose (every instance type listed, also
+    with none for the claim), in one pass over the paths. Instance types of one template
+    shape share their result fields (``SharedOutcome``): each field set is made public once
+    and shared by their devices (read only from here on)."""
+    by_claim: dict[int, dict[str, list[AllocatedDevice]]] = {i: {} for i in claim_indexes}
+    public: dict[int, dict[str, Any]] = {}
+    last: dict[str, Any] | None = None  # the fields met last and what of them is public
+    shown: dict[str, Any] = {}
+    for it, path in per_it.items():
+        lists = {}
+        for i, by_it in by_claim.items():
+            lists[i] = by_it[it] = []
+        for e in path:
+            extra = e.extra
+            if extra is not last:
+                last = extra
+                found = public.get(id(extra))
+                if found is None:
+                    found = public[id(extra)] = {k: v for k, v in extra.items() if k[:1] != "_"}
+                shown = found
+            cand = e.cand
+            device_id = cand.id
+            lists[e.claim_index].append(
+                AllocatedDevice(
+                    e.request,
+                    device_id.driver,
+                    device_id.pool,
+                    device_id.device,
+                    cand.source,
+                    cand.instance_type,
+                    shown,
+                )
+            )
+    return by_claim
 
 
 def _node_selector(path: list[PathEntry], target: str | None = None) -> dict | None:
@@ -674,30 +756,47 @@ class Allocation:
             return
         self.committed = True
         a = self._allocator
+        node_claim_id = self.node_claim_id
+        tracker = a.tracker
+        features = a.features
+        # Per claim, in one pass over the paths: whether it took template devices, and its
+        # devices that carry topology (a term, or an in-cluster device's node): a template
+        # device without a term adds none (``_claim_requirements``).
+        topology: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
+        templated: set[int] = set()
+        held: list[tuple[str, list[DeviceID], list[DeviceID]]] = []
         for it, path in self._per_it.items():
-            # Admin access and shares of multi-allocatable devices reserve nothing.
-            held = [e for e in path if not e.extra.get("_no_reserve")]
-            a.tracker.record(
-                self.node_claim_id,
-                it,
-                [e.cand.id for e in held if e.cand.source != TEMPLATE],
-                [e.cand.id for e in held if e.cand.source == TEMPLATE],
-            )
-            if a.features is not None:
-                a.features.commit(self.node_claim_id, it, path)
+            cluster: list[DeviceID] = []
+            template: list[DeviceID] = []
+            for e in path:
+                cand = e.cand
+                extra = e.extra
+                if cand.source == TEMPLATE:
+                    templated.add(e.claim_index)
+                    if "_term" in extra:
+                        topology[e.claim_index].append(e)
+                else:
+                    topology[e.claim_index].append(e)
+                # Admin access and shares of multi-allocatable devices reserve nothing.
+                if extra.get("_no_reserve"):
+                    continue
+                (template if cand.source == TEMPLATE else cluster).append(cand.id)
+            held.append((it, cluster, template))
+        tracker.record_instance_types(node_claim_id, held)
+        if features is not None:
+            features.commit_paths(node_claim_id, self._per_it)
         if self._superset is not None:
-            a.pool_cache[self.node_claim_id] = self._superset
+            a.pool_cache[node_claim_id] = self._superset
         for key, index in self._claims:
-            entries = [e for path in self._per_it.values() for e in path if e.claim_index == index]
             outcome = self._outcomes[index]
-            a._claims_of_node_claim.setdefault(self.node_claim_id, set()).add(key)
+            a._claims_of_node_claim.setdefault(node_claim_id, set()).add(key)
             a.claim_metadata[key] = ClaimAllocationMetadata(
-                node_claim_id=self.node_claim_id,
-                used_templates=any(e.cand.source == TEMPLATE for e in entries),
-                requirements=_claim_requirements(entries),
-                devices_by_instance_type={
-                    it: list(devs) for it, devs in outcome.devices_by_instance_type.items()
-                },
+                node_claim_id=node_claim_id,
+                used_templates=index in templated,
+                requirements=_claim_requirements(topology[index]),
+                # Its own mapping (a release drops instance types from it); the device lists
+                # are read only, shared with the outcome.
+                devices_by_instance_type=dict(outcome.devices_by_instance_type),
                 node_selector=outcome.node_selector,
             )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from allocator.cel.engine import split_name
 from allocator.checks import PathEntry
@@ -150,9 +150,15 @@ class ShapeIndex:
     __slots__ = ("_shapes", "_keys")
 
     def __init__(self) -> None:
-        self._shapes: dict[str, InstanceTypeShape] = {}
+        # Per reading of the claims, per instance type (an Allocate reads one of them only).
+        self._shapes: dict[ReadAttributes, dict[str, InstanceTypeShape]] = {}
         # Equal signatures share one key object (cheap to hash and compare afterwards).
         self._keys: dict[tuple, tuple] = {}
+
+    def shapes_for(self, read: ReadAttributes) -> dict[str, InstanceTypeShape]:
+        """The shapes worked out so far under one reading, by instance type (a shape whose
+        template list is not the instance type's now is stale: ``shape`` replaces it)."""
+        return self._shapes.setdefault(read, {})
 
     def shape(
         self,
@@ -161,20 +167,15 @@ class ShapeIndex:
         devices: Sequence[DeviceWithID],
         read: ReadAttributes,
     ) -> InstanceTypeShape:
-        hit = self._shapes.get(instance_type)
-        if (
-            hit is not None
-            and hit.templates is templates
-            and (hit.read is read or hit.read == read)
-        ):
+        shapes = self.shapes_for(read)
+        hit = shapes.get(instance_type)
+        if hit is not None and hit.templates is templates:
             return hit
         sig = signature(templates, read)
         key = self._keys.setdefault(sig, (len(self._keys),))
         positions = {d.id: i for i, d in enumerate(devices)}
         names = tuple(d.id.device for d in devices)
-        hit = self._shapes[instance_type] = InstanceTypeShape(
-            templates, read, key, positions, names
-        )
+        hit = shapes[instance_type] = InstanceTypeShape(templates, read, key, positions, names)
         return hit
 
 
@@ -182,8 +183,10 @@ def held_positions(shape: InstanceTypeShape, held: Iterable[DeviceID] | None) ->
     """The positions of the template devices a NodeClaim holds on an instance type."""
     if not held:
         return ()
-    positions = shape.positions
-    return tuple(sorted(positions.get(d, -1) for d in held))
+    get = shape.positions.get
+    found = [get(d, -1) for d in held]
+    found.sort()
+    return tuple(found)
 
 
 def portable(path: Sequence[PathEntry], devices: Sequence[DeviceWithID]) -> list[int] | None:
@@ -216,18 +219,30 @@ class SharedOutcome:
 
     out: ITOutcome
     positions: list[int]  # a success's devices
+    # A success's path by position: (claim index, request, device position, result fields).
+    entries: list[tuple[int, str, int, dict]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        out = self.out
+        self.entries = (
+            [
+                (e.claim_index, e.request, i, e.extra)
+                for e, i in zip(out.path, self.positions, strict=True)
+            ]
+            if out.ok
+            else []
+        )
 
     def outcome(self, instance_type: str, devices: Sequence[DeviceWithID]) -> ITOutcome:
         out = self.out
         if out.ok:
             # The result fields are read only from here on: shared, not copied.
             path = [
-                PathEntry(e.claim_index, e.request, devices[i], e.extra)
-                for e, i in zip(out.path, self.positions, strict=True)
+                PathEntry(ci, request, devices[i], extra) for ci, request, i, extra in self.entries
             ]
-            return ITOutcome(instance_type, True, path, nodes=out.nodes, counted=list(out.counted))
+            return ITOutcome(instance_type, True, path, None, out.nodes, [], list(out.counted))
         if out.unworded:
-            return ITOutcome(instance_type, False, reason=out.reason, unworded=True)
+            return ITOutcome(instance_type, False, [], out.reason, 0, [], [], True)
         renamed: dict[int, Funnel] = {}
 
         def rename(f: Funnel) -> Funnel:

@@ -7,13 +7,13 @@ instance type of A will ever be launched. Template devices are local to (NodeCla
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from allocator.model import DeviceID
 
 
 class AllocationTracker:
-    __slots__ = ("preallocated", "cluster", "cluster_by_node_claim", "templates")
+    __slots__ = ("preallocated", "cluster", "cluster_by_node_claim", "templates", "versions")
 
     def __init__(self, allocated_devices: Iterable[DeviceID] = ()) -> None:
         # The caller passes the seed already filtered for deleting pods.
@@ -23,6 +23,9 @@ class AllocationTracker:
         # NodeClaim -> IT -> devices (inverse index, for release)
         self.cluster_by_node_claim: dict[str, dict[str, set[DeviceID]]] = {}
         self.templates: dict[str, dict[str, set[DeviceID]]] = {}
+        # NodeClaim -> how many times what it holds changed (what is worked out of its
+        # holdings is kept while its version stays).
+        self.versions: dict[str, int] = {}
 
     def is_allocated(
         self, device: DeviceID, template: bool, node_claim: str, instance_type: str
@@ -49,6 +52,7 @@ class AllocationTracker:
         cluster_devices: Iterable[DeviceID],
         template_devices: Iterable[DeviceID],
     ) -> None:
+        self.versions[node_claim] = self.versions.get(node_claim, 0) + 1
         by_it = self.cluster_by_node_claim.setdefault(node_claim, {}).setdefault(
             instance_type, set()
         )
@@ -59,9 +63,32 @@ class AllocationTracker:
             template_devices
         )
 
+    def record_instance_types(
+        self, node_claim: str, held: Sequence[tuple[str, list[DeviceID], list[DeviceID]]]
+    ) -> None:
+        """``record`` for each (instance type, in-cluster devices, template devices) of one
+        NodeClaim's commit (a NodeClaim of 400 instance types records 400 at once)."""
+        if not held:
+            return
+        self.versions[node_claim] = self.versions.get(node_claim, 0) + 1
+        cluster_by_it = self.cluster_by_node_claim.setdefault(node_claim, {})
+        templates_by_it = self.templates.setdefault(node_claim, {})
+        cluster = self.cluster
+        for instance_type, cluster_devices, template_devices in held:
+            by_it = cluster_by_it.setdefault(instance_type, set())
+            for d in cluster_devices:
+                cluster.setdefault(d, {}).setdefault(node_claim, set()).add(instance_type)
+                by_it.add(d)
+            templates = templates_by_it.get(instance_type)
+            if templates is None:
+                templates_by_it[instance_type] = set(template_devices)
+            else:
+                templates.update(template_devices)
+
     def release_instance_type(self, node_claim: str, instance_type: str) -> list[DeviceID]:
         """Drop every reservation of (NodeClaim, IT); returns the devices now free again (no
         other instance type of any NodeClaim holds them)."""
+        self.versions[node_claim] = self.versions.get(node_claim, 0) + 1
         freed: list[DeviceID] = []
         by_it = self.cluster_by_node_claim.get(node_claim)
         devices = by_it.pop(instance_type, set()) if by_it is not None else set()

@@ -40,6 +40,8 @@ from allocator.validation import ValidationContext
 
 GATE = "DRAConsumableCapacity"
 # Fixed namespace so share IDs are the same in every run over the same snapshot.
+# The result field (internal) a share keeps its consumed amounts under until commit.
+SHARE = "_share"
 SHARE_ID_NAMESPACE = uuid.UUID("6f1c3a52-5d0e-4b8e-9f57-3c2d8a1e7b40")
 
 
@@ -444,7 +446,7 @@ class CapacityCheck:
         if cand.device.allow_multiple_allocations and amounts is not None:
             ctx.extra["consumedCapacity"] = {k: v.canonical() for k, v in sorted(amounts.items())}
             ctx.extra["shareID"] = share_id(step.claim.key, step.request.name, cand.id, step.slot)
-            ctx.extra["_share"] = amounts
+            ctx.extra[SHARE] = amounts
             self.taken.append(amounts)
         else:
             self.taken.append(None)
@@ -475,9 +477,7 @@ def commit_shares(
     ledger: CapacityLedger, node_claim_id: str, instance_type: str, path: Sequence[PathEntry]
 ) -> None:
     """Commit hook: the shares the committed devices give out."""
-    shares = [
-        (e.cand.id, e.extra["_share"], e.cand.is_template) for e in path if "_share" in e.extra
-    ]
+    shares = [(e.cand.id, e.extra[SHARE], e.cand.is_template) for e in path if SHARE in e.extra]
     if shares:
         ledger.commit(node_claim_id, instance_type, shares)
 

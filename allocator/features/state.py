@@ -16,7 +16,7 @@ from typing import Any
 
 from allocator.checks import PathEntry
 from allocator.claims import reallocated
-from allocator.features.capacity import CapacityLedger, commit_shares, release_shares
+from allocator.features.capacity import SHARE, CapacityLedger, commit_shares, release_shares
 from allocator.features.counters import (
     CounterLedger,
     commit_counters,
@@ -52,6 +52,16 @@ class FeatureState:
         """The counters the committed devices consume and the shares they give out."""
         commit_counters(self.counters, node_claim_id, instance_type, path)
         commit_shares(self.capacity, node_claim_id, instance_type, path)
+
+    def commit_paths(self, node_claim_id: str, per_it: Mapping[str, Sequence[PathEntry]]) -> None:
+        """``commit`` for every instance type of an allocation whose devices consume counters
+        or give out shares (the others change nothing: 400 instance types of one GPU each are
+        passed over in one loop)."""
+        for instance_type, path in per_it.items():
+            for e in path:
+                if e.cand.device.consumes_counters or SHARE in e.extra:
+                    self.commit(node_claim_id, instance_type, path)
+                    break
 
     def holds_on_templates(
         self, node_claim_id: str, instance_type: str, devices: Sequence[DeviceWithID]

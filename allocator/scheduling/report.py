@@ -198,28 +198,35 @@ def _requirements_json(reqs: Requirements | None) -> list[dict]:
     return [r for r in reqs.to_node_selector_requirements() if r["key"] != HOSTNAME]
 
 
-def template_slices(infos: Iterable[InstanceTypeInfo]) -> list[dict]:
+def template_slices(
+    infos: Iterable[InstanceTypeInfo], memo: dict[str, tuple[list, dict]] | None = None
+) -> list[dict]:
     """Per kept instance type that publishes devices (by name): the ResourceSlices a node of
     that type will publish (the others have none to list: 400 instance types without devices
-    made most of a NodeClaim's entry)."""
+    made most of a NodeClaim's entry). ``memo``: each instance type's entry, built once for
+    every NodeClaim offering it (the entries are read only: the result shares them)."""
+    if memo is None:
+        memo = {}
     out = []
     for info in sorted(infos, key=lambda i: i.name):
-        if not info.it.resource_slice_templates:
+        templates = info.it.resource_slice_templates
+        if not templates:
             continue
-        out.append(
-            {
-                "instanceType": info.name,
-                "slices": [
-                    {
-                        "driver": t.driver,
-                        "pool": t.pool,
-                        "devices": [d.name for d in t.devices],
-                    }
-                    for t in info.it.resource_slice_templates
-                ],
-            }
-        )
+        hit = memo.get(info.name)
+        if hit is None or hit[0] is not templates:
+            hit = memo[info.name] = (templates, _template_slices_entry(info.name, templates))
+        out.append(hit[1])
     return out
+
+
+def _template_slices_entry(name: str, templates: list) -> dict:
+    return {
+        "instanceType": name,
+        "slices": [
+            {"driver": t.driver, "pool": t.pool, "devices": [d.name for d in t.devices]}
+            for t in templates
+        ],
+    }
 
 
 def held_devices_of(pod: str, claim: dict) -> list[dict]:
@@ -272,6 +279,19 @@ class _Devices:
         self.snapshot = snapshot
         self.state = allocator.features
         self._templates: dict[str, dict[DeviceID, Any]] = {}
+        self._tainted: set[str] | None = None  # instance types with tainted template devices
+
+    def tainted_templates(self, templates_by_it: dict[str, list]) -> set[str]:
+        """Of these instance types, those whose template devices include one with taints of
+        its own (the templates a target offers are its instance types', the snapshot's, as
+        ``get`` reads them)."""
+        if self._tainted is None:
+            self._tainted = {
+                name
+                for name, it in self.snapshot.instance_types.items()
+                if any(d.taints for t in it.resource_slice_templates for d in t.devices)
+            }
+        return self._tainted.intersection(templates_by_it)
 
     def get(self, instance_type: str | None, device_id: DeviceID):
         if instance_type is None:
@@ -363,14 +383,17 @@ def _requests_by_driver(held: list[dict], claims: dict) -> dict[str, dict[tuple[
     """Per driver: the requests (claim key, request name) that took devices of that driver,
     with their tolerations. ``claims``: claim key -> ResourceClaim."""
     by_driver: dict[str, dict[tuple[str, str], list]] = {}
-    for d in held:
-        claim = claims.get(d["claim"])
+    # A request's devices on 400 instance types name it 400 times: each is looked at once.
+    for driver, claim_key, request in dict.fromkeys(
+        (d["driver"], d["claim"], d["request"]) for d in held
+    ):
+        claim = claims.get(claim_key)
         if claim is None:
             continue
-        requests = by_driver.setdefault(d["driver"], {})
-        key = (d["claim"], d["request"])
+        requests = by_driver.setdefault(driver, {})
+        key = (claim_key, request)
         if key not in requests:
-            requests[key] = _request_tolerations(claim, d["request"])
+            requests[key] = _request_tolerations(claim, request)
     return by_driver
 
 
@@ -395,7 +418,10 @@ def _excluded(
                 for cand in pool.devices
                 if cand.source != "template" and (rules or cand.device.taints)
             )
-    for it_name in sorted(templates_by_it):
+    # Without rules, only instance types with a tainted template device have any to list
+    # (400 instance types of untainted GPUs per NodeClaim are not walked one by one).
+    names = templates_by_it.keys() if rules else devices.tainted_templates(templates_by_it)
+    for it_name in sorted(names):
         for t in templates_by_it[it_name]:
             if t.driver in by_driver:
                 reach.extend(
@@ -529,12 +555,13 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
     by_name = {nc.name: nc for nc in scheduler.node_claims}
     # The requirements a NodeClaim of each NodePool starts from (its NodePool's).
     starts = {template.name: template.requirements for template in scheduler.templates}
+    slices_memo: dict[str, tuple[list, dict]] = {}
     for entry in entries:
         nc = by_name[entry["name"]]
         held = held_devices(entry["pods"], pod_entries)
         entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
         entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
-        entry["templateSlices"] = template_slices(nc.candidates)
+        entry["templateSlices"] = template_slices(nc.candidates, slices_memo)
         entry["devices"] = held
         entry["deviceTaints"] = device_taints(
             nc, pod_entries, held, devices, run.allocator, run.pod_claims

@@ -230,6 +230,28 @@ def test_device_taints_on_a_new_node_claim():
     assert nc["bindingConditions"] == []
 
 
+def test_device_taints_without_rules_list_the_templates_own_taints_only():
+    # No DeviceTaintRule: only the driver-published taint (the A100's ECC errors) excludes a
+    # device; an instance type offering untainted GPUs of the same driver lists none.
+    docs = [d for d in _taints_on_a_new_node_claim() if d["kind"] != "DeviceTaintRule"]
+    untainted = [{"name": f"gpu-{i}", "attributes": {}} for i in range(3)]
+    docs.append(
+        _it(
+            "p4d.24xlarge",
+            "96",
+            [offering("us-west-2a", 32.77)],
+            [{"driver": "dra.example.com", "pool": {"name": "p4d-gpus"}, "devices": untainted}],
+        )
+    )
+    result = run(docs)
+    nc = node_claim_result(result, "gpu-training-1")
+    assert "p4d.24xlarge" in nc["instanceTypes"]
+    excluded = nc["deviceTaints"]["excluded"]
+    assert [(x["instanceType"], x["device"], x["taint"]) for x in excluded] == [
+        ("p5.48xlarge", "gpu-1", "dra.example.com/ecc-errors=high")
+    ]
+
+
 def test_device_taints_off_excludes_nothing():
     result = run(_taints_on_a_new_node_claim(), gates=_gates(DRADeviceTaints=False))
     nc = node_claim_result(result, "gpu-training-1")
