@@ -3,10 +3,10 @@
 The entry is bounded by construction (grouped reasons, at most 6 funnels, 5 examples of
 each), but names are not: node names of 253 characters in every example would take a
 grouped entry past 20 kB. Once built, an entry larger than the budget is trimmed, what says
-least first: example lists shortened, words clipped to 300 characters (the error to 1,200), a
-funnel's rejection groups past the largest merged per reason, explanation funnels past the first
-counted in ``explanationOmitted``, then words clipped further and reasons past the first few
-counted in one last entry.
+least first: example lists shortened, words clipped to 300 characters, a funnel's rejection
+groups past the largest merged per reason, explanation funnels past the first counted in
+``explanationOmitted``, then words clipped further, reasons past the first few counted in one
+last entry, and last the error (Karpenter's words, read first) clipped to 1,200 characters.
 The suggestions (the fixes) and the decisive cause are never trimmed.
 """
 
@@ -87,12 +87,15 @@ def _fewer_groups(keep: int) -> Callable[[dict, int], None]:
     return merge
 
 
-def _words(chars: int) -> Callable[[dict, int], None]:
+def _words(chars: int, error_chars: int | None = None) -> Callable[[dict, int], None]:
+    """Reasons and rejection messages clipped to ``chars``; the error (Karpenter's words and
+    the decisive cause, read first) to ``error_chars`` only, last of all."""
+
     def shorten(entry: dict, limit: int) -> None:
         for reason in entry.get("reasons") or ():
             reason["reason"] = clip(reason["reason"], chars)
-        if isinstance(entry.get("error"), str):
-            entry["error"] = clip(entry["error"], chars * 4)
+        if error_chars is not None and isinstance(entry.get("error"), str):
+            entry["error"] = clip(entry["error"], error_chars)
         for funnel in entry.get("explanation") or ():
             for group in funnel.get("rejections") or ():
                 group["message"] = clip(group["message"], chars)
@@ -126,8 +129,8 @@ _STEPS: tuple[Callable[[dict, int], None], ...] = (
     _fewer_groups(8),
     _examples(1),
     _fewer_groups(3),
-    _fewer_funnels,  # the kinds past the first few before the error's words
+    _fewer_funnels,
     _words(150),
     _fewer_reasons,
-    _words(60),
+    _words(60, 1200),
 )

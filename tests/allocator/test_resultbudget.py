@@ -103,8 +103,10 @@ def test_an_entry_within_the_budget_is_left_as_it_is():
 def test_many_groups_of_one_reason_are_merged_before_a_kind_of_refusal_is_dropped():
     # One funnel refused by 40 counter sets, beside a shorter one: both kinds stay.
     entry = failed_entry(nodes=5, length=60, funnels=2, groups=40, reasons=2)
+    error = entry["error"]
     assert size(entry) > MAX_ENTRY_BYTES
     within_budget(entry)
+    assert entry["error"] == error  # Karpenter's words, read first, clipped last of all
     assert size(entry) <= MAX_ENTRY_BYTES
     assert len(entry["explanation"]) == 2 and "explanationOmitted" not in entry
     groups = entry["explanation"][0]["rejections"]
