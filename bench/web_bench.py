@@ -234,24 +234,15 @@ def main() -> None:
         plain = upload_yaml(args.megabytes / 2).encode()
         # ~10 MB as kubectl exports it (managedFields, random UIDs, status) at the default.
         exported_scale = max(1, int(50 * args.megabytes))
-        exported = to_yaml(
-            as_exported(
-                synthetic_cluster(
-                    nodes=exported_scale,
-                    running_pods=2 * exported_scale,
-                    pending_pods=exported_scale,
-                )
+        cluster = as_exported(
+            synthetic_cluster(
+                nodes=exported_scale,
+                running_pods=2 * exported_scale,
+                pending_pods=exported_scale,
             )
-        ).encode()
-        kubectl_style = _kubectl_style(
-            as_exported(
-                synthetic_cluster(
-                    nodes=exported_scale,
-                    running_pods=2 * exported_scale,
-                    pending_pods=exported_scale,
-                )
-            )
-        ).encode()
+        )
+        exported = to_yaml(cluster).encode()
+        kubectl_style = _kubectl_style(cluster).encode()  # adds env values: written after
         for label, body in (
             ("bench/workloads.py upload", plain),
             ("as kubectl exports it", exported),

@@ -8,7 +8,6 @@ import re
 
 import orjson
 import pytest
-import yaml
 import yaml_rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +17,7 @@ from allocator.snapshot.decode import _has_long_number
 from allocator.snapshot.errors import BoundError
 from allocator.snapshot.fields import Context
 from allocator.snapshot.resource import read_attributes, read_attributes_checked
+from tests.allocator.test_snapshot_hardening import pyyaml_reading
 
 # --- bounds ------------------------------------------------------------------------------------
 
@@ -310,10 +310,7 @@ def test_words_yaml_11_reads_otherwise_take_the_fast_path_only_when_quoted(parts
     docs = [place.format(w=f"{quote}{word}{quote}") for word, place, quote in parts]
     text = "".join(d if d.startswith("---") else f"---\n{d}" for d in (f"{d}\n" for d in docs))
     text = (other + text).replace("\n", newline)
-    try:
-        expected = list(yaml.load_all(text, Loader=decode._YAML_LOADER))
-    except yaml.YAMLError:
-        expected = None
+    expected = pyyaml_reading(text)
     fast = decode._fast_yaml_docs(text)
     if fast is not None:
         assert expected is not None, text
