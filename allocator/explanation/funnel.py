@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 MAX_EXAMPLES = 5  # example devices per rejection group, example targets per funnel
@@ -464,12 +465,12 @@ class FunnelGroup:
     """One entry of ``pods[].explanation`` being gathered: the funnels of one kind of refusal
     over every target. Read only once gathered (many pods may share it)."""
 
-    __slots__ = ("funnel", "examples", "targets", "holders", "instance_types")
+    __slots__ = ("funnel", "targets", "holders", "instance_types")
 
     def __init__(self, funnel: Funnel) -> None:
         self.funnel = funnel  # the first target's: its numbers and words are shown
-        self.examples: list[str] = []
-        # Each target once: a NodeClaim's instance types refusing alike are one target.
+        # Each target once, in the order met (the first are the examples): a NodeClaim's
+        # instance types refusing alike are one target.
         self.targets: dict[str, None] = {}
         self.holders: dict[str, _Holders] = {}
         self.instance_types: dict[str, None] = {}
@@ -479,10 +480,8 @@ class FunnelGroup:
             self.instance_types[f.instance_type] = None
             for name in f.alike:
                 self.instance_types[name] = None
-        if target and target not in self.targets:  # "": refused before any target
+        if target:  # "": refused before any target
             self.targets[target] = None
-            if len(self.examples) < MAX_EXAMPLES:
-                self.examples.append(target)
         for g in f.rejections:
             if g.reason in _TARGET_SPECIFIC:
                 self.holders.setdefault(g.reason, _Holders()).add(g, f.weight)
@@ -490,7 +489,8 @@ class FunnelGroup:
     def to_json(self, claim: str | None = None) -> dict:
         """``claim``: the claim it is shown for (the funnel's own by default)."""
         funnel = self.funnel if claim is None else self.funnel.for_claim(claim)
-        out = funnel_json(funnel, self.examples, len(self.targets))
+        examples = list(islice(self.targets, MAX_EXAMPLES))
+        out = funnel_json(funnel, examples, len(self.targets))
         if len(self.instance_types) > 1:
             out["instanceTypes"] = len(self.instance_types)
             # By name (numbers as numbers): instance types refused alike are met by shape, so
