@@ -36,6 +36,7 @@ WORKLOADS = (
     ("karpenter-failing", 1.0),
     ("karpenter-generic-failing", 1.0),
     ("karpenter-dra-failing", 0.3),
+    ("karpenter-preferences", 0.25),
 )
 
 

@@ -838,6 +838,45 @@ def karpenter_benchmark(
     return docs + out
 
 
+def karpenter_preferences(pods: int = 4000, *, seed: int = 42) -> list[dict]:
+    """Karpenter's preference benchmark (makePreferencePods): the same NodePool and 400
+    instance types, and ``pods`` nginx pods preferring test-zone-1 (weight 1) and two
+    preferred anti-affinities to each other: per zone (weight 10, which cannot hold past the
+    third pod) and per hostname (weight 1). Every pod past the third is placed by relaxing."""
+    rng = random.Random(seed)
+    docs = karpenter_benchmark(0, topology=False, seed=seed)
+    labels = {"app": "nginx"}
+
+    def anti(weight: int, key: str) -> dict:
+        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+        return {"weight": weight, "podAffinityTerm": term}
+
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [
+                            requirement("topology.kubernetes.io/zone", "test-zone-1")
+                        ]
+                    },
+                }
+            ]
+        },
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                anti(10, "topology.kubernetes.io/zone"),
+                anti(1, "kubernetes.io/hostname"),
+            ]
+        },
+    }
+    return docs + [
+        _karpenter_pod(rng, i, dict(labels), affinity=json.loads(json.dumps(affinity)))
+        for i in range(pods)
+    ]
+
+
 # --- (c) a 10 MB YAML upload ------------------------------------------------------------------
 
 
@@ -869,6 +908,7 @@ KINDS = (
     "nodeclaims-failing",
     "upload",
     *KARPENTER_SHAPES,
+    "karpenter-preferences",
 )
 
 
@@ -889,6 +929,8 @@ def documents(kind: str, scale: float = 1.0) -> list[dict]:
         return karpenter_benchmark(
             int(1000 * scale), topology=topology, dra=dra, failing_every=failing_every
         )
+    if kind == "karpenter-preferences":
+        return karpenter_preferences(int(4000 * scale))
     raise SystemExit(f"unknown workload {kind!r}")
 
 

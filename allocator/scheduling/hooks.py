@@ -8,6 +8,7 @@ constraints or pod (anti-)affinity and no running pod has anti-affinity: nothing
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from allocator.model import Pod, Taint
@@ -28,6 +29,12 @@ class Topology(Protocol):
     def constrains(self, pod: Pod) -> bool:
         """Whether a topology decides where the pod may go: its answers then depend on every
         placement of the run (no refusal of it may be reused)."""
+        ...
+
+    def hostname_anti_affinity_counts(self, pod: Pod) -> list[Mapping[str, int]]:
+        """Per anti-affinity on hostnames that decides where the pod may go (its own, other
+        pods' selecting it), the selected pods counted per hostname, live: a target whose
+        one hostname counts one is refused by it whatever else it offers."""
         ...
 
     def add_requirements(
@@ -69,6 +76,9 @@ class NoTopology:
 
     def constrains(self, pod: Pod) -> bool:
         return False
+
+    def hostname_anti_affinity_counts(self, pod: Pod) -> list[Mapping[str, int]]:
+        return []
 
     def add_requirements(self, pod, taints, pod_requirements, node_requirements) -> None:
         return None

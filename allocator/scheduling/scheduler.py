@@ -62,8 +62,10 @@ class Scheduler:
         self.templates = templates  # by weight descending, then name
         self.names = names
         self.node_claims: list[NodeClaim] = []  # created in this run, in creation order
-        # The same, in the order Karpenter's in-place sorts by pod count leave them.
+        # The same, in the order Karpenter's in-place sorts by pod count leave them, and
+        # whether that order still holds (a placement may unsort it).
         self._by_pods: list[NodeClaim] = []
+        self._by_pods_sorted = True
 
     def claim_state(self, claim: ResourceClaim) -> str:
         return self.state.claim_state(claim)
@@ -315,10 +317,69 @@ class Scheduler:
             else None
         )
         # Karpenter re-sorts its NodeClaims in place by pod count before each pod, with Go's
-        # sort.Slice: ties stay where that (unstable) sort leaves them, pod after pod.
+        # sort.Slice: ties stay where that (unstable) sort leaves them, pod after pod. A
+        # sorted list sorts to itself, so it is sorted again only once a placement unsorted it.
         node_claims = list(self._by_pods) if trial else self._by_pods
-        slice_sort(node_claims, _fewer_pods)
+        if not self._by_pods_sorted:
+            slice_sort(node_claims, _fewer_pods)
+            self._by_pods_sorted = not trial
+        mark = (len(reasons), len(funnels))
+        taken = self._hosts_taken(pod, quick) if node_claims else None
+        found, skipped = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
+        if found is None:
+            found = self._try_templates(pod, quick, deferred)
+        if found is not None:
+            return found
+
+        if explain:
+            if skipped:
+                # NodeClaims were passed over, refused by a hostname anti-affinity: every
+                # NodeClaim is asked once more, in order, for its refusal in its place.
+                del reasons[mark[0] :], funnels[mark[1] :]
+                deferred.clear()
+                self._try_node_claims(pod, node_claims, quick, shape, deferred, None)
+                self._try_templates(pod, quick, deferred)
+            if deferred:
+                self._explain_deferred(pod, deferred)
+            self._explain_counted_out(pod, counted_out)
+        return None
+
+    def _hosts_taken(self, pod: PodData, quick: bool) -> Callable[[str], object] | None:
+        """For a pod that needs no device and no extended resource, what says whether a
+        NodeClaim of the run is refused outright by a hostname anti-affinity (the pod's own or
+        another pod's selecting it): a selected pod counted on its hostname (a NodeClaim's
+        hostname requirement is its name, one value; TopologyGroup._next_anti_affinity).
+        The counts are read live. None: every NodeClaim is asked."""
+        if not quick or pod.claims or pod.extended is not None:
+            return None
+        counts = self.state.topology.hostname_anti_affinity_counts(pod.pod)
+        if not counts:
+            return None
+        if len(counts) == 1:
+            return counts[0].get  # a count, 0 or None: taken when it is not 0
+        return {host for c in counts for host, n in c.items() if n}.__contains__
+
+    def _try_node_claims(
+        self,
+        pod: PodData,
+        node_claims: list[NodeClaim],
+        quick: bool,
+        shape: tuple | None,
+        deferred: list[tuple[int, int, Callable[[], Refusal]]],
+        taken: Callable[[str], object] | None,
+    ) -> tuple[Decision | None, bool]:
+        """The first NodeClaim of the run that takes the pod, in order; and whether one was
+        passed over as ``taken`` (without a reason: the pod's reasons are then complete only
+        if one is found)."""
+        outcome = pod.outcome
+        reasons = outcome.reasons
+        funnels = outcome.funnel_log
+        state = self.state
+        skipped = False
         for nc in node_claims:
+            if taken is not None and taken(nc.name):
+                skipped = True
+                continue
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
@@ -331,9 +392,20 @@ class Scheduler:
                     funnels.extend(found.funnels)
                 reasons.append((nc.reason_target, found.reason))
                 continue
-            return found
+            return found, skipped
+        return None, skipped
 
-        # A new NodeClaim from each NodePool in turn.
+    def _try_templates(
+        self,
+        pod: PodData,
+        quick: bool,
+        deferred: list[tuple[int, int, Callable[[], Refusal]]],
+    ) -> Decision | None:
+        """A new NodeClaim from each NodePool in turn."""
+        outcome = pod.outcome
+        reasons = outcome.reasons
+        funnels = outcome.funnel_log
+        state = self.state
         for template in self.templates:
             found = template.can_add(pod, state, self.names, quick)
             if isinstance(found, Refusal):
@@ -345,11 +417,6 @@ class Scheduler:
                 reasons.append((f"nodepool/{template.name}", found.reason))
                 continue
             return found
-
-        if explain:
-            if deferred:
-                self._explain_deferred(pod, deferred)
-            self._explain_counted_out(pod, counted_out)
         return None
 
     # --- committing --------------------------------------------------------------------------
@@ -374,8 +441,10 @@ class Scheduler:
                 self.node_claims.append(target)
                 self._by_pods.append(target)
                 template.launched(target)
+                self._note_more_pods(len(self._by_pods) - 1)
             else:
                 target.add(pod, decision, state)
+                self._note_more_pods(self._by_pods.index(target))
         else:
             target.add(pod, decision, state)
         state.cache.state_version += 1
@@ -390,6 +459,17 @@ class Scheduler:
         outcome.dra_node_resources = decision.dra_resources
         state.placed(outcome, target)
         state.trace.set(pod.trace_node, "ok", "scheduled", f"{target.target_json()['name']}")
+
+    def _note_more_pods(self, index: int) -> None:
+        """The NodeClaim at ``index`` of the pod-count order took a pod (or was added last):
+        the order still holds if its neighbours still have no more pods before it and no
+        fewer after it."""
+        by_pods = self._by_pods
+        count = len(by_pods[index].pods)
+        if (index > 0 and len(by_pods[index - 1].pods) > count) or (
+            index + 1 < len(by_pods) and len(by_pods[index + 1].pods) < count
+        ):
+            self._by_pods_sorted = False
 
     # --- explaining a pod that failed everywhere ---------------------------------------------
 

@@ -478,6 +478,16 @@ class Topology:
             self._selected_by[pod.key] = found
         return found
 
+    def hostname_anti_affinity_counts(self, pod: Pod) -> list[Mapping[str, int]]:
+        """The selected pods counted per hostname by every anti-affinity on hostnames that
+        decides where the pod may go (its own, and other pods' selecting it), live: a
+        target whose one hostname counts one is refused by it (``_next_anti_affinity``)."""
+        return [
+            group.domains
+            for group, _ in self._matching(pod)
+            if group.type is TopologyType.POD_ANTI_AFFINITY and group.key == LABEL_HOSTNAME
+        ]
+
     def add_requirements(
         self,
         pod: Pod,

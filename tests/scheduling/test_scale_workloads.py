@@ -9,6 +9,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from allocator.scheduling.scheduler import Scheduler
 from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
@@ -18,6 +19,7 @@ from bench.workloads import (
     held_devices,
     karpenter_benchmark,
     karpenter_instance_types,
+    karpenter_preferences,
     new_nodeclaims,
     upload_yaml,
 )
@@ -234,3 +236,35 @@ def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_r
         for r in on_nodeclaims:
             assert r["reason"].startswith("no instance type satisfied resources {")
             assert r["reason"].endswith("(no instance type had enough resources)")
+
+
+def test_karpenter_preference_workload_relaxes_the_zone_anti_affinity_of_all_but_one() -> None:
+    """makePreferencePods: nginx pods preferring test-zone-1 and preferring not to share a zone
+    (weight 10) or a hostname (weight 1) with each other. Held as required, the zone term
+    admits one pod; every later pod drops it first (the heaviest) and keeps the rest: one
+    NodeClaim each, all in test-zone-1."""
+    docs = karpenter_preferences(40)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    assert fast["stats"]["scheduled"] == 40
+    assert len(fast["nodeClaims"]) == 40
+    relaxed = [[r["term"]["weight"] for r in p.get("relaxed", [])] for p in fast["pods"]]
+    assert relaxed.count([]) == 1 and relaxed.count([10]) == 39
+    for nc in fast["nodeClaims"]:
+        zone = next(r for r in nc["requirements"] if r["key"] == "topology.kubernetes.io/zone")
+        assert zone["values"] == ["test-zone-1"]
+
+
+def test_the_nodeclaim_order_kept_between_placements_is_the_one_sorted_again(monkeypatch) -> None:
+    """Karpenter sorts its NodeClaims by pod count before every pod; the scheduler sorts only
+    once a placement has unsorted them (a sorted list sorts to itself with Go's pdqsort). With
+    the sort forced before every pod, Karpenter's benchmark mix (NodeClaims of 1 to 30 pods,
+    ties everywhere) is placed the same way."""
+    docs = karpenter_benchmark(400, topology=True, failing_every=15)
+    kept = run(docs)
+
+    def unsorted(self: Scheduler, index: int) -> None:
+        self._by_pods_sorted = False
+
+    monkeypatch.setattr(Scheduler, "_note_more_pods", unsorted)
+    assert run(docs) == kept

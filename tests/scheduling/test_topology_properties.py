@@ -117,3 +117,79 @@ def test_a_pod_alike_but_for_its_labels_is_not_given_anothers_refusal() -> None:
     assert placed == {"default/train-0": False, "default/train-1": True}
     (refused,) = [p for p in result["pods"] if not p["scheduled"]]
     assert "unsatisfiable topology constraint for pod anti-affinity" in refused["error"]
+
+
+# --- NodeClaims passed over by a hostname anti-affinity ---------------------------------------
+
+CPU_RULES = ("none", "hostname-anti", "preferred-hostname-anti", "zone-anti")
+
+
+def cpu_pod(index: int, app: str, rule: str, cpu: str) -> dict:
+    """A pending pod without device claims: the scheduler passes over NodeClaims whose
+    hostname already counts a pod its anti-affinity selects, and words them only if the pod
+    fails everywhere."""
+    doc = pod(f"web-{index}", cpu=cpu, created=f"2026-12-01T10:00:{index:02d}Z")
+    if rule == "preferred-hostname-anti":
+        doc["metadata"]["labels"] = {"app": app}
+        term = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": app}}}
+        doc["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": term}
+                ]
+            }
+        }
+        return doc
+    return with_topology(doc, app, rule)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    its=st.lists(it_spec, min_size=1, max_size=3),
+    pods=st.lists(
+        st.tuples(
+            st.sampled_from(APPS),
+            st.sampled_from(CPU_RULES),
+            st.sampled_from(["500m", "2", "6", "200"]),  # 200 CPUs: no instance type has them
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    guard=st.booleans(),
+)
+def test_nodeclaims_passed_over_by_hostname_anti_affinity_change_nothing(its, pods, guard) -> None:
+    """Pods without claims, some with a hostname anti-affinity (required or preferred), some
+    too big for any instance type, and maybe a running pod whose anti-affinity selects vllm
+    pods: placements, reasons and explanations with the shortcuts on are those with them off
+    (a failed pod's reasons name every NodeClaim, in order, with a full attempt's words)."""
+    docs = [*cluster([], its, [], 0, False)]
+    docs += [cpu_pod(i, app, rule, cpu) for i, (app, rule, cpu) in enumerate(pods)]
+    if guard:
+        docs.append(node("kv-node-a", cpu="8", memory="64Gi", labels={ZONE: "us-west-2a"}))
+        running = pod("kv-cache-0", node_name="kv-node-a", created="2026-12-01T09:00:00Z")
+        running["metadata"]["labels"] = {"app": "kv-cache"}
+        term = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "vllm"}}}
+        running["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        docs.append(running)
+    assert run(docs, True) == run(docs, False)
+
+
+def test_a_pod_refused_by_every_nodeclaims_hostname_is_explained_target_by_target() -> None:
+    """Three vllm pods, each alone on a NodeClaim of its own (hostname anti-affinity), then a
+    fourth too big for any instance type: its reasons name the three NodeClaims (passed over
+    while it was tried) with the anti-affinity's words, then the NodePool's."""
+    its = [("L4", 1, 16, ("us-west-2a",))]
+    docs = [*cluster([], its, [], 0, False)]
+    docs += [cpu_pod(i, "vllm", "hostname-anti", "4") for i in range(3)]
+    docs.append(cpu_pod(3, "vllm", "hostname-anti", "200"))
+    result = run(docs, True)
+    assert result == run(docs, False)
+    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    assert last["pod"] == "default/web-3"
+    assert [r["target"] for r in last["reasons"][:3]] == [f"node/gpu-pool-{i}" for i in (1, 2, 3)]
+    for r, host in zip(last["reasons"], ("gpu-pool-1", "gpu-pool-2", "gpu-pool-3"), strict=False):
+        assert r["reason"].startswith("unsatisfiable topology constraint for pod anti-affinity")
+        assert f"nodeDomains = kubernetes.io/hostname In [{host}]" in r["reason"]
+    assert last["reasons"][3]["target"].startswith("nodepool/")
