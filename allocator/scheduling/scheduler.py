@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from operator import attrgetter
 
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, trace_target_key
@@ -28,7 +29,7 @@ from allocator.scheduling.fit import (
     min_values_shortfall,
     pod_requests,
 )
-from allocator.scheduling.gosort import slice_sort
+from allocator.scheduling.gosort import slice_sort_by_key
 from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import NodeClaim
@@ -321,7 +322,7 @@ class Scheduler:
         # sorted list sorts to itself, so it is sorted again only once a placement unsorted it.
         node_claims = list(self._by_pods) if trial else self._by_pods
         if not self._by_pods_sorted:
-            slice_sort(node_claims, _fewer_pods)
+            slice_sort_by_key(node_claims, _pod_counts(node_claims))
             self._by_pods_sorted = not trial
         mark = (len(reasons), len(funnels))
         taken = self._hosts_taken(pod, quick) if node_claims else None
@@ -574,7 +575,8 @@ class Scheduler:
             # Sorted as the trial would sort them all, then narrowed: a sorted list sorts to
             # itself, so the targets asked keep the order they have among all of them.
             by_pods = list(self._by_pods)
-            slice_sort(by_pods, _fewer_pods)
+            if not self._by_pods_sorted:
+                slice_sort_by_key(by_pods, _pod_counts(by_pods))
             self.existing = [n for n in self.existing if n.name in targets.nodes]
             self._by_pods = [nc for nc in by_pods if nc.name in targets.node_claims]
             self.templates = [t for t in self.templates if t.name in targets.node_pools]
@@ -605,8 +607,12 @@ def _unfit_refusal(unfit: NoInstanceType) -> Refusal:
     return Refusal(unfit.words(), "instance-types")
 
 
-def _fewer_pods(a: NodeClaim, b: NodeClaim) -> bool:
-    return len(a.pods) < len(b.pods)
+def _pod_counts(node_claims: list[NodeClaim]) -> list[int]:
+    """Karpenter's sort key for its NodeClaims (fewest pods first)."""
+    return list(map(len, map(_PODS, node_claims)))
+
+
+_PODS = attrgetter("pods")
 
 
 def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:

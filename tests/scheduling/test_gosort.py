@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.scheduling.gosort import slice_sort
+from allocator.scheduling.gosort import slice_sort, slice_sort_by_key
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "go_sort_slice.json").read_text())
 
@@ -38,16 +38,21 @@ def test_thirteen_equal_elements_are_no_longer_in_input_order():
     assert [i for _, i in items] == [5, 7, 1, 2, 3, 4, 0, 12, 9, 8, 6, 10, 11, -1]
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["comparison", "by-key"])
 @pytest.mark.parametrize("process", VECTORS["processes"], ids=lambda p: p["name"])
-def test_nodeclaims_resorted_before_each_pod_as_karpenter_leaves_them(process):
+def test_nodeclaims_resorted_before_each_pod_as_karpenter_leaves_them(process, keyed):
     """Karpenter's scheduler sorts the same NodeClaim slice in place before every pod: each
-    sort starts from the order the previous one left."""
+    sort starts from the order the previous one left (by comparison, and by pod count as
+    the scheduler sorts)."""
     found = re.fullmatch(r"steps(\d+)-every(\d+)-stride(\d+)", process["name"])
     steps, every, stride = (int(g) for g in found.groups())
     nodeclaims: list[list[int]] = []  # [pod count, creation index]
     snapshots = []
     for t in range(steps):
-        slice_sort(nodeclaims, _by_key)
+        if keyed:
+            slice_sort_by_key(nodeclaims, [count for count, _ in nodeclaims])
+        else:
+            slice_sort(nodeclaims, _by_key)
         if t % every == 0 or not nodeclaims:
             nodeclaims.append([1, len(nodeclaims)])
         else:
@@ -66,3 +71,23 @@ def test_sorted_and_a_permutation_and_stable_up_to_twelve(keys):
     assert sorted(i for _, i in items) == list(range(len(keys)))
     if len(keys) <= 12:
         assert items == sorted(items)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=30), max_size=400),
+    st.lists(st.tuples(st.integers(min_value=0, max_value=399), st.integers(1, 3)), max_size=6),
+)
+def test_sorting_by_key_leaves_ties_where_sorting_by_comparison_does(keys, bumps):
+    """The scheduler's keyed sort (pod counts computed once, runs scanned at C speed) orders
+    NodeClaims exactly as ``sort.Slice`` with a comparison does, also on a sorted slice where
+    a few NodeClaims took more pods (what it sorts before every pod)."""
+    for start in (keys, sorted(keys)):
+        counts = list(start)
+        for index, more in bumps:
+            if counts:
+                counts[index % len(counts)] += more
+        items = [(key, i) for i, key in enumerate(counts)]
+        keyed = list(items)
+        slice_sort(items, _by_key)
+        slice_sort_by_key(keyed, [k for k, _ in keyed])
+        assert keyed == items
