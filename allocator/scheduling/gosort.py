@@ -14,8 +14,8 @@ operation, on a Python list.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress, count, islice
-from operator import lt
+from itertools import compress, count, islice, repeat
+from operator import ge, le, lt
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -179,21 +179,29 @@ class _Sorter:
             if b - a < shortest_shifting:
                 return False
             self.swap(i, i - 1)
-            if i - a >= 2:  # shift the smaller one to the left
-                j = i - 1
-                while j >= 1:
-                    if not self.less(j, j - 1):
-                        break
-                    self.swap(j, j - 1)
-                    j -= 1
-            if b - i >= 2:  # shift the greater one to the right
-                j = i + 1
-                while j < b:
-                    if not self.less(j, j - 1):
-                        break
-                    self.swap(j, j - 1)
-                    j += 1
+            if i - a >= 2:
+                self.shift_left(i - 1)
+            if b - i >= 2:
+                self.shift_right(i, b)
         return False
+
+    def shift_left(self, j: int) -> None:
+        """The element at ``j`` swapped left while less than its left neighbour (as Go's,
+        down to index 1 whatever the range)."""
+        while j >= 1:
+            if not self.less(j, j - 1):
+                break
+            self.swap(j, j - 1)
+            j -= 1
+
+    def shift_right(self, j: int, b: int) -> None:
+        """The element at ``j`` swapped right while its right neighbour is less."""
+        j += 1
+        while j < b:
+            if not self.less(j, j - 1):
+                break
+            self.swap(j, j - 1)
+            j += 1
 
     def break_patterns(self, a: int, b: int) -> None:
         length = b - a
@@ -272,3 +280,27 @@ class _KeyedSorter(_Sorter):
         keys = self.keys
         descents = map(lt, islice(keys, i, b), islice(keys, i - 1, b - 1))
         return next(compress(count(i), descents), b)
+
+    # The swaps of one shift end with the element past every neighbour it was less than (or
+    # that was less than it): one rotation of the slice between.
+
+    def shift_left(self, j: int) -> None:
+        keys = self.keys
+        key = keys[j]
+        if j < 1 or not key < keys[j - 1]:
+            return
+        # From j - 1 down to 0, the first key not greater than the moving one: it stops after.
+        stop = next(compress(count(j - 1, -1), map(le, reversed(keys[:j]), repeat(key))), -1)
+        land = stop + 1
+        for seq in (self.items, keys):
+            seq[land : j + 1] = [seq[j], *seq[land:j]]
+
+    def shift_right(self, j: int, b: int) -> None:
+        keys = self.keys
+        key = keys[j]
+        if j + 1 >= b or not keys[j + 1] < key:
+            return
+        # From j + 1 on, the first key not less than the moving one: it stops before.
+        stop = next(compress(count(j + 1), map(ge, islice(keys, j + 1, b), repeat(key))), b)
+        for seq in (self.items, keys):
+            seq[j:stop] = [*seq[j + 1 : stop], seq[j]]

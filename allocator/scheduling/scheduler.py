@@ -66,6 +66,7 @@ class Scheduler:
         # The same, in the order Karpenter's in-place sorts by pod count leave them, and
         # whether that order still holds (a placement may unsort it).
         self._by_pods: list[NodeClaim] = []
+        self._by_pods_counts: list[int] = []  # their pod counts, in the same order
         self._by_pods_sorted = True
 
     def claim_state(self, claim: ResourceClaim) -> str:
@@ -320,10 +321,15 @@ class Scheduler:
         # Karpenter re-sorts its NodeClaims in place by pod count before each pod, with Go's
         # sort.Slice: ties stay where that (unstable) sort leaves them, pod after pod. A
         # sorted list sorts to itself, so it is sorted again only once a placement unsorted it.
-        node_claims = list(self._by_pods) if trial else self._by_pods
-        if not self._by_pods_sorted:
-            slice_sort_by_key(node_claims, _pod_counts(node_claims))
-            self._by_pods_sorted = not trial
+        if trial:
+            node_claims = list(self._by_pods)
+            if not self._by_pods_sorted:
+                slice_sort_by_key(node_claims, _pod_counts(node_claims))
+        else:
+            node_claims = self._by_pods
+            if not self._by_pods_sorted:
+                slice_sort_by_key(node_claims, self._by_pods_counts)
+                self._by_pods_sorted = True
         mark = (len(reasons), len(funnels))
         taken = self._hosts_taken(pod, quick) if node_claims else None
         found, skipped = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
@@ -358,6 +364,11 @@ class Scheduler:
             return None
         if len(counts) == 1:
             return counts[0].get  # a count, 0 or None: taken when it is not 0
+        # A pod with an anti-affinity is in its own group and, as Karpenter tracks it, in the
+        # inverse one: both asked per NodeClaim met, rather than a set of every host built.
+        if len(counts) == 2:
+            first, second = counts[0].get, counts[1].get
+            return lambda host: first(host) or second(host)
         return {host for c in counts for host, n in c.items() if n}.__contains__
 
     def _try_node_claims(
@@ -441,6 +452,7 @@ class Scheduler:
                 target.add(pod, decision, state)
                 self.node_claims.append(target)
                 self._by_pods.append(target)
+                self._by_pods_counts.append(0)
                 template.launched(target)
                 self._note_more_pods(len(self._by_pods) - 1)
             else:
@@ -465,10 +477,10 @@ class Scheduler:
         """The NodeClaim at ``index`` of the pod-count order took a pod (or was added last):
         the order still holds if its neighbours still have no more pods before it and no
         fewer after it."""
-        by_pods = self._by_pods
-        count = len(by_pods[index].pods)
-        if (index > 0 and len(by_pods[index - 1].pods) > count) or (
-            index + 1 < len(by_pods) and len(by_pods[index + 1].pods) < count
+        counts = self._by_pods_counts
+        count = counts[index] = len(self._by_pods[index].pods)
+        if (index > 0 and counts[index - 1] > count) or (
+            index + 1 < len(counts) and counts[index + 1] < count
         ):
             self._by_pods_sorted = False
 
