@@ -137,6 +137,8 @@ class _Memos:
     causes: dict = field(default_factory=dict)  # explanation/cause.py facts
     # (target, funnel id, claim place) of every entry -> what was read of that log.
     readings: dict[tuple, _LogReading] = field(default_factory=dict)
+    # NodeClaims' instance types, requirements and prices (_node_claim_offer).
+    node_claim_offers: dict[tuple, tuple] = field(default_factory=dict)
 
     def reading(self, outcome) -> tuple[_LogReading, list[str]]:
         """The pod's funnel log as read, and its claims' keys (a place names one of them)."""
@@ -238,31 +240,58 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
     return entry
 
 
-def _node_claim_entry(nc: NodeClaim, pod_entries: dict[str, dict]) -> dict:
+def _node_claim_entry(
+    nc: NodeClaim, pod_entries: dict[str, dict], offers: dict[tuple, tuple]
+) -> dict:
     drivers = [
         device["driver"]
         for pod in nc.pods
         for claim in pod_entries[pod.key]["claims"]
         for device in claim["devices"]
     ]
-    prices = cheapest_offerings(nc.candidates, nc.requirements)
-    priced = [(price, info.name) for price, info in zip(prices, nc.candidates, strict=True)]
-    prices = [p for p, _ in priced if p is not None]
-    by_price = [
-        name for _, name in sorted(priced, key=lambda pn: (pn[0] is None, pn[0] or 0, pn[1]))
-    ]
-    requirements = finalized_requirements(nc.requirements, by_price, nc.candidates)
+    instance_types, requirements, price = _node_claim_offer(nc, offers)
     return {
         "name": nc.name,
         "nodePool": nc.node_pool,
-        "instanceTypes": sorted(nc.instance_types),
-        "requirements": [
-            r for r in requirements.to_node_selector_requirements() if r["key"] != HOSTNAME
-        ],
+        "instanceTypes": instance_types,
+        "requirements": requirements,
         "annotations": node_claim_annotations(drivers),
         "pods": [pod.key for pod in nc.pods],
-        "price": min(prices) if prices else None,
+        "price": price,
     }
+
+
+def _node_claim_offer(
+    nc: NodeClaim, offers: dict[tuple, tuple]
+) -> tuple[list[str], list[dict], float | None]:
+    """A NodeClaim's instance types by name, its requirements as Karpenter writes them (its
+    hostname apart) and its cheapest offering's price: the same for NodeClaims of the same instance
+    types and requirements but their hostnames (one kind of pod, one NodeClaim each), when
+    no offering has requirements of its own (which might read more). Shared, read only."""
+    key = None
+    if all(info.plain_offerings for info in nc.candidates):
+        key = (
+            tuple(info.name for info in nc.candidates),
+            nc.requirements.content_key(nc.requirements.keys() - {HOSTNAME}),
+        )
+        hit = offers.get(key)
+        if hit is not None:
+            return hit
+    prices = cheapest_offerings(nc.candidates, nc.requirements)
+    priced = [(price, info.name) for price, info in zip(prices, nc.candidates, strict=True)]
+    by_price = [
+        name for _, name in sorted(priced, key=lambda pn: (pn[0] is None, pn[0] or 0, pn[1]))
+    ]
+    finalized = finalized_requirements(nc.requirements, by_price, nc.candidates)
+    known = [p for p in prices if p is not None]
+    offer = (
+        sorted(nc.instance_types),
+        [r for r in finalized.to_node_selector_requirements() if r["key"] != HOSTNAME],
+        min(known) if known else None,
+    )
+    if key is not None:
+        offers[key] = offer
+    return offer
 
 
 def build_result(
@@ -275,7 +304,9 @@ def build_result(
     memos = _Memos()
     pod_entries = [_pod_entry(o, run, options, lookup, memos) for o in outcomes]
     by_key = {entry["pod"]: entry for entry in pod_entries}
-    node_claims = [_node_claim_entry(nc, by_key) for nc in run.scheduler.node_claims]
+    node_claims = [
+        _node_claim_entry(nc, by_key, memos.node_claim_offers) for nc in run.scheduler.node_claims
+    ]
     extend_node_claims(node_claims, run, snapshot, by_key)  # scheduling/report.py
     extend_pod_claims(pod_entries, outcomes, run, snapshot)
     scheduled = sum(1 for e in pod_entries if e["scheduled"])

@@ -47,16 +47,20 @@ def finalized_requirements(
         names = by_price[:MAX_INSTANCE_TYPES]
         out.add(Requirement.new(LABEL_INSTANCE_TYPE, "In", names))
         kept = set(names)
+        chosen = [info for info in candidates if info.name in kept]
+        # Once every capacity type they offer is found, no other offering can add one.
+        offered = len(frozenset().union(*(info.capacity_types for info in chosen)))
         capacity_types: set[str] = set()
-        for info in candidates:
-            if info.name in kept:
-                for offering, extra in info.offerings:
-                    # One allowed offering of a capacity type is enough: the others of that
-                    # type are not asked.
-                    if offering.capacity_type not in capacity_types and offering_allowed(
-                        offering, extra, out
-                    ):
-                        capacity_types.add(offering.capacity_type)
+        for info in chosen:
+            for offering, extra in info.offerings:
+                # One allowed offering of a capacity type is enough: the others of that
+                # type are not asked.
+                if offering.capacity_type not in capacity_types and offering_allowed(
+                    offering, extra, out
+                ):
+                    capacity_types.add(offering.capacity_type)
+            if len(capacity_types) == offered:
+                break
         if capacity_types:
             out.add(Requirement.new(LABEL_CAPACITY_TYPE, "In", sorted(capacity_types)))
     return out

@@ -206,6 +206,7 @@ class InstanceTypeInfo:
     # requirements of its own, those two keys are all it reads).
     cheapest: dict[tuple, float | None] = field(default_factory=dict)
     plain_offerings: bool = True  # no offering has requirements of its own
+    capacity_types: frozenset[str] = frozenset()  # of its offerings
 
 
 def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
@@ -229,7 +230,15 @@ def instance_type_info(it: InstanceType) -> InstanceTypeInfo:
     capacity = to_milli(it.capacity)
     capacity.setdefault("pods", DEFAULT_MAX_PODS)
     plain = all(extra is None for _, extra in offerings)
-    return InstanceTypeInfo(it, it.name, reqs, capacity, offerings, plain_offerings=plain)
+    return InstanceTypeInfo(
+        it,
+        it.name,
+        reqs,
+        capacity,
+        offerings,
+        plain_offerings=plain,
+        capacity_types=frozenset(capacity_types),
+    )
 
 
 def offering_allowed(offering: Offering, extra: Requirements | None, reqs: Requirements) -> bool:

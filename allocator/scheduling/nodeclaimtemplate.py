@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from allocator.model import NodePool, Snapshot, Taint
 from allocator.requirements import Requirements
@@ -40,6 +41,9 @@ from allocator.scheduling.poddata import PodData
 from allocator.scheduling.runstate import RunState
 from allocator.trace import new_nodeclaim_label
 
+_NAME = attrgetter("name")
+_LARGEST_KEPT = 256  # sets of instance types whose largest capacity is remembered
+
 
 @dataclass(slots=True)
 class NodeClaimTemplate:
@@ -65,6 +69,8 @@ class NodeClaimTemplate:
     charged: Resources = field(default_factory=dict)
     # The largest capacity per resource of ``instance_types`` (the list it was taken of).
     largest: tuple[list[InstanceTypeInfo], Resources] | None = None
+    # The same per set of instance types (by name) a NodeClaim was created with.
+    _largest_of: dict[tuple[str, ...], Resources] = field(default_factory=dict)
     # daemon_overhead, with the groups and instance types it was worked out for.
     least: tuple[tuple, list[InstanceTypeInfo], Resources] | None = None
 
@@ -102,8 +108,16 @@ class NodeClaimTemplate:
         return {name: limit - used.get(name, 0) for name, limit in self.limits.items()}
 
     def launched(self, nc: NodeClaim) -> None:
-        """A NodeClaim of this template was created: charge it against the limits."""
-        add_into(self.charged, max_capacity(nc.candidates))
+        """A NodeClaim of this template was created: charge it against the limits (at its
+        largest candidate, worked out once per set of candidates: NodeClaims of one kind of
+        pod keep the same few hundred)."""
+        names = tuple(map(_NAME, nc.candidates))
+        largest = self._largest_of.get(names)
+        if largest is None:
+            if len(self._largest_of) >= _LARGEST_KEPT:
+                self._largest_of.clear()
+            largest = self._largest_of[names] = max_capacity(nc.candidates)
+        add_into(self.charged, largest)
 
     def can_add(
         self, pod: PodData, state: RunState, names: NodeClaimNames, quick: bool = False

@@ -11,9 +11,10 @@ suggestion's ``trial`` is a decision without a commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from operator import attrgetter
+from itertools import compress, tee
+from operator import attrgetter, not_
 
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, trace_target_key
@@ -332,14 +333,14 @@ class Scheduler:
                 self._by_pods_sorted = True
         mark = (len(reasons), len(funnels))
         taken = self._hosts_taken(pod, quick) if node_claims else None
-        found, skipped = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
+        found = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
         if found is None:
             found = self._try_templates(pod, quick, deferred)
         if found is not None:
             return found
 
         if explain:
-            if skipped:
+            if taken and any(any(map(c.get, map(_NAME, node_claims))) for c in taken):
                 # NodeClaims were passed over, refused by a hostname anti-affinity: every
                 # NodeClaim is asked once more, in order, for its refusal in its place.
                 del reasons[mark[0] :], funnels[mark[1] :]
@@ -351,25 +352,16 @@ class Scheduler:
             self._explain_counted_out(pod, counted_out)
         return None
 
-    def _hosts_taken(self, pod: PodData, quick: bool) -> Callable[[str], object] | None:
-        """For a pod that needs no device and no extended resource, what says whether a
-        NodeClaim of the run is refused outright by a hostname anti-affinity (the pod's own or
-        another pod's selecting it): a selected pod counted on its hostname (a NodeClaim's
-        hostname requirement is its name, one value; TopologyGroup._next_anti_affinity).
-        The counts are read live. None: every NodeClaim is asked."""
+    def _hosts_taken(self, pod: PodData, quick: bool) -> list[Mapping[str, int]] | None:
+        """For a pod that needs no device and no extended resource, the pods counted per
+        hostname by each hostname anti-affinity that decides where it may go (its own, and
+        another pod's selecting it; a pod with one is, as Karpenter tracks it, in both): a
+        NodeClaim of the run whose hostname one of them counts a pod on is refused outright
+        (its hostname requirement is its name, one value; TopologyGroup._next_anti_affinity).
+        Read live. None: every NodeClaim is asked."""
         if not quick or pod.claims or pod.extended is not None:
             return None
-        counts = self.state.topology.hostname_anti_affinity_counts(pod.pod)
-        if not counts:
-            return None
-        if len(counts) == 1:
-            return counts[0].get  # a count, 0 or None: taken when it is not 0
-        # A pod with an anti-affinity is in its own group and, as Karpenter tracks it, in the
-        # inverse one: both asked per NodeClaim met, rather than a set of every host built.
-        if len(counts) == 2:
-            first, second = counts[0].get, counts[1].get
-            return lambda host: first(host) or second(host)
-        return {host for c in counts for host, n in c.items() if n}.__contains__
+        return self.state.topology.hostname_anti_affinity_counts(pod.pod) or None
 
     def _try_node_claims(
         self,
@@ -378,20 +370,21 @@ class Scheduler:
         quick: bool,
         shape: tuple | None,
         deferred: list[tuple[int, int, Callable[[], Refusal]]],
-        taken: Callable[[str], object] | None,
-    ) -> tuple[Decision | None, bool]:
-        """The first NodeClaim of the run that takes the pod, in order; and whether one was
-        passed over as ``taken`` (without a reason: the pod's reasons are then complete only
-        if one is found)."""
+        taken: list[Mapping[str, int]] | None,
+    ) -> Decision | None:
+        """The first NodeClaim of the run that takes the pod, in order, passing over those
+        whose hostname ``taken`` counts a pod on, without a reason (the pod's reasons are then
+        complete only if one takes it)."""
         outcome = pod.outcome
         reasons = outcome.reasons
         funnels = outcome.funnel_log
         state = self.state
-        skipped = False
-        for nc in node_claims:
-            if taken is not None and taken(nc.name):
-                skipped = True
-                continue
+        tried: Iterable[NodeClaim] = node_claims
+        for counts in taken or ():
+            # At C speed: the loop below meets only the NodeClaims left.
+            tried, names = tee(tried)
+            tried = compress(tried, map(not_, map(counts.get, map(_NAME, names))))
+        for nc in tried:
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
@@ -404,8 +397,8 @@ class Scheduler:
                     funnels.extend(found.funnels)
                 reasons.append((nc.reason_target, found.reason))
                 continue
-            return found, skipped
-        return None, skipped
+            return found
+        return None
 
     def _try_templates(
         self,
@@ -625,6 +618,7 @@ def _pod_counts(node_claims: list[NodeClaim]) -> list[int]:
 
 
 _PODS = attrgetter("pods")
+_NAME = attrgetter("name")
 
 
 def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
