@@ -59,6 +59,9 @@ class PodOutcome:
     seen_version: int = -1
     seen_validated: bool = False  # ``validated`` when that attempt started
     dfs_nodes: int = 0
+    # Whether the last failed attempt built its words and funnels: one that will be retried
+    # (another pod was placed earlier in the same pass) does not (Scheduler.solve).
+    explained: bool = True
 
     @property
     def funnels(self) -> list[tuple[str, Funnel]]:

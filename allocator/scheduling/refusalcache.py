@@ -481,10 +481,11 @@ class RefusalCache:
 
     def unchanged(self, outcome: PodOutcome, traced: bool) -> bool:
         """Nothing the pod's last attempt read has changed since: a retry would repeat it
-        exactly (same reasons, same DFS work)."""
+        exactly (same reasons, same DFS work). An attempt that built no words is run again."""
         return (
             self.enabled
             and not traced
+            and outcome.explained
             and outcome.seen_version == self.state_version
             and outcome.seen_validated == outcome.validated
         )
@@ -553,6 +554,7 @@ class RefusalCache:
             return hit
 
         outcome.attempts += 1
+        outcome.explained = True  # only explained attempts are remembered
         outcome.reasons = [(t, renamed(r)) for t, r in seen.reasons]
         outcome.funnel_log = [
             (t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in seen.funnel_log

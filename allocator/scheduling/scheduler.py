@@ -19,10 +19,10 @@ from operator import attrgetter, not_
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, trace_target_key
 from allocator.model import Pod, ResourceClaim
-from allocator.scheduling import explain
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
+from allocator.scheduling.explain import summarize
 from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
 from allocator.scheduling.fit import (
     NoInstanceType,
@@ -95,7 +95,9 @@ class Scheduler:
                     # repeat it exactly (same reasons, same DFS work), so it is not run.
                     self.state.allocator.dfs_nodes += outcome.dfs_nodes
                     failed.append(outcome)
-                elif self._schedule(outcome, replay=True):
+                # A pod failing after a placement of this pass is tried again in the next:
+                # only then are its words built (its failure here is not its last).
+                elif self._schedule(outcome, replay=True, explain=not placed_any):
                     placed_any = True
                 else:
                     failed.append(outcome)
@@ -137,9 +139,11 @@ class Scheduler:
                 outcome.reasons = [(f"nodepool/{target.node_pool}", outcome.error)]
         self.node_claims = [nc for nc in self.node_claims if nc.name not in dropped]
 
-    def _schedule(self, outcome: PodOutcome, replay: bool = False) -> bool:
+    def _schedule(self, outcome: PodOutcome, replay: bool = False, explain: bool = True) -> bool:
         """One attempt of one pod; ``replay`` (the loop's own passes only, never a trial) lets
-        a pod of the same shape as one that failed in this same state take that result."""
+        a pod of the same shape as one that failed in this same state take that result.
+        ``explain`` False: a failure's words and funnels are not built (a traced run builds
+        them all the same)."""
         state = self.state
         cache = state.cache
         start_nodes = state.allocator.dfs_nodes
@@ -154,16 +158,16 @@ class Scheduler:
                 outcome.seen_version = start_version
                 outcome.seen_validated = start_validated
                 return False
-        placed = self._attempt(outcome)
+        placed = self._attempt(outcome, explain or state.trace.enabled)
         if not placed:
             outcome.seen_version = start_version
             outcome.seen_validated = start_validated
             outcome.dfs_nodes = state.allocator.dfs_nodes - start_nodes
-            if shape is not None:
+            if shape is not None and outcome.explained:
                 cache.remember_shape(shape, start_version, outcome)
         return placed
 
-    def _attempt(self, outcome: PodOutcome) -> bool:
+    def _attempt(self, outcome: PodOutcome, explain: bool = True) -> bool:
         """Karpenter's ``add``: place the pod on the first target that can take it."""
         state = self.state
         trace = state.trace
@@ -172,6 +176,7 @@ class Scheduler:
         outcome.reasons = []
         outcome.funnel_log = []
         outcome.error = None
+        outcome.explained = True
         claims = outcome.pod_claims.claims
         pod_node = trace.add(None, "pod", pod.key) if trace.enabled else -1
         if outcome.pod_claims.error is not None:
@@ -186,7 +191,7 @@ class Scheduler:
             outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
             trace.set(pod_node, "failed", "node-resources", shared)
             return False
-        decision, data, relaxed = self._try_schedule(outcome, pod_node, explain=True)
+        decision, data, relaxed = self._try_schedule(outcome, pod_node, explain=explain)
         if trace.enabled:  # targets refused alike share one node, as in the result
             trace.group_targets(pod_node, trace_target_key)
         if decision is not None:
@@ -195,7 +200,8 @@ class Scheduler:
             return True
         if relaxed:
             state.topology.update(pod)  # the pod's groups as written again, for its retries
-        outcome.error = explain.summarize(outcome.reasons)
+        outcome.explained = explain
+        outcome.error = summarize(outcome.reasons)
         outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
         trace.set(pod_node, "failed", "unschedulable", outcome.error)
         return False

@@ -188,11 +188,12 @@ def test_a_pod_failing_on_full_nodeclaims_of_another_model_is_told_the_model_fir
     assert 'rejected by selector: model is "L4"' in reasons["nodepool/gpu-pool"]
 
 
-def test_failed_pods_of_one_shape_share_the_words_of_unchanged_nodeclaims(monkeypatch) -> None:
+def test_failed_pods_of_one_shape_are_worded_once_in_their_last_pass(monkeypatch) -> None:
     # train-12 (T4) fails on three full L4 NodeClaims; train-13 (L4) opens a fourth; train-14
-    # (T4, the same shape as train-12) fails again. Only the new NodeClaim is asked again in
-    # full for train-14: the three others read nothing that changed, so the words built for
-    # train-12 are train-14's too, naming train-14's own claim.
+    # (T4, the same shape as train-12) fails again. Both failed after a placement of the first
+    # pass, so both are tried again and only that last try is worded: train-12 asks each of
+    # the four NodeClaims once, and train-14, the same shape in the same state, takes its
+    # words, naming its own claim.
     from allocator.scheduling.nodeclaim import NodeClaim
 
     asked: list[tuple[str, str]] = []
@@ -207,7 +208,10 @@ def test_failed_pods_of_one_shape_share_the_words_of_unchanged_nodeclaims(monkey
     its = [("L4", 1, 8, ZONES), ("L4", 4, 16, ZONES), ("H100", 4, 32, ZONES)]
     docs = cluster([], its, [l4] * 12 + [t4, l4, t4], 0, False)
     fast = run(docs, True)
-    assert [a for a in asked if a[1] == "default/train-14"] == [("gpu-pool-4", "default/train-14")]
+    assert [a for a in asked if a[1] == "default/train-14"] == []
+    assert sorted(a for a in asked if a[1] == "default/train-12") == [
+        (f"gpu-pool-{i}", "default/train-12") for i in (1, 2, 3, 4)
+    ]
     assert fast == run(docs, False)
     failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
     assert sorted(failed) == ["default/train-12", "default/train-14"]
@@ -254,8 +258,8 @@ def test_failed_pods_of_other_sizes_share_allocates_words_on_unchanged_nodeclaim
 ) -> None:
     # train-12 (T4, 2 CPUs) and train-13 (T4, 3 CPUs: another pod shape) fail on three full L4
     # NodeClaims. Their claims have one spec and each NodeClaim keeps the same instance types
-    # for both: Allocate's words there are worked out for train-12 and are train-13's too,
-    # naming train-13's own claim.
+    # for both: Allocate's words there are worked out for the first worded (train-13, the
+    # bigger, in their last pass) and are the other's too, naming its own claim.
     from allocator.allocator import Allocator
 
     asked: list[tuple[int, str, str]] = []
@@ -277,18 +281,18 @@ def test_failed_pods_of_other_sizes_share_allocates_words_on_unchanged_nodeclaim
     monkeypatch.undo()
     # The simulation's own Allocator (suggestions' trials run with their own).
     run_id = asked[0][0]
-    first = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-12-gpu"}
-    second = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-13-gpu"}
+    first = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-13-gpu"}
+    second = {nc for a, nc, claim in asked if a == run_id and claim == "default/train-12-gpu"}
     assert first == {"gpu-pool-1", "gpu-pool-2", "gpu-pool-3"}
     assert not second
     assert fast == run(docs, False)
     failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
     assert sorted(failed) == ["default/train-12", "default/train-13"]
-    reasons = {r["target"]: r["reason"] for r in failed["default/train-13"]["reasons"]}
+    reasons = {r["target"]: r["reason"] for r in failed["default/train-12"]["reasons"]}
     for name in ("gpu-pool-1", "gpu-pool-2", "gpu-pool-3"):
         words = reasons[f"node/{name}"]
-        assert "claim default/train-13-gpu request gpu: 0 of 1 devices available" in words
-        assert "train-12" not in words
+        assert "claim default/train-12-gpu request gpu: 0 of 1 devices available" in words
+        assert "train-13" not in words
 
 
 def test_a_nodeclaims_count_bound_is_worked_out_once_per_state(monkeypatch) -> None:
