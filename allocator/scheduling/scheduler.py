@@ -379,8 +379,8 @@ class Scheduler:
         taken: list[Mapping[str, int]] | None,
     ) -> Decision | None:
         """The first NodeClaim of the run that takes the pod, in order, passing over those
-        whose hostname ``taken`` counts a pod on, without a reason (the pod's reasons are then
-        complete only if one takes it)."""
+        whose hostname ``taken`` counts a pod on: they get no reason (a pod failing everywhere
+        has every NodeClaim asked again, see ``_decide``)."""
         outcome = pod.outcome
         reasons = outcome.reasons
         funnels = outcome.funnel_log
