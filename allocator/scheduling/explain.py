@@ -121,9 +121,10 @@ def grouped_reasons(
             key = ("words", reason)
         entry = groups.get(key)
         if entry is None:
+            # Worded (clipped) only if kept: 1,000 targets may refuse 1,000 ways.
             groups[key] = {
                 "target": target,
-                "reason": clip(reason),
+                "reason": reason,
                 "targets": 1,
                 "exampleTargets": [target],
             }
@@ -134,18 +135,23 @@ def grouped_reasons(
     # NodePools come last and are all kept (the error names each); the node groups are capped.
     entries = [e for k, e in groups.items() if k[0] != "nodepool"]
     pools = [e for k, e in groups.items() if k[0] == "nodepool"]
-    if len(entries) <= MAX_REASON_GROUPS:
-        return entries + pools
-    shown, rest = entries[: MAX_REASON_GROUPS - 1], entries[MAX_REASON_GROUPS - 1 :]
+    rest = []
+    if len(entries) > MAX_REASON_GROUPS:
+        rest = [_rest_of(entries[MAX_REASON_GROUPS - 1 :])]
+        del entries[MAX_REASON_GROUPS - 1 :]
+    for e in entries + pools:
+        e["reason"] = clip(e["reason"])
+    return entries + rest + pools
+
+
+def _rest_of(rest: list[dict]) -> dict:
+    """One entry for the node groups past the first few."""
     count = sum(e["targets"] for e in rest)
     examples = [t for e in rest for t in e["exampleTargets"]][:MAX_EXAMPLES]
-    shown.append(
-        {
-            "target": rest[0]["target"],
-            "reason": f"{count} more targets refused the pod {len(rest)} other ways "
-            f"(first: {clip(rest[0]['reason'], MAX_REASON_CHARS // 2)})",
-            "targets": count,
-            "exampleTargets": examples,
-        }
-    )
-    return shown + pools
+    first = clip(clip(rest[0]["reason"]), MAX_REASON_CHARS // 2)
+    return {
+        "target": rest[0]["target"],
+        "reason": f"{count} more targets refused the pod {len(rest)} other ways (first: {first})",
+        "targets": count,
+        "exampleTargets": examples,
+    }

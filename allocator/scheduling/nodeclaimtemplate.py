@@ -69,7 +69,9 @@ class NodeClaimTemplate:
     charged: Resources = field(default_factory=dict)
     # The largest capacity per resource of ``instance_types`` (the list it was taken of).
     largest: tuple[list[InstanceTypeInfo], Resources] | None = None
-    # The same per set of instance types (by name) a NodeClaim was created with.
+    # The instance types within what the limits leave: (``instance_types``, what is left, them).
+    within: tuple[list[InstanceTypeInfo], tuple, list[InstanceTypeInfo]] | None = None
+    # The largest capacity per set of instance types (by name) a NodeClaim was created with.
     _largest_of: dict[tuple[str, ...], Resources] = field(default_factory=dict)
     # daemon_overhead, with the groups and instance types it was worked out for.
     least: tuple[tuple, list[InstanceTypeInfo], Resources] | None = None
@@ -202,7 +204,16 @@ class NodeClaimTemplate:
             self.largest = (types, max_capacity(types))
         if within_limits(self.largest[1], remaining):
             return types
-        return [i for i in types if within_limits(i.capacity, remaining)]
+        # Once a limit is near, every pod asks again until another NodeClaim is charged.
+        key = tuple(remaining.items())
+        kept = self.within
+        if kept is None or kept[0] is not types or kept[1] != key:
+            kept = self.within = (
+                types,
+                key,
+                [i for i in types if within_limits(i.capacity, remaining)],
+            )
+        return kept[2]
 
     def _regroup_if_changed(self) -> None:
         """The overhead groups again when they were made for other requirements or instance

@@ -117,6 +117,7 @@ class ShapeAttempt:
     funnel_log: list[FunnelEntry]
     validated: bool
     dfs_nodes: int
+    error: str | None = None  # the attempt's summary
 
 
 @dataclass(slots=True)
@@ -536,6 +537,7 @@ class RefusalCache:
             outcome.funnel_log,
             outcome.validated,
             outcome.dfs_nodes,
+            outcome.error,
         )
 
     def replay(self, outcome: PodOutcome, seen: ShapeAttempt, claim_state: ClaimState) -> None:
@@ -555,13 +557,20 @@ class RefusalCache:
 
         outcome.attempts += 1
         outcome.explained = True  # only explained attempts are remembered
-        outcome.reasons = [(t, renamed(r)) for t, r in seen.reasons]
+        same_names = all(a == b for a, b in names.items())  # no claims: nothing renamed
+        if same_names:
+            outcome.reasons = list(seen.reasons)
+        else:
+            outcome.reasons = [(t, renamed(r)) for t, r in seen.reasons]
         outcome.funnel_log = [
             (t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in seen.funnel_log
         ]
         if seen.validated and not outcome.validated:
             self.mark_validated(outcome)
-        outcome.error = explain.summarize(outcome.reasons)
+        if same_names and seen.error is not None:
+            outcome.error = seen.error
+        else:
+            outcome.error = explain.summarize(outcome.reasons)
         outcome.claim_states = {c.key: claim_state(c) for c in outcome.pod_claims.claims}
         outcome.dfs_nodes = seen.dfs_nodes
         self.replayed += 1

@@ -66,6 +66,28 @@ def test_third_vllm_replica_out_of_nodepool_cpu_gets_a_limit_before_giving_up_an
     placed_after(docs, limit, third)
 
 
+def test_vllm_replicas_failing_alike_each_get_the_workload_change_naming_themselves():
+    """Two replicas out of NodePool cpu (room for one p5.48xlarge): the second replica's
+    suggestions are the first's, renamed (tried once). Each change names its own pod; the
+    pods the change edits are the workload's, the same list for both."""
+    docs = example("topology-vllm-anti-affinity.yaml")
+    (pool,) = of_kind(docs, "NodePool")
+    pool["spec"]["limits"] = {"cpu": "200"}  # one p5.48xlarge
+    result = run(docs)
+    failed = [e for e in result["pods"] if not e["scheduled"]]
+    assert len(failed) == 2
+    changes = []
+    for entry in failed:
+        (relaxed,) = [s for s in entry["suggestions"] if s["kind"] == "relax-topology"]
+        assert relaxed["change"]["object"] == f"Pod {entry['pod']}"
+        assert f"of pod {entry['pod']} " in relaxed["message"]
+        changes.append(relaxed["change"])
+    replicas = [f"Pod {p['metadata']['namespace']}/{p['metadata']['name']}" for p in docs[-3:]]
+    assert sorted(changes[0]["objects"]) == sorted(replicas)
+    assert changes[1]["objects"] == changes[0]["objects"]
+    assert list(changes[1]) == list(changes[0])  # the change's fields in the same order
+
+
 def test_the_pods_own_term_alone_is_not_enough_the_replicas_keep_it_away():
     # Only the failed replica's anti-affinity relaxed: the two placed replicas' required
     # anti-affinity still selects it, so it stays out (why the fix covers the workload).

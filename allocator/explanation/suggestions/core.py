@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
+import orjson
+
 from allocator.explanation.funnel import RejectionGroup
 from allocator.explanation.suggestions.ranking import (
     SCOPES,
@@ -135,20 +137,20 @@ def suggest(
     ctx = _Context(snapshot, run)
     # Replicas (same namespace, pod spec and claim specs) see the same state and get the same
     # verified answers: tried once, renamed for the others.
-    seen: dict[str, tuple[dict[str, str], list[dict]]] = {}
+    seen: dict[str, tuple[dict[str, str], _Written]] = {}
     for outcome in outcomes:
         if outcome.scheduled:
             continue
         signature = _signature(ctx, outcome)
         names = _names(outcome)
         if signature is not None and signature in seen:
-            first_names, found = seen[signature]
-            report.by_pod[outcome.pod.key] = _renamed(found, first_names, names)
+            first_names, text = seen[signature]
+            report.by_pod[outcome.pod.key] = _renamed(text, first_names, names)
             continue
         found = _for_pod(ctx, outcome, report)
         report.by_pod[outcome.pod.key] = found
         if signature is not None:
-            seen[signature] = (names, found)
+            seen[signature] = (names, _written(found))  # written once, renamed per replica
     for key, found in report.by_pod.items():
         report.by_pod[key] = _on_the_whole_loop(snapshot, whole_loop, key, found)
     if whole_loop is not None:
@@ -223,10 +225,50 @@ def _names(outcome) -> dict[str, str]:
     return out
 
 
-def _renamed(found: list[dict], old: dict[str, str], new: dict[str, str]) -> list[dict]:
-    text = json.dumps(found)
+@dataclass(slots=True)
+class _Written:
+    """A replica's suggestions, written once for renaming per replica: as JSON text (non-ASCII
+    as is, as orjson writes it; the standard library writes what orjson refuses, an integer
+    past 64 bits) but for each change's ``objects``, kept aside per suggestion and change. Those
+    list the pods a change edits (every pod of a workload, the holders of devices): the same
+    for every replica, and as long as the workload, so they are shared, not written again."""
+
+    text: str
+    objects: list[list[tuple[list[str], list[str]] | None]]  # (the change's keys, objects)
+
+
+def _changes(suggestion: dict) -> list[dict]:
+    return suggestion.get("changes") or [suggestion["change"]]
+
+
+def _written(found: list[dict]) -> _Written:
+    apart: list[dict] = []
+    objects: list[list[tuple[list[str], list[str]] | None]] = []
+    for suggestion in found:
+        kept, changes = [], []
+        for change in _changes(suggestion):
+            if "objects" in change:
+                kept.append((list(change), change["objects"]))
+                change = {k: v for k, v in change.items() if k != "objects"}
+            else:
+                kept.append(None)
+            changes.append(change)
+        key = "changes" if suggestion.get("changes") else "change"
+        apart.append({**suggestion, key: changes if key == "changes" else changes[0]})
+        objects.append(kept)
+    try:
+        text = orjson.dumps(apart).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = json.dumps(apart, ensure_ascii=False)
+    return _Written(text, objects)
+
+
+def _renamed(written: _Written, old: dict[str, str], new: dict[str, str]) -> list[dict]:
+    """The suggestions ``written`` for the replica named ``new``, the changes' objects shared."""
+    text = written.text
     # Swapped, not only renamed: a replica's suggestion that names the first replica (a
-    # workload change lists every pod, a whole-loop effect on it) names this one's instead.
+    # workload change's words list its pods, a whole-loop effect on it) names this one's
+    # instead.
     swaps = [(old[k], new[k]) for k in old if old[k] != new[k]]
     swaps += [(after, before) for before, after in swaps]
     pairs = sorted(swaps, key=lambda p: -len(p[0]))
@@ -234,10 +276,30 @@ def _renamed(found: list[dict], old: dict[str, str], new: dict[str, str]) -> lis
     for i, (before, _) in enumerate(pairs):  # two steps, so that one rename never feeds another
         token = f"\x00{i}\x00"
         tokens[token] = pairs[i][1]
-        text = text.replace(json.dumps(before)[1:-1], json.dumps(token)[1:-1])
+        text = text.replace(_in_json(before), _in_json(token))
     for token, after in tokens.items():
-        text = text.replace(json.dumps(token)[1:-1], json.dumps(after)[1:-1])
-    return json.loads(text)
+        text = text.replace(_in_json(token), _in_json(after))
+    try:
+        found = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        found = json.loads(text)
+    for suggestion, kept in zip(found, written.objects, strict=True):
+        changes = _changes(suggestion)
+        for i, aside in enumerate(kept):
+            if aside is not None:
+                keys, objects = aside
+                change = changes[i]
+                changes[i] = {k: objects if k == "objects" else change[k] for k in keys}
+        if suggestion.get("changes"):
+            suggestion["changes"] = changes
+        else:
+            suggestion["change"] = changes[0]
+    return found
+
+
+def _in_json(name: str) -> str:
+    """``name`` as it stands inside a JSON string orjson wrote."""
+    return orjson.dumps(name).decode()[1:-1]
 
 
 class _Context:
