@@ -206,7 +206,9 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
         except Exception as error:  # noqa: BLE001  an explanation never breaks a run
             run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
     entry["reasons"] = grouped_reasons(
-        outcome.reasons, kinds=reading.kinds if reading is not None else None
+        outcome.reasons,
+        kinds=reading.kinds if reading is not None else None,
+        reason_kinds=outcome.reason_kinds,
     )
     if not outcome.scheduled:
         entry["explanation"] = []

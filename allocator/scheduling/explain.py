@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from allocator.explanation.funnel import signature
 from allocator.scheduling.fit import Resources, format_resources
+from allocator.scheduling.topology import TopologyError
 
 MAX_NAMES = 3
 MAX_GROUPS = 6  # groups of existing targets the line names; the NodePools are all named
@@ -40,19 +41,32 @@ def dra_reason(error: str) -> str:
     return f"allocating dynamic resources, {error}"
 
 
-def summarize(reasons: list[tuple[str, str]]) -> str:
-    """One line from ``[(target, reason)]``; NodePool reasons (already worded) come last."""
+def topology_kind(err: TopologyError) -> tuple:
+    """What a topology's refusal says whichever target it refused: its type and key, whose
+    it is, and the counts it read (the words add the target's domains and the pods there)."""
+    return ("topology", str(err.type), err.key, err.inverse, err.counts_text)
+
+
+def summarize(reasons: list[tuple[str, str]], kinds: Mapping[str, tuple] | None = None) -> str:
+    """One line from ``[(target, reason)]``; NodePool reasons (already worded) come last.
+    Targets refused the same way (the same words, or the same ``kinds`` entry) are one group,
+    worded as the first of them."""
     if not reasons:
         return "no target could be tried: the snapshot has no schedulable node and no NodePool"
-    grouped: dict[str, list[str]] = {}
+    grouped: dict[object, tuple[str, list[str]]] = {}
     pools: list[str] = []
     for target, reason in reasons:
         if target.startswith("nodepool/"):
             pools.append(reason)
+            continue
+        kind = kinds.get(target) if kinds else None
+        group = grouped.get(kind or reason)
+        if group is None:
+            grouped[kind or reason] = (reason, [target])
         else:
-            grouped.setdefault(reason, []).append(target)
+            group[1].append(target)
     parts = []
-    ordered = list(grouped.items())
+    ordered = list(grouped.values())
     for reason, targets in ordered[:MAX_GROUPS]:
         names = ", ".join(targets[:MAX_NAMES])
         if len(targets) > MAX_NAMES:
@@ -99,17 +113,21 @@ def grouped_reasons(
     funnels: Iterable[tuple] = (),
     memo: dict | None = None,
     kinds: Mapping[str, tuple] | None = None,
+    reason_kinds: Mapping[str, tuple] | None = None,
 ) -> list[dict]:
     """``pods[].reasons``: targets that refused the pod the same way share one entry
     (``target`` the first, its words, ``targets`` their count, ``exampleTargets`` up to 5), in
     the order first met, so the result does not grow with the cluster. The same way: the same
     kinds of device refusal (``funnels``, the pod's funnel log: the words of an ``allocated``
-    refusal name each node's holders, the kind does not), else the same words; each NodePool
-    keeps its own entry. A few targets keep one entry each, in the order tried."""
+    refusal name each node's holders, the kind does not), the same cause of other refusals
+    whose words name what differs per target (``reason_kinds``: a topology's domains), else
+    the same words; each NodePool keeps its own entry. A few targets keep one entry each, in
+    the order tried."""
     if len(reasons) <= MAX_PLAIN_REASONS:
         return [{"target": t, "reason": clip(r)} for t, r in reasons]
     if kinds is None:
         kinds = target_kinds(funnels, memo)
+    other = reason_kinds or {}
     groups: dict[tuple, dict] = {}
     for target, reason in reasons:
         kind = kinds.get(target)
@@ -117,6 +135,8 @@ def grouped_reasons(
             key = ("nodepool", target)  # few, each named (the error ends with the last)
         elif kind:
             key = ("devices", kind)
+        elif target in other:
+            key = ("cause", other[target])
         else:
             key = ("words", reason)
         entry = groups.get(key)

@@ -44,6 +44,9 @@ class PodOutcome:
     claim_outcomes: list = field(default_factory=list)  # AllocationResult.claims
     claim_states: dict[str, str] = field(default_factory=dict)  # for unplaced pods
     reasons: list[tuple[str, str]] = field(default_factory=list)
+    # Targets whose words name what differs per target (a topology's domains and the pods
+    # there) for one cause: target -> that cause (explain.topology_kind), so they group.
+    reason_kinds: dict[str, tuple] = field(default_factory=dict)
     error: str | None = None
     dra_node_resources: Resources = field(default_factory=dict)
     attempts: int = 0

@@ -118,6 +118,7 @@ class ShapeAttempt:
     validated: bool
     dfs_nodes: int
     error: str | None = None  # the attempt's summary
+    reason_kinds: dict[str, tuple] = field(default_factory=dict)  # PodOutcome.reason_kinds
 
 
 @dataclass(slots=True)
@@ -538,6 +539,7 @@ class RefusalCache:
             outcome.validated,
             outcome.dfs_nodes,
             outcome.error,
+            outcome.reason_kinds,
         )
 
     def replay(self, outcome: PodOutcome, seen: ShapeAttempt, claim_state: ClaimState) -> None:
@@ -557,6 +559,7 @@ class RefusalCache:
 
         outcome.attempts += 1
         outcome.explained = True  # only explained attempts are remembered
+        outcome.reason_kinds = seen.reason_kinds  # by target, read only
         same_names = all(a == b for a, b in names.items())  # no claims: nothing renamed
         if same_names:
             outcome.reasons = list(seen.reasons)
@@ -570,7 +573,7 @@ class RefusalCache:
         if same_names and seen.error is not None:
             outcome.error = seen.error
         else:
-            outcome.error = explain.summarize(outcome.reasons)
+            outcome.error = explain.summarize(outcome.reasons, outcome.reason_kinds)
         outcome.claim_states = {c.key: claim_state(c) for c in outcome.pod_claims.claims}
         outcome.dfs_nodes = seen.dfs_nodes
         self.replayed += 1

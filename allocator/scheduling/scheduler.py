@@ -22,7 +22,7 @@ from allocator.model import Pod, ResourceClaim
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
 from allocator.scheduling.existingnode import ExistingNode
-from allocator.scheduling.explain import summarize
+from allocator.scheduling.explain import summarize, topology_kind
 from allocator.scheduling.finalization import MAX_INSTANCE_TYPES
 from allocator.scheduling.fit import (
     NoInstanceType,
@@ -137,6 +137,7 @@ class Scheduler:
                 outcome.target = None
                 outcome.error = dropped[target.name]
                 outcome.reasons = [(f"nodepool/{target.node_pool}", outcome.error)]
+                outcome.reason_kinds = {}
         self.node_claims = [nc for nc in self.node_claims if nc.name not in dropped]
 
     def _schedule(self, outcome: PodOutcome, replay: bool = False, explain: bool = True) -> bool:
@@ -174,6 +175,7 @@ class Scheduler:
         pod = outcome.pod
         outcome.attempts += 1
         outcome.reasons = []
+        outcome.reason_kinds = {}
         outcome.funnel_log = []
         outcome.error = None
         outcome.explained = True
@@ -201,7 +203,7 @@ class Scheduler:
         if relaxed:
             state.topology.update(pod)  # the pod's groups as written again, for its retries
         outcome.explained = explain
-        outcome.error = summarize(outcome.reasons)
+        outcome.error = summarize(outcome.reasons, outcome.reason_kinds)
         outcome.claim_states = {c.key: state.claim_state(c) for c in claims}
         trace.set(pod_node, "failed", "unschedulable", outcome.error)
         return False
@@ -217,6 +219,7 @@ class Scheduler:
         following = self.preferences.relax(pod)
         while True:
             outcome.reasons = []
+            outcome.reason_kinds = {}
             outcome.funnel_log = []
             data = self._pod_data(outcome, pod_node, pod)
             decision = self._decide(data, explain=explain and following is None, trial=trial)
@@ -307,6 +310,8 @@ class Scheduler:
             found = node.can_add(pod, state, bounds)
             if isinstance(found, Refusal):
                 reasons.append((node.reason_target, found.reason))
+                if found.topology is not None:
+                    outcome.reason_kinds[node.reason_target] = topology_kind(found.topology)
                 if found.counted:
                     counted_out.append((len(funnels), node, found.trace_node))
                     funnels.append(None)  # its funnel, if the pod fails everywhere
@@ -401,6 +406,8 @@ class Scheduler:
                     deferred.append((len(reasons), len(funnels), again))
                 else:
                     funnels.extend(found.funnels)
+                    if found.topology is not None:
+                        outcome.reason_kinds[nc.reason_target] = topology_kind(found.topology)
                 reasons.append((nc.reason_target, found.reason))
                 continue
             return found
@@ -498,7 +505,10 @@ class Scheduler:
         # From the last: a funnel list grows where an earlier target's funnels go.
         for place, funnel_place, again in reversed(deferred):
             refusal = again()
-            outcome.reasons[place] = (outcome.reasons[place][0], refusal.reason)
+            target = outcome.reasons[place][0]
+            outcome.reasons[place] = (target, refusal.reason)
+            if refusal.topology is not None:
+                outcome.reason_kinds[target] = topology_kind(refusal.topology)
             outcome.funnel_log[funnel_place:funnel_place] = refusal.funnels
         allocator.dfs_nodes = nodes
 

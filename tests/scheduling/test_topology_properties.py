@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
-from tests.contract.conftest import node, pod
+from tests.contract.conftest import namespace, node, pod
 from tests.scheduling.test_nodeclaim_cache_properties import cluster, it_spec, node_spec, pod_spec
 
 ZONE = "topology.kubernetes.io/zone"
@@ -193,3 +193,46 @@ def test_a_pod_refused_by_every_nodeclaims_hostname_is_explained_target_by_targe
         assert r["reason"].startswith("unsatisfiable topology constraint for pod anti-affinity")
         assert f"nodeDomains = kubernetes.io/hostname In [{host}]" in r["reason"]
     assert last["reasons"][3]["target"].startswith("nodepool/")
+
+
+def test_nodeclaims_refused_by_one_anti_affinity_share_one_reason() -> None:
+    """Twelve vllm replicas, one NodeClaim each (hostname anti-affinity), then a thirteenth
+    too big for any instance type: each NodeClaim's words name its own hostname and the
+    replica there, but the cause is one, so the reasons hold one entry for the twelve and
+    the error names three of them and counts the rest."""
+    its = [("L4", 1, 16, ("us-west-2a",))]
+    docs = [*cluster([], its, [], 0, False)]
+    docs += [cpu_pod(i, "vllm", "hostname-anti", "4") for i in range(12)]
+    docs.append(cpu_pod(12, "vllm", "hostname-anti", "200"))
+    result = run(docs, True)
+    assert result == run(docs, False)
+    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    nodes, pool = last["reasons"]
+    assert nodes["targets"] == 12
+    assert nodes["exampleTargets"] == [f"node/gpu-pool-{i}" for i in range(1, 6)]
+    assert "nodeDomains = kubernetes.io/hostname In [gpu-pool-1]" in nodes["reason"]
+    assert pool["target"] == "nodepool/gpu-pool"
+    assert (
+        "node/gpu-pool-1, node/gpu-pool-2, node/gpu-pool-3 and 9 more: unsatisfiable"
+        in (last["error"])
+    )
+
+
+def test_nodes_refused_by_one_anti_affinity_share_one_reason() -> None:
+    """Ten nodes each running a vllm replica, no NodePool: a pending replica with a hostname
+    anti-affinity is refused by every node for one cause, in words naming each node."""
+    docs = [namespace("default")]
+    for i in range(10):
+        name = f"ip-10-0-3-{i}.us-west-2.compute.internal"
+        docs.append(node(name, cpu="32", memory="128Gi"))
+        running = pod(f"vllm-{i}", node_name=name, created="2026-12-01T09:00:00Z")
+        running["metadata"]["labels"] = {"app": "vllm"}
+        docs.append(running)
+    docs.append(cpu_pod(10, "vllm", "hostname-anti", "2"))
+    result = run(docs, True)
+    assert result == run(docs, False)
+    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    (nodes,) = last["reasons"]
+    assert nodes["targets"] == 10
+    assert "unsatisfiable topology constraint for pod anti-affinity" in nodes["reason"]
+    assert "and 7 more: unsatisfiable topology constraint" in last["error"]
