@@ -37,6 +37,7 @@ WORKLOADS = (
     ("karpenter-generic-failing", 1.0),
     ("karpenter-dra-failing", 0.3),
     ("karpenter-preferences", 0.25),
+    ("anti-affinity-limits", 0.2),
 )
 
 

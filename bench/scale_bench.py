@@ -19,6 +19,10 @@ anchors.
     whose zone anti-affinity preference must be relaxed, one new node each: quadratic in Go
     too). Its Go figure was not measured here; the target bounds time and memory (it took
     220 s and 14 GB before NodeClaims taken by a hostname anti-affinity were passed over).
+(e) ``anti-affinity-limits``: a Deployment of 5,000 replicas that must not share a hostname,
+    past its NodePool's cpu limit (1,000 NodeClaims): 4,000 replicas fail on 1,000 NodeClaims
+    and the NodePool, one cause (15.7 s and 2.2 GB before replicas shared their suggestions'
+    object lists).
 
 For each: the snapshot is generated with fixed seeds (bench/workloads.py), then
 ``python -m allocator simulate FILE --json`` runs in a child process: its wall time and peak
@@ -67,6 +71,7 @@ TARGETS = {
     "upload": (4.0, 1.0),
     **{kind: (KARPENTER_SECONDS, None) for kind in KARPENTER_SHAPES},
     "karpenter-preferences": (10.0, None),
+    "anti-affinity-limits": (10.0, 5.0),
 }
 KARPENTER_ANCHOR = "Karpenter Go benchmark: 1,000 pods on 200 new nodes in 0.89 s (no DRA)"
 KUBE_SCHEDULER_ANCHOR = "kube-scheduler scheduler_perf (DRA): a few hundred pods/s"

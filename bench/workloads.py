@@ -877,6 +877,28 @@ def karpenter_preferences(pods: int = 4000, *, seed: int = 42) -> list[dict]:
     ]
 
 
+def anti_affinity_past_limits(
+    pods: int = 5000, node_claims: int = 1000, seed: int = 7
+) -> list[dict]:
+    """A Deployment scaled past its NodePool's limits: ``pods`` nginx replicas (Karpenter's
+    benchmark sizes) that must not share a hostname, on Karpenter's benchmark NodePool and 400
+    instance types with a cpu limit for ``node_claims`` NodeClaims (each is charged at its
+    largest instance type, 400 vCPUs). The rest fail on every NodeClaim (each holds a replica)
+    and on the NodePool (its limit): one cause for thousands of targets and pods."""
+    docs = karpenter_benchmark(0, topology=False, seed=seed)
+    for doc in docs:
+        if doc["kind"] == "NodePool":
+            doc["spec"]["limits"] = {"cpu": str(400 * node_claims)}
+    rng = random.Random(seed)
+    labels = {"app": "nginx"}
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return docs + [
+        _karpenter_pod(rng, i, dict(labels), affinity=json.loads(json.dumps(affinity)))
+        for i in range(pods)
+    ]
+
+
 # --- (c) a 10 MB YAML upload ------------------------------------------------------------------
 
 
@@ -909,6 +931,7 @@ KINDS = (
     "upload",
     *KARPENTER_SHAPES,
     "karpenter-preferences",
+    "anti-affinity-limits",
 )
 
 
@@ -931,6 +954,8 @@ def documents(kind: str, scale: float = 1.0) -> list[dict]:
         )
     if kind == "karpenter-preferences":
         return karpenter_preferences(int(4000 * scale))
+    if kind == "anti-affinity-limits":
+        return anti_affinity_past_limits(int(5000 * scale), max(1, int(1000 * scale)))
     raise SystemExit(f"unknown workload {kind!r}")
 
 

@@ -14,6 +14,7 @@ from allocator.scheduling.tuning import Tuning
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from bench.workloads import (
+    anti_affinity_past_limits,
     busy_nodes,
     existing_nodes,
     held_devices,
@@ -270,3 +271,26 @@ def test_the_nodeclaim_order_kept_between_placements_is_the_one_sorted_again(mon
 
     monkeypatch.setattr(Scheduler, "_note_more_pods", unsorted)
     assert run(docs) == kept
+
+
+def test_a_deployment_past_its_limits_fails_each_extra_replica_for_one_cause() -> None:
+    """60 nginx replicas that must not share a hostname, a cpu limit of 12 x 400: each
+    NodeClaim is charged at its largest instance type (399.9 vCPUs), so a 13th fits in what is
+    left. The other 47 fail, each refused by the 13 NodeClaims for one cause (one reasons
+    entry) and by the NodePool's limit; the replicas share their suggestions, each naming
+    itself."""
+    docs = anti_affinity_past_limits(60, 12)
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    assert fast["stats"]["scheduled"] == 13 and len(fast["nodeClaims"]) == 13
+    failed = [p for p in fast["pods"] if not p["scheduled"]]
+    assert len(failed) == 47
+    for entry in failed:
+        nodes, pool = entry["reasons"]
+        assert nodes["targets"] == 13
+        assert nodes["reason"].startswith("unsatisfiable")
+        assert pool["target"] == "nodepool/default"
+        for suggestion in entry["suggestions"]:
+            change = suggestion.get("change") or suggestion["changes"][0]
+            if change["object"].startswith("Pod "):
+                assert change["object"] == f"Pod {entry['pod']}"
