@@ -16,6 +16,7 @@ import sys
 from typing import TextIO
 
 from allocator import jsonwrite
+from allocator.edits import object_patches
 from allocator.features.gates import (
     KUBERNETES_VERSIONS,
     FeatureGateError,
@@ -479,9 +480,7 @@ def _patch_lines(suggestion: dict) -> str:
         change = entry.get("change") if isinstance(entry.get("change"), dict) else entry
         if not entry.get("patch"):
             continue
-        # A workload-wide change carries each replica's own patch.
-        each = entry.get("patches") or [{"object": change.get("object"), "patch": entry["patch"]}]
-        for one in each:
+        for one in object_patches(entry, change):  # a workload-wide change: every replica
             kind, _, ref = str(one.get("object") or "").partition(" ")
             ns, slash, name = ref.partition("/")
             where = f"-n {ns} {name}" if slash else ref

@@ -439,11 +439,25 @@ def _annotate_one(target: dict, change: dict, index: ObjectIndex) -> Edit | None
         target.update({"patch": None, "manifest": None, "recreate": False, "patchError": str(exc)})
         return None
     target.update(edit.to_json())
-    if more:
-        # A workload-wide change (every replica's topology term): each pod's own patch, since
-        # list indices may differ between replicas.
+    if any(e.patch != edit.patch for e in more):
+        # A workload-wide change (every replica's topology term) whose replicas differ (list
+        # indices): each pod's own patch. Alike, ``patch`` is each one's (object_patches): a
+        # replica's entry does not list its workload's patches again.
         target["patches"] = [{"object": e.object, "patch": e.patch} for e in [edit, *more]]
     return edit
+
+
+def object_patches(entry: dict, change: dict) -> list[dict]:
+    """``[{"object", "patch"}]`` of an annotated change (``entry`` the suggestion or one of its
+    ``changes``): its ``patches`` when the objects' patches differ, else ``patch`` for each of
+    ``change.objects`` (a workload-wide change) or for ``change.object``."""
+    each = entry.get("patches")
+    if isinstance(each, list):
+        return [e for e in each if isinstance(e, dict)]
+    objects = change.get("objects")
+    if not isinstance(objects, list) or not objects:
+        objects = [change.get("object")]
+    return [{"object": o, "patch": entry.get("patch")} for o in objects]
 
 
 def _other_objects(change: dict) -> list[str]:

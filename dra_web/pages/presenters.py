@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 
+from allocator.edits import object_patches
 from allocator.model import Offering
 from allocator.quantity import Quantity
 from allocator.trace import parse_new_nodeclaim_label
@@ -669,14 +670,15 @@ def what_if_edits(s: dict[str, Any]) -> list[dict[str, Any]]:
         if change.get("op") == "delete":
             objects = change.get("objects") or [change.get("object")]
             edits.extend({"object": o, "delete": True} for o in objects if isinstance(o, str))
-        elif isinstance(entry.get("patches"), list):
-            edits.extend(
+        elif isinstance(entry.get("patches"), list) or isinstance(entry.get("patch"), list):
+            each = [
                 {"object": e["object"], "patch": e["patch"]}
-                for e in entry["patches"]
-                if isinstance(e, dict) and isinstance(e.get("patch"), list)
-            )
-        elif isinstance(entry.get("patch"), list) and change.get("object"):
-            edits.append({"object": change["object"], "patch": entry["patch"]})
+                for e in object_patches(entry, change)
+                if isinstance(e.get("object"), str) and isinstance(e.get("patch"), list)
+            ]
+            if not each:
+                return []
+            edits.extend(each)
         else:
             return []
     return edits
@@ -688,10 +690,7 @@ def kubectl_patch_text(s: dict[str, Any]) -> str:
     lines = []
     for entry in _changes(s):
         change = _change_of(entry)
-        each = entry.get("patches")
-        if not isinstance(each, list):
-            each = [{"object": change.get("object"), "patch": entry.get("patch")}]
-        for one in each:
+        for one in object_patches(entry, change):
             patch = one.get("patch") if isinstance(one, dict) else None
             if not isinstance(patch, list):
                 continue

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
-from allocator.edits import object_name
+from allocator.edits import object_name, object_patches
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_documents, load_paths
 
@@ -98,11 +98,11 @@ def test_each_suggested_patch_places_the_pod(docs, pod, suggestion):
     after = docs
     for entry in changes:
         change = entry.get("change", entry)
-        for one in entry.get("patches") or [{"object": change["object"], "patch": None}]:
-            if one["patch"] is None:
-                after = patched(after, change, entry.get("patch"))
-            else:  # a workload-wide change: each replica's own patch
-                after = patched(after, {**change, "object": one["object"]}, one["patch"])
+        if not change.get("objects") and "patches" not in entry:
+            after = patched(after, change, entry.get("patch"))
+            continue
+        for one in object_patches(entry, change):  # a workload-wide change: every replica
+            after = patched(after, {**change, "object": one["object"]}, one["patch"])
     placed = pod_result(run(after, suggestions=False), pod)
     assert placed["scheduled"], placed["error"]
 
@@ -135,9 +135,9 @@ def test_each_suggestion_as_a_what_if_places_the_pod(docs, pod, suggestion):
 
 
 def test_a_workload_wide_topology_fix_patches_every_replica():
-    """Relaxing the vLLM replicas' anti-affinity is one change of every replica: the result gives
-    each pod's own patch (``patches``), and "Try this fix" sends them all, since a replica that
-    keeps the required term still repels the third."""
+    """Relaxing the vLLM replicas' anti-affinity is one change of every replica: alike, they
+    share ``patch`` (no ``patches`` listing it per replica again), and "Try this fix" sends it
+    for each of them, since a replica that keeps the required term still repels the third."""
     from dra_web.pages.presenters import what_if_edits
 
     docs = load_paths([str(ROOT / "examples" / "topology-vllm-anti-affinity.yaml")]).documents
@@ -150,10 +150,10 @@ def test_a_workload_wide_topology_fix_patches_every_replica():
         s for s in pod_result(result, third)["suggestions"] if s["kind"] == "relax-topology"
     )
     objects = sorted(relaxed["change"]["objects"])
-    assert sorted(p["object"] for p in relaxed["patches"]) == objects
-    assert relaxed["patches"][0]["patch"] == relaxed["patch"]
+    assert len(objects) == 3 and "patches" not in relaxed
     edits = what_if_edits(relaxed)
     assert sorted(e["object"] for e in edits) == objects
+    assert all(e["patch"] == relaxed["patch"] for e in edits)
     after = docs
     for edit in edits:
         after = patched(after, {"object": edit["object"], "op": "set"}, edit["patch"])
