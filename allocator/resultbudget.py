@@ -3,11 +3,13 @@
 The entry is bounded by construction (grouped reasons, at most 6 funnels, 5 examples of
 each), but names are not: node names of 253 characters in every example would take a
 grouped entry past 20 kB. Once built, an entry larger than the budget is trimmed, what says
-least first: example lists shortened, words clipped to 300 characters, a funnel's rejection
+least first: the other pods a fix would move (``affects``) past the first few counted in
+``affectsOmitted`` (a workload-wide fix moves every replica), example lists shortened, words
+clipped to 300 characters, a funnel's rejection
 groups past the largest merged per reason, explanation funnels past the first counted in
 ``explanationOmitted``, then words clipped further, reasons past the first few counted in one
 last entry, and last the error (Karpenter's words, read first) clipped to 1,200 characters.
-The suggestions (the fixes) and the decisive cause are never trimmed.
+The suggestions (the fixes) are otherwise kept whole, and the decisive cause never trimmed.
 """
 
 from __future__ import annotations
@@ -103,6 +105,24 @@ def _words(chars: int, error_chars: int | None = None) -> Callable[[dict, int], 
     return shorten
 
 
+AFFECTS_KEPT = 5
+
+
+def _fewer_affects(entry: dict, limit: int) -> None:
+    """Each suggestion's ``affects`` past the first few (those that lose their placement
+    first) counted in ``affectsOmitted``."""
+    for suggestion in entry.get("suggestions") or ():
+        affects = suggestion.get("affects")
+        if not isinstance(affects, list) or len(affects) <= AFFECTS_KEPT:
+            continue
+        lost = [i for i, a in enumerate(affects) if isinstance(a, dict) and a.get("to") is None]
+        kept = sorted(lost[:AFFECTS_KEPT])
+        kept += [i for i in range(len(affects)) if i not in kept][: AFFECTS_KEPT - len(kept)]
+        kept.sort()
+        suggestion["affects"] = [affects[i] for i in kept]
+        suggestion["affectsOmitted"] = len(affects) - len(kept)
+
+
 def _fewer_reasons(entry: dict, limit: int) -> None:
     """The node groups past the first few counted in one last entry (NodePools kept)."""
     reasons = entry.get("reasons") or []
@@ -124,6 +144,7 @@ def _fewer_reasons(entry: dict, limit: int) -> None:
 
 
 _STEPS: tuple[Callable[[dict, int], None], ...] = (
+    _fewer_affects,
     _examples(2),
     _words(300),
     _fewer_groups(8),

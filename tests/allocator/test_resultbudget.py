@@ -140,3 +140,38 @@ def test_a_trimming_that_fails_breaks_no_run(monkeypatch):
     failed = [p for p in result["pods"] if not p["scheduled"]]
     assert failed and all(p["explanation"] for p in failed)
     assert any("could not be worded (ValueError: no room)" in w for w in result["warnings"])
+
+
+def test_a_workload_fix_moving_every_replica_keeps_the_first_few_moves_and_counts_the_rest():
+    """A relax-topology fix that repacks 400 replicas: before any word of the explanation is
+    clipped, its ``affects`` keeps 5 moves (those losing their placement first) and counts
+    the others; the fix itself is kept."""
+    moves = [
+        {
+            "pod": f"inference/vllm-{i:03d}",
+            "from": {"kind": "NodeClaim", "name": f"gpu-{i}", "new": True},
+            "to": None if i in (250, 300) else {"kind": "NodeClaim", "name": f"gpu-{i + 1}"},
+        }
+        for i in range(400)
+    ]
+    entry = {
+        "pod": "inference/vllm-400",
+        "scheduled": False,
+        "error": "could not schedule pod, " + "x" * 500,
+        "reasons": [{"target": "nodepool/gpu", "reason": "y" * 500}],
+        "suggestions": [
+            {"kind": "relax-topology", "message": "make it preferred", "affects": moves}
+        ],
+    }
+    within_budget(entry)
+    (fix,) = entry["suggestions"]
+    assert [a["pod"] for a in fix["affects"]] == [
+        "inference/vllm-000",
+        "inference/vllm-001",
+        "inference/vllm-002",
+        "inference/vllm-250",
+        "inference/vllm-300",
+    ]
+    assert fix["affectsOmitted"] == 395
+    assert entry["error"] == "could not schedule pod, " + "x" * 500
+    assert entry["reasons"][0]["reason"] == "y" * 500
