@@ -91,11 +91,16 @@ class ExistingNode:
     # room left they read): a Deployment's pods pass thousands of nodes that refuse each of
     # them as they refused the first. Forgotten when a pod is added here.
     refusals: dict[tuple, tuple[tuple, Refusal]] = field(default_factory=dict)
+    # Its hostname domain: its hostname requirement's one value (_with_hostname), "" if none.
+    hostname: str = ""
 
     def __post_init__(self) -> None:
         self.reason_target = f"node/{self.name}"
         self.trace_label = self.reason_target
         self.open_to_all = not self.unschedulable and not self.taints
+        host = self.requirements.get(LABEL_HOSTNAME)
+        values = host.values() if host.operator() == "In" else ()
+        self.hostname = next(iter(values)) if len(values) == 1 else ""
 
     @property
     def initialized(self) -> bool:

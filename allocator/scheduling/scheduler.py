@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from itertools import compress, tee
 from operator import attrgetter, not_
+from typing import TypeVar
 
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, trace_target_key
@@ -46,6 +47,8 @@ from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.trialtargets import TrialTargets
 from allocator.trace import NULL_TRACE
+
+T = TypeVar("T")
 
 
 class Scheduler:
@@ -292,7 +295,24 @@ class Scheduler:
     def _decide(self, pod: PodData, explain: bool, trial: bool = False) -> Decision | None:
         """The first target that can take the pod, or None with the pod's outcome holding a
         reason per target tried (and, with ``explain``, the words and funnels of every
-        refusal that was found without them). A ``trial`` leaves the NodeClaims' order alone."""
+        refusal that was found without them). A ``trial`` leaves the NodeClaims' order alone.
+        Without ``explain``, targets refused outright by a hostname anti-affinity are passed
+        over (``_hosts_taken``): nothing reads a reason of theirs then."""
+        state = self.state
+        quick = state.cache.nodeclaim_caches and not state.trace.enabled
+        taken = None if explain else self._hosts_taken(pod, quick)
+        return self._try_targets(pod, quick, trial, explain, taken)
+
+    def _try_targets(
+        self,
+        pod: PodData,
+        quick: bool,
+        trial: bool,
+        explain: bool,
+        taken: list[Mapping[str, int]] | None,
+    ) -> Decision | None:
+        """``_decide``, passing over the targets whose hostname ``taken`` counts a pod on (none
+        when None): they get no reason."""
         state = self.state
         cache = state.cache
         outcome = pod.outcome
@@ -304,7 +324,7 @@ class Scheduler:
         counting = bool(pod.needed) and state.counter is not None
         bounds = None
         counted_out: list[tuple[int, ExistingNode, int]] = []  # + its trace node
-        for node in self.existing:
+        for node in _not_taken(self.existing, taken, _HOSTNAME):
             if bounds is None and counting and cache.is_validated(outcome):
                 bounds = state.counter.bounds
             found = node.can_add(pod, state, bounds)
@@ -322,7 +342,6 @@ class Scheduler:
 
         # NodeClaims of this run: refusals are first found without their words, explained
         # only when the pod fails everywhere (see _explain_deferred).
-        quick = cache.nodeclaim_caches and not state.trace.enabled
         deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
         # A refusal a topology may have decided depends on every placement: not remembered.
         shape = (
@@ -342,8 +361,6 @@ class Scheduler:
             if not self._by_pods_sorted:
                 slice_sort_by_key(node_claims, self._by_pods_counts)
                 self._by_pods_sorted = True
-        mark = (len(reasons), len(funnels))
-        taken = self._hosts_taken(pod, quick) if node_claims else None
         found = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
         if found is None:
             found = self._try_templates(pod, quick, deferred)
@@ -351,13 +368,6 @@ class Scheduler:
             return found
 
         if explain:
-            if taken and any(any(map(c.get, map(_NAME, node_claims))) for c in taken):
-                # NodeClaims were passed over, refused by a hostname anti-affinity: every
-                # NodeClaim is asked once more, in order, for its refusal in its place.
-                del reasons[mark[0] :], funnels[mark[1] :]
-                deferred.clear()
-                self._try_node_claims(pod, node_claims, quick, shape, deferred, None)
-                self._try_templates(pod, quick, deferred)
             if deferred:
                 self._explain_deferred(pod, deferred)
             self._explain_counted_out(pod, counted_out)
@@ -367,9 +377,10 @@ class Scheduler:
         """For a pod that needs no device and no extended resource, the pods counted per
         hostname by each hostname anti-affinity that decides where it may go (its own, and
         another pod's selecting it; a pod with one is, as Karpenter tracks it, in both): a
-        NodeClaim of the run whose hostname one of them counts a pod on is refused outright
-        (its hostname requirement is its name, one value; TopologyGroup._next_anti_affinity).
-        Read live. None: every NodeClaim is asked."""
+        target whose hostname one of them counts a pod on is refused outright, whatever else
+        it offers (a target's hostname requirement is one value: a node's hostname, a
+        NodeClaim's name; TopologyGroup._next_anti_affinity). Read live. None: every target
+        is asked."""
         if not quick or pod.claims or pod.extended is not None:
             return None
         return self.state.topology.hostname_anti_affinity_counts(pod.pod) or None
@@ -390,12 +401,7 @@ class Scheduler:
         reasons = outcome.reasons
         funnels = outcome.funnel_log
         state = self.state
-        tried: Iterable[NodeClaim] = node_claims
-        for counts in taken or ():
-            # At C speed: the loop below meets only the NodeClaims left.
-            tried, names = tee(tried)
-            tried = compress(tried, map(not_, map(counts.get, map(_NAME, names))))
-        for nc in tried:
+        for nc in _not_taken(node_claims, taken, _NAME):
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
@@ -633,8 +639,21 @@ def _pod_counts(node_claims: list[NodeClaim]) -> list[int]:
     return list(map(len, map(_PODS, node_claims)))
 
 
+def _not_taken(
+    targets: list[T], taken: list[Mapping[str, int]] | None, host: Callable[[T], str]
+) -> Iterable[T]:
+    """``targets`` in order but those whose ``host`` one of ``taken`` counts a pod on, met at
+    C speed (the caller's loop meets only those left)."""
+    left: Iterable[T] = targets
+    for counts in taken or ():
+        left, again = tee(left)
+        left = compress(left, map(not_, map(counts.get, map(host, again))))
+    return left
+
+
 _PODS = attrgetter("pods")
-_NAME = attrgetter("name")
+_NAME = attrgetter("name")  # a NodeClaim's hostname is its name
+_HOSTNAME = attrgetter("hostname")
 
 
 def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:

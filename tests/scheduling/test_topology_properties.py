@@ -156,13 +156,24 @@ def cpu_pod(index: int, app: str, rule: str, cpu: str) -> dict:
         max_size=14,
     ),
     guard=st.booleans(),
+    running=st.lists(st.sampled_from((None, *APPS)), max_size=4),
 )
-def test_nodeclaims_passed_over_by_hostname_anti_affinity_change_nothing(its, pods, guard) -> None:
+def test_targets_passed_over_by_hostname_anti_affinity_change_nothing(
+    its, pods, guard, running
+) -> None:
     """Pods without claims, some with a hostname anti-affinity (required or preferred), some
-    too big for any instance type, and maybe a running pod whose anti-affinity selects vllm
-    pods: placements, reasons and explanations with the shortcuts on are those with them off
-    (a failed pod's reasons name every NodeClaim, in order, with a full attempt's words)."""
+    too big for any instance type, nodes running a replica of an app or nothing, and maybe a
+    running pod whose anti-affinity selects vllm pods: placements, reasons and explanations
+    with the shortcuts on are those with them off (a failed pod's reasons name every node and
+    NodeClaim, in order, with a full attempt's words)."""
     docs = [*cluster([], its, [], 0, False)]
+    for i, app in enumerate(running):
+        name = f"ip-10-0-4-{i}.us-west-2.compute.internal"
+        docs.append(node(name, cpu="8", memory="32Gi"))
+        if app is not None:
+            replica = pod(f"{app}-{i}", node_name=name, created="2026-12-01T09:00:00Z")
+            replica["metadata"]["labels"] = {"app": app}
+            docs.append(replica)
     docs += [cpu_pod(i, app, rule, cpu) for i, (app, rule, cpu) in enumerate(pods)]
     if guard:
         docs.append(node("kv-node-a", cpu="8", memory="64Gi", labels={ZONE: "us-west-2a"}))
