@@ -59,7 +59,7 @@ def finalized_requirements(
                     offering, extra, out
                 ):
                     capacity_types.add(offering.capacity_type)
-            if len(capacity_types) == offered:
+            if offered and len(capacity_types) == offered:
                 break
         if capacity_types:
             out.add(Requirement.new(LABEL_CAPACITY_TYPE, "In", sorted(capacity_types)))
