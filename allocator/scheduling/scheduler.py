@@ -297,27 +297,14 @@ class Scheduler:
         reason per target tried (and, with ``explain``, the words and funnels of every
         refusal that was found without them). A ``trial`` leaves the NodeClaims' order alone.
         Without ``explain``, targets refused outright by a hostname anti-affinity are passed
-        over (``_hosts_taken``): nothing reads a reason of theirs then."""
-        state = self.state
-        quick = state.cache.nodeclaim_caches and not state.trace.enabled
-        taken = None if explain else self._hosts_taken(pod, quick)
-        return self._try_targets(pod, quick, trial, explain, taken)
-
-    def _try_targets(
-        self,
-        pod: PodData,
-        quick: bool,
-        trial: bool,
-        explain: bool,
-        taken: list[Mapping[str, int]] | None,
-    ) -> Decision | None:
-        """``_decide``, passing over the targets whose hostname ``taken`` counts a pod on (none
-        when None): they get no reason."""
+        over without a reason (``_hosts_taken``): nothing reads one then."""
         state = self.state
         cache = state.cache
         outcome = pod.outcome
         reasons = outcome.reasons
         funnels = outcome.funnel_log
+        quick = cache.nodeclaim_caches and not state.trace.enabled
+        taken = None if explain else self._hosts_taken(pod, quick)
 
         # Existing nodes. The device-count pre-check starts once the pod's claims passed
         # Request Validation (see RefusalCache.note_validation).
@@ -395,8 +382,7 @@ class Scheduler:
         taken: list[Mapping[str, int]] | None,
     ) -> Decision | None:
         """The first NodeClaim of the run that takes the pod, in order, passing over those
-        whose hostname ``taken`` counts a pod on: they get no reason (a pod failing everywhere
-        has every NodeClaim asked again, see ``_decide``)."""
+        whose hostname ``taken`` counts a pod on (an attempt that builds no words)."""
         outcome = pod.outcome
         reasons = outcome.reasons
         funnels = outcome.funnel_log
