@@ -187,17 +187,24 @@ def test_targets_passed_over_by_hostname_anti_affinity_change_nothing(
     assert run(docs, True) == run(docs, False)
 
 
+def last_replica_failing_after(placed: int) -> dict:
+    """``placed`` vllm replicas (4 CPUs, hostname anti-affinity), one NodeClaim each, then one
+    more too big for any instance type: its entry (the same with the shortcuts on and off)."""
+    its = [("L4", 1, 16, ("us-west-2a",))]
+    docs = [*cluster([], its, [], 0, False)]
+    docs += [cpu_pod(i, "vllm", "hostname-anti", "4") for i in range(placed)]
+    docs.append(cpu_pod(placed, "vllm", "hostname-anti", "200"))
+    result = run(docs, True)
+    assert result == run(docs, False)
+    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    return last
+
+
 def test_a_pod_refused_by_every_nodeclaims_hostname_is_explained_target_by_target() -> None:
     """Three vllm pods, each alone on a NodeClaim of its own (hostname anti-affinity), then a
     fourth too big for any instance type: its reasons name the three NodeClaims (passed over
     while it was tried) with the anti-affinity's words, then the NodePool's."""
-    its = [("L4", 1, 16, ("us-west-2a",))]
-    docs = [*cluster([], its, [], 0, False)]
-    docs += [cpu_pod(i, "vllm", "hostname-anti", "4") for i in range(3)]
-    docs.append(cpu_pod(3, "vllm", "hostname-anti", "200"))
-    result = run(docs, True)
-    assert result == run(docs, False)
-    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    last = last_replica_failing_after(3)
     assert last["pod"] == "default/web-3"
     assert [r["target"] for r in last["reasons"][:3]] == [f"node/gpu-pool-{i}" for i in (1, 2, 3)]
     for r, host in zip(last["reasons"], ("gpu-pool-1", "gpu-pool-2", "gpu-pool-3"), strict=False):
@@ -211,13 +218,7 @@ def test_nodeclaims_refused_by_one_anti_affinity_share_one_reason() -> None:
     too big for any instance type: each NodeClaim's words name its own hostname and the
     replica there, but the cause is one, so the reasons hold one entry for the twelve and
     the error names three of them and counts the rest."""
-    its = [("L4", 1, 16, ("us-west-2a",))]
-    docs = [*cluster([], its, [], 0, False)]
-    docs += [cpu_pod(i, "vllm", "hostname-anti", "4") for i in range(12)]
-    docs.append(cpu_pod(12, "vllm", "hostname-anti", "200"))
-    result = run(docs, True)
-    assert result == run(docs, False)
-    (last,) = [p for p in result["pods"] if not p["scheduled"]]
+    last = last_replica_failing_after(12)
     nodes, pool = last["reasons"]
     assert nodes["targets"] == 12
     assert nodes["exampleTargets"] == [f"node/gpu-pool-{i}" for i in range(1, 6)]
