@@ -9,8 +9,10 @@ Two parts, so the scheduling loop stays fast:
   placement, never per probe). It also keeps the NodeClaim's requirements without the DRA
   contributions (NodePool template plus the pods' node selectors and affinity terms).
 * ``extend_node_claims`` runs once at the end of the run and adds to each ``nodeClaims`` entry:
-  ``instanceTypesPruned``, ``requirementsBeforeDRA``, ``templateSlices``, ``devices``,
-  ``deviceTaints``, ``bindingConditions`` and ``initializationGating``;
+  ``instanceTypesPruned``, ``requirementsBeforeDRA``, ``templateSlices``, ``deviceTaints``,
+  ``bindingConditions`` and ``initializationGating`` (the devices it holds are its pods'
+  ``claims[].devices``: a NodeClaim of 400 instance types lists each device 400 times, and
+  the result held them twice);
   ``extend_pod_claims`` adds ``claims[].deviceTaints`` to placed pods (existing nodes too).
 
 Both are called by ``result.build_result``; docs/INTERFACES.md lists the shapes.
@@ -562,7 +564,6 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
         entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
         entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
         entry["templateSlices"] = template_slices(nc.candidates, slices_memo)
-        entry["devices"] = held
         entry["deviceTaints"] = device_taints(
             nc, pod_entries, held, devices, run.allocator, run.pod_claims
         )

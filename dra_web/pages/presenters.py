@@ -286,12 +286,17 @@ def fill_costs_from_catalog(
             nc["cost"] = {"price": price, "instanceType": it}
 
 
-def devices_by_claim(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Every device held per NodeClaim: (pod, claim, device entry), for the NodeClaims tab."""
+def devices_by_claim(
+    pods: list[dict[str, Any]], names: set[str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Every device held per NodeClaim (of ``names`` when given: the page's), as (pod, claim,
+    device entry), for the NodeClaims tab: a NodeClaim's devices are its pods'."""
     held: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         target = pod.get("target") or {}
         if target.get("kind") != "NodeClaim":
+            continue
+        if names is not None and target.get("name") not in names:
             continue
         for claim in pod.get("claims") or []:
             for device in claim.get("devices") or []:

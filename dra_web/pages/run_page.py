@@ -111,7 +111,7 @@ def with_claim_intents(pod: dict, facts: PageFacts) -> dict:
 
 def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> list[dict[str, Any]]:
     """The NodeClaims ``shown`` (a page of them) with what their section shows."""
-    held = presenters.devices_by_claim(view["pods"])
+    held = presenters.devices_by_claim(view["pods"], {nc.get("name") or "" for nc in shown})
     pruned_in_trace = run_selectors.instance_types_pruned(run, {nc.get("name") for nc in shown})
     out = []
     for nc in shown:

@@ -258,16 +258,23 @@ def test_nodeclaims_show_the_report_fields_of_the_result(browser_client, snapsho
             "slices": [{"driver": "gpu.nvidia.com", "pool": "p5-fabric", "devices": ["gpu-7"]}],
         }
     ]
-    nc["devices"] = [
+    # The devices it holds are its pods' (the entry does not list them again).
+    holder = next(p for p in result["pods"] if p["pod"] == nc["pods"][0])
+    holder["claims"] = [
         {
-            "pod": "ml/train-1",
             "claim": "ml/train-1-gpu",
-            "request": "gpu",
-            "driver": "gpu.nvidia.com",
-            "pool": "p5-fabric",
-            "device": "gpu-7",
-            "source": "template",
-            "instanceType": "p5.48xlarge",
+            "state": "unallocated",
+            "nodeSelector": None,
+            "devices": [
+                {
+                    "request": "gpu",
+                    "driver": "gpu.nvidia.com",
+                    "pool": "p5-fabric",
+                    "device": "gpu-7",
+                    "source": "template",
+                    "instanceType": "p5.48xlarge",
+                }
+            ],
         }
     ]
     nc["deviceTaints"] = {
@@ -326,7 +333,9 @@ def test_nodeclaims_show_the_report_fields_of_the_result(browser_client, snapsho
     assert "Before DRA (NodePool and pods)" in section
     assert "topology.kubernetes.io/zone In us-west-2c" in section
     assert "p5-fabric" in section and '<span class="tag">gpu-7</span>' in section
-    assert "gpu.nvidia.com/p5-fabric/gpu-7" in section
+    held = _between(section, "Devices held", "Device taints and binding conditions")
+    assert "ml/train-1-gpu" in held and "gpu.nvidia.com/p5-fabric/gpu-7" in held
+    assert "p5.48xlarge" in held
     assert "excluded by a taint" in section and "gpu.nvidia.com/p5-fabric/gpu-6" in section
     assert "dra.example.com/ecc-errors=high:NoSchedule" in section
     assert "dra.example.com/unhealthy=Broken:NoExecute" in section

@@ -49,6 +49,17 @@ def _example(name: str) -> list[dict]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
 
 
+def _held(result: dict, nc: dict) -> list[dict]:
+    """The devices a NodeClaim holds: its pods' (the entry does not list them again)."""
+    pods = {p["pod"]: p for p in result["pods"]}
+    return [
+        {"pod": pod, "claim": c["claim"], **d}
+        for pod in nc["pods"]
+        for c in pods[pod]["claims"]
+        for d in c["devices"]
+    ]
+
+
 def _it(name: str, cpu: str, offerings: list[dict], templates: list[dict] | None = None) -> dict:
     doc = instance_type(name, cpu=cpu, memory="768Gi", offerings=offerings)
     if templates:
@@ -120,8 +131,10 @@ def test_demo_requirements_templates_devices_and_gating(demo):
             ],
         }
     ]
-    assert len(nc["devices"]) == 16
-    assert nc["devices"][1] == {
+    assert "devices" not in nc  # its pods' claims list them
+    held = _held(result, nc)
+    assert len(held) == 16
+    assert held[1] == {
         "pod": "ml-training/llama-train-0",
         "claim": "ml-training/llama-train-0-pair0",
         "request": "nic",
@@ -140,7 +153,7 @@ def test_demo_requirements_templates_devices_and_gating(demo):
     }
     general = node_claim_result(result, "gpu-general-1")
     # Template devices once per kept instance type, as the pods' entries list them.
-    assert [(d["device"], d["instanceType"]) for d in general["devices"]] == [
+    assert [(d["device"], d["instanceType"]) for d in _held(result, general)] == [
         ("gpu-0", "g5.12xlarge"),
         ("gpu-0", "g5.48xlarge"),
         ("gpu-1", "g5.12xlarge"),
@@ -175,7 +188,7 @@ def test_device_taints_on_a_new_node_claim():
     _validate(result)
     nc = node_claim_result(result, "gpu-training-1")
     assert nc["pods"] == ["ml-training/train-0", "ml-training/train-1"]
-    held = {(d["pod"], d["device"]) for d in nc["devices"]}
+    held = {(d["pod"], d["device"]) for d in _held(result, nc)}
     assert held == {("ml-training/train-0", "gpu-2"), ("ml-training/train-1", "gpu-0")}
     # train-0 tolerates only dra.example.com/unhealthy: the H100 under maintenance (rule
     # h100-maintenance) and the A100 with ECC errors (driver taint) are excluded for it.
@@ -301,7 +314,8 @@ def test_binding_conditions_on_a_new_node_claim():
     assert claim_entry["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [
         "fabric-1"
     ]
-    assert nc["devices"][0]["source"] == "in-cluster" and nc["devices"][0]["instanceType"] is None
+    held = _held(result, nc)
+    assert held[0]["source"] == "in-cluster" and held[0]["instanceType"] is None
     assert nc["templateSlices"] == []  # m7i.4xlarge launches with no device templates
     assert nc["instanceTypesPruned"] == [
         {
@@ -385,7 +399,7 @@ def test_offering_pruned_after_dra_tightened_the_zone():
     zone_after = next(r for r in nc["requirements"] if r["key"] == ZONE)
     assert zone_before["values"] == ["us-west-2a", "us-west-2b"]
     assert zone_after["values"] == ["us-west-2a"]
-    assert nc["devices"] == [
+    assert _held(result, nc) == [
         {
             "pod": "hpc/mpi-rank-0",
             "claim": "hpc/mpi-efa",
@@ -485,29 +499,24 @@ def fleets(draw):
 @given(docs=fleets())
 def test_report_invariants_on_random_clusters(docs):
     """Every type a NodePool could launch is kept or pruned (once, with a known stage); the
-    devices are exactly those of the NodeClaim's pods; DRA only tightens requirements."""
+    devices its pods hold from templates come from the instance types it kept; DRA only
+    tightens requirements."""
     snap = snapshot(docs)
     result = simulate(snap, SimulationOptions()).result
     _validate(result)
     launchable = {
         pool: {i.name for i in infos} for pool, infos in node_pool_instance_types(snap).items()
     }
-    pods = {p["pod"]: p for p in result["pods"]}
     templated = {n for n, it in snap.instance_types.items() if it.resource_slice_templates}
     for nc in result["nodeClaims"]:
         pruned = [p["name"] for p in nc["instanceTypesPruned"]]
         assert len(pruned) == len(set(pruned))
         assert not set(pruned) & set(nc["instanceTypes"])
         assert set(pruned) | set(nc["instanceTypes"]) == launchable[nc["nodePool"]]
-        held = [
-            (pod, c["claim"], d["device"], d["instanceType"])
-            for pod in nc["pods"]
-            for c in pods[pod]["claims"]
-            for d in c["devices"]
-        ]
-        assert [
-            (d["pod"], d["claim"], d["device"], d["instanceType"]) for d in nc["devices"]
-        ] == held
+        assert "devices" not in nc  # its pods' claims list them
+        for d in _held(result, nc):
+            if d["source"] == "template":
+                assert d["instanceType"] in nc["instanceTypes"]
         assert [t["instanceType"] for t in nc["templateSlices"]] == [
             name for name in nc["instanceTypes"] if name in templated
         ]
