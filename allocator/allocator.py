@@ -7,7 +7,7 @@ do, sequentially, after the scheduler has decided.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -348,7 +348,8 @@ class Allocator:
                 templates,
             )
         if not succeeded:
-            reasons = _grouped_refusals(results)
+            refused = tuple((r.instance_type, r.reason or "failed") for r in results)
+            reasons = _grouped_refusals(refused)
             # The refusal funnels (explanation), and for the scheduler's cache of refusals the
             # count stage of a single instance type with the pools in reach.
             self.last_funnels = [
@@ -357,11 +358,12 @@ class Allocator:
                 for f in r.funnels
             ]
             raise AllocationError(
-                f"no instance type can satisfy the allocation: {reasons}",
+                f"{NO_INSTANCE_TYPE}{reasons}",
                 code="no-instance-type",
                 funnels=self.last_funnels,
                 counted=results[0].counted if len(results) == 1 else None,
                 reach=tuple(sorted({p.key for p in superset})),
+                refused=refused,
             )
         per_it = {r.instance_type: r.path for r in succeeded}
         by_claim = _allocated_by_claim(per_it, [c.index for c in to_dfs])
@@ -822,13 +824,73 @@ class Allocation:
 MAX_NAMED_INSTANCE_TYPES = 3  # instance types named per kind of refusal; the others counted
 
 
-def _grouped_refusals(results) -> str:
+NO_INSTANCE_TYPE = "no instance type can satisfy the allocation: "
+
+
+def narrowed(
+    err: AllocationError,
+    instance_types: Sequence[str],
+    search: Callable[[str], AllocationError | None],
+) -> AllocationError | None:
+    """The refusal Allocate gives on ``instance_types`` where it gave ``err`` on more of them,
+    in the same state, for the same claims and requirements: each instance type's refusal is
+    its own (a refusal reads nothing of the others, and with none succeeding the requirements
+    never grew), and a search shared by instance types of one shape stands for those of them
+    that remain. Where that search ran on an instance type left out, the first one alike that
+    remains is searched alone (``search``: Allocate's refusal on that one instance type, None
+    if it does not refuse), as Allocate on ``instance_types`` would search it.
+
+    None when ``instance_types`` are not a part of ``err``'s in the same order, or when
+    ``err`` read in-cluster pools (fewer instance types may reach fewer of them)."""
+    if err.code != "no-instance-type" or err.reach != () or len(instance_types) < 2:
+        return None
+    position = {it: i for i, it in enumerate(instance_types)}
+    refused = tuple(pair for pair in err.refused if pair[0] in position)
+    if len(refused) != len(instance_types) or any(
+        a != b for (a, _), b in zip(refused, instance_types, strict=True)
+    ):
+        return None
+    words = dict(refused)
+    # Each search's funnels (the instance type searched, in ``err``'s order), then where the
+    # search runs on ``instance_types``.
+    searched: dict[str | None, list[Funnel]] = {}
+    for f in err.funnels:
+        searched.setdefault(f.instance_type, []).append(f)
+    placed: list[tuple[int, list[Funnel]]] = []
+    for instance_type, funnels in searched.items():
+        if instance_type is None:
+            return None
+        remaining = tuple(it for it in funnels[0].alike if it in position)
+        if instance_type in position:
+            placed.append(
+                (
+                    position[instance_type],
+                    [f if f.alike == remaining else replace(f, alike=remaining) for f in funnels],
+                )
+            )
+        elif remaining:
+            first, rest = remaining[0], remaining[1:]
+            own = search(first)
+            if own is None or own.refused != ((first, words[first]),):
+                return None
+            placed.append((position[first], [replace(f, alike=rest) for f in own.funnels]))
+    placed.sort(key=lambda entry: entry[0])
+    return AllocationError(
+        f"{NO_INSTANCE_TYPE}{_grouped_refusals(refused)}",
+        code=err.code,
+        funnels=[f for _, funnels in placed for f in funnels],
+        reach=err.reach,
+        refused=refused,
+    )
+
+
+def _grouped_refusals(refused: Iterable[tuple[str, str]]) -> str:
     """``it-a, it-b and 398 more: <why>; it-c: <why>``: instance types refused in the same
     words share one clause, in the order first met (400 instance types refusing a pod the
-    same way make one clause, not 400)."""
+    same way make one clause, not 400). ``refused``: (instance type, words) in order."""
     by_words: dict[str, list[str]] = {}
-    for r in results:
-        by_words.setdefault(r.reason or "failed", []).append(r.instance_type or "")
+    for instance_type, words in refused:
+        by_words.setdefault(words, []).append(instance_type or "")
     parts = []
     for words, names in by_words.items():
         named = [n for n in names if n]

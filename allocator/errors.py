@@ -23,7 +23,9 @@ class AllocationError(Exception):
     - ``counted``: when a single instance type was tried, its count stage (see ``Counted``),
       which the scheduler keeps to refuse the same requests there again without a search;
     - ``reach``: the in-cluster pools a finished search read, sorted; None when the refusal is
-      not a search's (validation, timeout), so it says nothing about which pools matter.
+      not a search's (validation, timeout), so it says nothing about which pools matter;
+    - ``refused``: per instance type tried, in order, the words that refused it (the message
+      groups them); empty when the refusal is not one of every instance type.
     """
 
     def __init__(
@@ -34,12 +36,14 @@ class AllocationError(Exception):
         funnels: Sequence[Funnel] = (),
         counted: Counted | None = None,
         reach: tuple[PoolKey, ...] | None = None,
+        refused: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(message)
         self.code = code
         self.funnels: tuple[Funnel, ...] = tuple(funnels)
         self.counted = counted
         self.reach = reach
+        self.refused = refused
 
 
 class ValidationError(AllocationError):

@@ -10,7 +10,9 @@ allocation, the NodeClaim's new state, and the release of the instance types it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
+from allocator.allocator import narrowed
 from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
@@ -36,7 +38,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPortConflict
 from allocator.scheduling.hostports import HostPortUsage as PortUsage
 from allocator.scheduling.poddata import PodData
-from allocator.scheduling.refusalcache import ExplainedRefusal
+from allocator.scheduling.refusalcache import ExplainedRefusal, WordedRefusal
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
 from allocator.scheduling.topology import TopologyError
@@ -448,6 +450,25 @@ class NodeClaim:
             if hit.code != "validation":
                 cache.mark_validated(pod.outcome)
             return hit.explained.for_claims(claim_keys, hit.code)
+        # Failed pods of one workload but of other sizes keep some of the NodeClaim's instance
+        # types each: the words over all of them, narrowed, are theirs.
+        worded = self._words_over_all(probe, pod, state, claims, key)
+        if worded is not None and worded.error is not None:
+            kept = key[2] if key is not None else ()
+            if kept not in worded.narrowed:
+                names = dict(zip(claim_keys, worded.claim_keys, strict=True))
+                err = narrowed(
+                    worded.error,
+                    probe.instance_types,
+                    partial(self._words_on_one, worded, probe, pod, state, claims, names),
+                )
+                worded.narrowed[kept] = (
+                    self._explained(err, worded.claim_keys) if err is not None else None
+                )
+            explained = worded.narrowed[kept]
+            if explained is not None:
+                cache.mark_validated(pod.outcome)
+                return explained.for_claims(claim_keys, worded.error.code)
         nc_version = cache.nodeclaim_version(probe.id)
         nodes = state.allocator.dfs_nodes
         try:
@@ -460,14 +481,13 @@ class NodeClaim:
             )
         except AllocationError as err:
             cache.note_validation(pod.outcome, err)
-            entries = [(self.reason_target, f, None) for f in err.funnels]
-            refusal = Refusal(explain.dra_reason(str(err)), err.code, entries, reach=None)
+            explained = self._explained(err, claim_keys)
+            refusal = explained.for_claims(claim_keys, err.code)
             if (
                 key is not None
                 and err.reach is not None
                 and ExplainedRefusal.shareable(refusal, pod.pod.key, claim_keys)
             ):
-                explained = ExplainedRefusal(claim_keys, refusal.reason, entries)
                 if hit is not None:
                     hit.explained = explained
                 else:
@@ -480,6 +500,106 @@ class NodeClaim:
                         explained,
                     )
             return refusal
+
+    def _words_over_all(
+        self,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        claims: list[ResourceClaim],
+        key: tuple | None,
+    ) -> WordedRefusal | None:
+        """Allocate's answer in words over all the NodeClaim's instance types (the probe's
+        requirements are its own: ``key`` is not None), once per version of the NodeClaim;
+        None when not to be asked: traced, not remembered, or where NodeClaims reach
+        in-cluster pools (fewer instance types may reach fewer: ``narrowed`` refuses)."""
+        cache = state.cache
+        if key is None or cache.nodeclaims_reach_cluster:
+            return None
+        known = cache.worded(key, probe.id)
+        if known is not None:
+            return known
+        allocator = state.allocator
+        wide = Probe(self.id, self.node_pool, probe.requirements, self.candidates)
+        wide_key = (key[0], key[1], tuple(wide.instance_types))
+        nc_version = cache.nodeclaim_version(probe.id)
+        claim_keys = [c.key for c in claims]
+        nodes = allocator.dfs_nodes
+        try:
+            allocator.allocate(wide, claims, pod=pod.pod)
+            error = None
+        except AllocationError as err:
+            error = err
+        finally:
+            allocator.dfs_nodes = nodes  # the pod's own Allocate counts, not this one
+        if error is not None and (
+            not error.refused
+            or error.reach is None
+            or not ExplainedRefusal.shareable(
+                self._explained(error, claim_keys).for_claims(claim_keys),
+                pod.pod.key,
+                claim_keys,
+            )
+        ):
+            error = None  # not to be narrowed: each pod's own Allocate words its refusal
+        return cache.remember_worded(wide_key, nc_version, error, claim_keys)
+
+    def _words_on_one(
+        self,
+        worded: WordedRefusal,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        claims: list[ResourceClaim],
+        names: dict[str, str],
+        instance_type: str,
+    ) -> AllocationError | None:
+        """Allocate's refusal in words on ``instance_type`` alone (None if it does not
+        refuse), counting no DFS node, with the claims named as ``names`` maps them (the
+        claims of the pod whose words it joins); once per ``worded``."""
+        if instance_type not in worded.alone:
+            worded.alone[instance_type] = self._alone(
+                probe, pod, state, claims, names, instance_type
+            )
+        return worded.alone[instance_type]
+
+    def _alone(
+        self,
+        probe: Probe,
+        pod: PodData,
+        state: RunState,
+        claims: list[ResourceClaim],
+        names: dict[str, str],
+        instance_type: str,
+    ) -> AllocationError | None:
+        allocator = state.allocator
+        one = [info for info in self.candidates if info.name == instance_type][:1]
+        nodes = allocator.dfs_nodes
+        try:
+            allocator.allocate(
+                Probe(self.id, self.node_pool, probe.requirements, one), claims, pod=pod.pod
+            )
+        except AllocationError as err:
+            refused = []
+            for it, words in err.refused:
+                for mine, theirs in names.items():
+                    words = words.replace(f"claim {mine}", f"claim {theirs}")
+                refused.append((it, words))
+            return AllocationError(
+                str(err),
+                err.code,
+                funnels=[f.for_claim(names.get(f.claim, f.claim)) for f in err.funnels],
+                reach=err.reach,
+                refused=tuple(refused),
+            )
+        finally:
+            allocator.dfs_nodes = nodes
+        return None
+
+    def _explained(self, err: AllocationError, claim_keys: list[str]) -> ExplainedRefusal:
+        """An Allocate refusal on this NodeClaim in words, naming the claims ``claim_keys``."""
+        entries = [(self.reason_target, f, None) for f in err.funnels]
+        return ExplainedRefusal(claim_keys, explain.dra_reason(str(err)), entries)
 
     def _quick_allocate(
         self,

@@ -108,6 +108,23 @@ class AllocateRefusal:
 
 
 @dataclass(slots=True)
+class WordedRefusal:
+    """Allocate's answer, in words, over every instance type of a NodeClaim (``error`` None:
+    it did not refuse): pods of one workload but of other sizes keep some of them each, and
+    their refusals are this one narrowed (``allocator.narrowed``)."""
+
+    nc_version: int
+    reach: tuple
+    reach_version: int
+    error: AllocationError | None
+    claim_keys: list[str]
+    # Narrowed, per instance types kept (None: not narrowed); and the refusals of single
+    # instance types searched alone for it (None: not refused), in the words of claim_keys.
+    narrowed: dict[tuple, ExplainedRefusal | None] = field(default_factory=dict)
+    alone: dict[str, AllocationError | None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class ShapeAttempt:
     """A failed attempt of a pod, replayable for a pod of the same shape in the same state."""
 
@@ -139,6 +156,8 @@ class RefusalCache:
     nodeclaim_refusals: dict[tuple, NodeClaimRefusal] = field(default_factory=dict)
     # (NodeClaim id, claim spec keys, instance types) -> AllocateRefusal.
     allocate_refusals: dict[tuple, AllocateRefusal] = field(default_factory=dict)
+    # (NodeClaim id, claim spec keys) -> the worded refusal over all its instance types.
+    _worded: dict[tuple, WordedRefusal] = field(default_factory=dict)
     shapes: dict[tuple, ShapeAttempt] = field(default_factory=dict)  # pod shape -> attempt
     validated_specs: set[tuple] = field(default_factory=set)
     # Versions: a NodeClaim's grows whenever it takes a pod; the cluster's whenever in-cluster
@@ -170,6 +189,7 @@ class RefusalCache:
         self.shapes.clear()
         self.nodeclaim_refusals.clear()
         self.allocate_refusals.clear()
+        self._worded.clear()
         self._templates_left.clear()
         self._cluster_version += 1
         self._releases += 1
@@ -425,6 +445,33 @@ class RefusalCache:
         ):
             return hit
         return None
+
+    def remember_worded(
+        self,
+        key: tuple,
+        nc_version: int,
+        error: AllocationError | None,
+        claim_keys: list[str],
+    ) -> WordedRefusal:
+        """What Allocate gave, in words, under ``key`` (an ``allocate_refusals`` key over all
+        the NodeClaim's instance types) in version ``nc_version`` of the NodeClaim: ``error``,
+        naming the claims ``claim_keys``, or None when it did not refuse."""
+        reach = error.reach if error is not None and error.reach is not None else ()
+        entry = WordedRefusal(nc_version, reach, self.reach_version(reach), error, claim_keys)
+        self._worded[key[:2]] = entry
+        return entry
+
+    def worded(self, key: tuple, nc_id: str) -> WordedRefusal | None:
+        """What Allocate gave, in words, over all the instance types of the NodeClaim of
+        ``key`` for the same claim specs, while nothing it read changed."""
+        found = self._worded.get(key[:2])
+        if (
+            found is None
+            or found.nc_version != self._nc_versions[nc_id]
+            or found.reach_version != self.reach_version(found.reach)
+        ):
+            return None
+        return found
 
     def remember_allocate_refusal(
         self,

@@ -324,3 +324,68 @@ def test_a_nodeclaims_count_bound_is_worked_out_once_per_state(monkeypatch) -> N
     assert failed == {f"default/train-{i}" for i in range(5)}
     run_id = worked[0][0]  # the simulation's own (suggestions' trials have theirs)
     assert {nc for r, nc, _ in worked if r == run_id} == {f"gpu-pool-{i}" for i in range(1, 7)}
+
+
+def test_failed_pods_keeping_fewer_instance_types_narrow_the_nodeclaims_words(
+    monkeypatch,
+) -> None:
+    # Eight one-GPU L4 pods fill four NodeClaims that keep the three 2-GPU types (8, 16 and 32
+    # CPUs); two T4 pods then fail on them: the 1-CPU one keeps all three types, the 6-CPU one
+    # only the 16- and 32-CPU ones. Each NodeClaim is asked once, in words, over all its
+    # types; each pod's refusal is that one narrowed to the types it keeps (for the bigger pod
+    # the 16-CPU type, no longer sharing the 8-CPU one's search, is searched alone).
+    from allocator.allocator import Allocator
+    from allocator.scheduling import nodeclaim
+
+    asked: list[tuple[int, str, tuple[str, ...]]] = []
+    allocate = Allocator.allocate
+
+    def counted(self, node_claim, claims, **kwargs):
+        if kwargs.get("explain", True) and claims[0].key in (
+            "default/train-8-gpu",
+            "default/train-9-gpu",
+        ):
+            asked.append((id(self), node_claim.id, tuple(node_claim.instance_types)))
+        return allocate(self, node_claim, claims, **kwargs)
+
+    narrowings: list[bool] = []
+    narrowed = nodeclaim.narrowed
+
+    def noted(err, instance_types, search):
+        found = narrowed(err, instance_types, search)
+        narrowings.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Allocator, "allocate", counted)
+    monkeypatch.setattr(nodeclaim, "narrowed", noted)
+    l4 = ("L4", 1, 2, None, False)
+    its = [("L4", 1, 8, ZONES), ("L4", 2, 8, ZONES), ("L4", 2, 16, ZONES), ("L4", 2, 32, ZONES)]
+    pods = [l4] * 8 + [("T4", 1, 1, None, False), ("T4", 1, 6, None, False)]
+    docs = cluster([], its, pods, 0, False)
+    fast = run(docs, True)
+    monkeypatch.undo()
+    assert fast == run(docs, False)
+    kept = {nc["name"]: nc["instanceTypes"] for nc in fast["nodeClaims"]}
+    assert set(map(tuple, kept.values())) == {("l4.2g1", "l4.2g2", "l4.2g3")}
+    assert narrowings and all(narrowings)
+    run_id = asked[0][0]  # the simulation's own Allocator (suggestions' trials have theirs)
+    # Asked of the full NodeClaims (gpu-pool-1 was asked before, holding one GPU): per
+    # NodeClaim, all its types once, and the 16-CPU type alone once; never the 6-CPU pod's two.
+    mine = [
+        (nc, its)
+        for r, nc, its in asked
+        if r == run_id and nc in kept and set(its) <= set(kept[nc])
+    ]
+    assert sorted(mine) == sorted(
+        [(nc, ("l4.2g1", "l4.2g2", "l4.2g3")) for nc in kept] + [(nc, ("l4.2g2",)) for nc in kept]
+    )
+    failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
+    assert sorted(failed) == ["default/train-8", "default/train-9"]
+    for name in kept:
+        words = {
+            p: {r["target"]: r["reason"] for r in failed[p]["reasons"]}[f"node/{name}"]
+            for p in failed
+        }
+        assert "l4.2g1" in words["default/train-8"] and "l4.2g1" not in words["default/train-9"]
+        assert "claim default/train-9-gpu request gpu" in words["default/train-9"]
+        assert "train-8" not in words["default/train-9"]
