@@ -529,7 +529,8 @@ class NodeClaim:
             allocator.allocate(wide, claims, pod=pod.pod)
             error = None
         except AllocationError as err:
-            error = err
+            # Kept with the NodeClaim's words: not the frames it was raised through.
+            error = err.with_traceback(None)
         finally:
             allocator.dfs_nodes = nodes  # the pod's own Allocate counts, not this one
         if error is not None and (

@@ -156,8 +156,9 @@ class RefusalCache:
     nodeclaim_refusals: dict[tuple, NodeClaimRefusal] = field(default_factory=dict)
     # (NodeClaim id, claim spec keys, instance types) -> AllocateRefusal.
     allocate_refusals: dict[tuple, AllocateRefusal] = field(default_factory=dict)
-    # (NodeClaim id, claim spec keys) -> the worded refusal over all its instance types.
-    _worded: dict[tuple, WordedRefusal] = field(default_factory=dict)
+    # NodeClaim id -> claim spec keys -> the worded refusal over all its instance types (a
+    # NodeClaim's are dropped when it changes).
+    _worded: dict[str, dict[tuple, WordedRefusal]] = field(default_factory=dict)
     shapes: dict[tuple, ShapeAttempt] = field(default_factory=dict)  # pod shape -> attempt
     validated_specs: set[tuple] = field(default_factory=set)
     # Versions: a NodeClaim's grows whenever it takes a pod; the cluster's whenever in-cluster
@@ -213,6 +214,7 @@ class RefusalCache:
 
     def nodeclaim_changed(self, nc_id: str) -> None:
         self._nc_versions[nc_id] = self._nc_versions.get(nc_id, 0) + 1
+        self._worded.pop(nc_id, None)
 
     def released(self, nc_id: str) -> None:
         """The NodeClaim released an instance type."""
@@ -458,13 +460,13 @@ class RefusalCache:
         naming the claims ``claim_keys``, or None when it did not refuse."""
         reach = error.reach if error is not None and error.reach is not None else ()
         entry = WordedRefusal(nc_version, reach, self.reach_version(reach), error, claim_keys)
-        self._worded[key[:2]] = entry
+        self._worded.setdefault(key[0], {})[key[1]] = entry
         return entry
 
     def worded(self, key: tuple, nc_id: str) -> WordedRefusal | None:
         """What Allocate gave, in words, over all the instance types of the NodeClaim of
         ``key`` for the same claim specs, while nothing it read changed."""
-        found = self._worded.get(key[:2])
+        found = self._worded.get(key[0], {}).get(key[1])
         if (
             found is None
             or found.nc_version != self._nc_versions[nc_id]
