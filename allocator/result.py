@@ -6,6 +6,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from allocator.claims import in_cluster_devices
@@ -139,6 +140,28 @@ class _Memos:
     readings: dict[tuple, _LogReading] = field(default_factory=dict)
     # NodeClaims' instance types, requirements and prices (_node_claim_offer).
     node_claim_offers: dict[tuple, tuple] = field(default_factory=dict)
+    # Grouped reasons per reasons (their length and ends, then compared whole), kinds and
+    # reason kinds: failed replicas of one workload are refused alike by the same targets.
+    grouped: dict[tuple, tuple] = field(default_factory=dict)
+
+    def grouped_reasons(self, outcome, kinds: Mapping[str, tuple] | None) -> list[dict]:
+        """``explain.grouped_reasons`` of the pod, worked out once per reasons alike (4,000
+        replicas refused by 1,000 targets group 1,000 reasons once, not 4,000 times); each
+        pod gets its own entries (the result budget edits them in place)."""
+        reasons, other = outcome.reasons, outcome.reason_kinds
+        key = (len(reasons), reasons[0] if reasons else None, reasons[-1] if reasons else None)
+        found = self.grouped.get(key)
+        if found is None or found[1] is not kinds or found[2] != other or found[0] != reasons:
+            found = self.grouped[key] = (
+                reasons,
+                kinds,
+                other,
+                grouped_reasons(reasons, kinds=kinds, reason_kinds=other),
+            )
+        return [
+            {**e, "exampleTargets": list(e["exampleTargets"])} if "exampleTargets" in e else dict(e)
+            for e in found[3]
+        ]
 
     def reading(self, outcome) -> tuple[_LogReading, list[str]]:
         """The pod's funnel log as read, and its claims' keys (a place names one of them)."""
@@ -205,10 +228,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
             reading, claim_keys = memos.reading(outcome)
         except Exception as error:  # noqa: BLE001  an explanation never breaks a run
             run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
-    entry["reasons"] = grouped_reasons(
-        outcome.reasons,
-        kinds=reading.kinds if reading is not None else None,
-        reason_kinds=outcome.reason_kinds,
+    entry["reasons"] = memos.grouped_reasons(
+        outcome, reading.kinds if reading is not None else None
     )
     if not outcome.scheduled:
         entry["explanation"] = []

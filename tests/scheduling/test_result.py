@@ -94,3 +94,23 @@ def test_metadata_follows_the_result_schema():
     file = pod_result(broken, "default/reader-0")["claims"][0]["metadata"][0]
     file["path"] = "/tmp/dataset-gpu.json"  # not where the protocol puts it
     assert not validator.is_valid(broken)
+
+
+def test_replicas_refused_alike_by_many_nodes_get_equal_reasons_of_their_own():
+    # Twelve full CPU nodes refuse three 64-CPU replicas the same way: the reasons are grouped
+    # once, and each replica's entries are its own (the result budget trims them in place).
+    from allocator.resultbudget import within_budget
+
+    docs = [node(f"ip-10-0-1-{i}", cpu="32", instance_type="m7i.8xlarge") for i in range(12)]
+    docs += [pod(f"batch-{i}", cpu="64") for i in range(3)]
+    result = run(docs)
+    entries = [pod_result(result, f"default/batch-{i}") for i in range(3)]
+    first = entries[0]["reasons"]
+    assert first[0]["targets"] == 12 and len(first[0]["exampleTargets"]) == 5
+    assert all(e["reasons"] == first for e in entries)
+    assert first is not entries[1]["reasons"]
+    assert first[0] is not entries[1]["reasons"][0]
+    assert first[0]["exampleTargets"] is not entries[1]["reasons"][0]["exampleTargets"]
+    within_budget(entries[0], 100)  # trimmed as far as it goes
+    assert len(entries[0]["reasons"][0]["exampleTargets"]) < 5
+    assert len(entries[1]["reasons"][0]["exampleTargets"]) == 5

@@ -317,6 +317,8 @@ class _Context:
         self._devices_left = None
         self._funnels: dict[str, list] = {}
         self.replans: dict[tuple[str, str], object] = {}  # see _replan
+        # (spec path, namespace, the pod's spec there as canonical JSON) -> its workload.
+        self.workloads: dict[tuple, list[str]] = {}
 
     @property
     def infos(self):
@@ -1631,13 +1633,25 @@ def _workload_candidate(kind, pod, members, field_path, value, message, gives_up
 
 def _workload(ctx: _Context, pod: Pod, path: tuple[str, ...]) -> list[str]:
     """The pods of the pod's workload in the snapshot: those of its namespace that carry the
-    same topology terms (``path`` under ``spec``), as the replicas of one pod template do."""
+    same topology terms (``path`` under ``spec``), as the replicas of one pod template do.
+    Found once per terms (a failed replica of 4,000 asks for the same ones as the others):
+    terms written alike are equal."""
     mine = _spec_at(pod, path)
-    return sorted(
-        other.key
-        for other in ctx.snapshot.pods
-        if other.namespace == pod.namespace and _spec_at(other, path) == mine
-    )
+    try:
+        written = orjson.dumps(mine, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        written = None
+    key = (path, pod.namespace, written)
+    found = ctx.workloads.get(key) if written is not None else None
+    if found is None:
+        found = sorted(
+            other.key
+            for other in ctx.snapshot.pods
+            if other.namespace == pod.namespace and _spec_at(other, path) == mine
+        )
+        if written is not None:
+            ctx.workloads[key] = found
+    return list(found)
 
 
 def _spec_at(pod: Pod, path: tuple[str, ...]):
