@@ -533,6 +533,7 @@ class NodeClaim:
             error = err.with_traceback(None)
         finally:
             allocator.dfs_nodes = nodes  # the pod's own Allocate counts, not this one
+            allocator.last_funnels = []  # nor are these its funnels
         if error is not None and (
             not error.refused
             or error.reach is None
@@ -595,6 +596,7 @@ class NodeClaim:
             )
         finally:
             allocator.dfs_nodes = nodes
+            allocator.last_funnels = []
         return None
 
     def _explained(self, err: AllocationError, claim_keys: list[str]) -> ExplainedRefusal:
