@@ -101,6 +101,11 @@ PAGE_SHAPES = {
     # The same failures on 1,000 nodes with a NodePool and its catalog: each is also refused
     # by the NodeClaims it could have had.
     "existing-pool": lambda w: w.existing_nodes(1000, 1000, missing_every=10, node_pool=True),
+    # Karpenter's benchmark with DRA claims: 200 NodeClaims of 400 instance types, each claim's
+    # devices listed per instance type (a result of some 50 MB).
+    "karpenter-dra-failing": lambda w: w.karpenter_benchmark(
+        1000, topology=True, dra=True, failing_every=10
+    ),
 }
 
 

@@ -306,6 +306,66 @@ def devices_by_claim(
     return held
 
 
+# Instance types named in a row of devices or templates alike; the others are counted.
+INSTANCE_TYPES_NAMED = 3
+
+
+def grouped_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Device entries (``claims[].devices``, a NodeClaim's held devices) with the entries of
+    one template device on several instance types as one row: a claim on a NodeClaim of 400
+    instance types lists its device once per type, each in that type's pool. A row is the
+    first entry with ``instanceTypes`` (every type, in order), ``instanceTypesShown`` (the
+    first few, joined) and ``pools`` (how many pools its entries name)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for d in devices:
+        if d.get("source") == "template" and d.get("instanceType"):
+            same = {k: v for k, v in d.items() if k not in ("pool", "instanceType")}
+            key = json.dumps(same, sort_keys=True, default=str)
+        else:
+            key = json.dumps(d, sort_keys=True, default=str)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = {**d, "instanceTypes": [], "_pools": set()}
+        if d.get("instanceType"):
+            row["instanceTypes"].append(d["instanceType"])
+        row["_pools"].add(d.get("pool"))
+    out = []
+    for row in rows.values():
+        its = row["instanceTypes"]
+        shown = ", ".join(its[:INSTANCE_TYPES_NAMED])
+        if len(its) > INSTANCE_TYPES_NAMED:
+            shown += f" and {len(its) - INSTANCE_TYPES_NAMED} more"
+        row["instanceTypesShown"] = shown
+        row["pools"] = len(row.pop("_pools"))
+        out.append(row)
+    return out
+
+
+def template_groups(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``templateSlices`` entries of instance types that launch with the same devices (the
+    same drivers, device names and attributes; each type names its own pools) as one group:
+    ``instanceTypes`` (in order), ``instanceTypesShown`` and the first one's ``slices``."""
+    groups: dict[str, dict[str, Any]] = {}
+    for t in templates:
+        slices = t.get("slices") or []
+        key = json.dumps(
+            [(s.get("driver"), s.get("devices")) for s in slices if isinstance(s, dict)],
+            sort_keys=True,
+            default=str,
+        )
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {"slices": slices, "instanceTypes": []}
+        group["instanceTypes"].append(t.get("instanceType"))
+    for group in groups.values():
+        its = [str(it) for it in group["instanceTypes"]]
+        shown = ", ".join(its[:INSTANCE_TYPES_NAMED])
+        if len(its) > INSTANCE_TYPES_NAMED:
+            shown += f" and {len(its) - INSTANCE_TYPES_NAMED} more"
+        group["instanceTypesShown"] = shown
+    return list(groups.values())
+
+
 def option_changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
     """How two runs' options differ, in words: ``DRADeviceTaints on → off``, ``disrupt ...``."""
     a, b = a or {}, b or {}

@@ -24,6 +24,9 @@ from dra_web.runs.page_facts import PageFacts
 
 PLACEMENTS_PER_PAGE = 25
 NODE_CLAIMS_PER_PAGE = 20
+# A NodeClaim's kept instance types listed with their price (Karpenter's benchmark keeps 400):
+# the cheapest, which it launches first; the others are counted.
+INSTANCE_TYPES_SHOWN = 12
 REVIEWS_PER_PAGE = 50
 POOLS_PER_PAGE = 50
 FAILED_IN_SUMMARY = 20
@@ -103,7 +106,11 @@ def explain(run: Run, pod: dict, names, links) -> None:
 def with_claim_intents(pod: dict, facts: PageFacts) -> dict:
     """The pod with ``claims_view``: each of its claims beside what the claim asked for."""
     claims = [
-        {**claim, "intent": facts.intent(pod.get("pod") or "", claim.get("claim") or "")}
+        {
+            **claim,
+            "intent": facts.intent(pod.get("pod") or "", claim.get("claim") or ""),
+            "device_rows": presenters.grouped_devices(claim.get("devices") or []),
+        }
         for claim in pod.get("claims") or []
     ]
     return {**pod, "claims_view": claims}
@@ -119,6 +126,7 @@ def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> l
             facts.offerings, nc.get("requirements"), nc.get("instanceTypes")
         )
         devices = held.get(nc.get("name") or "", [])
+        by_price = presenters.instance_types_by_price(nc.get("instanceTypes"), prices)
         pruned = (
             nc["instanceTypesPruned"]
             if "instanceTypesPruned" in nc
@@ -135,15 +143,19 @@ def _node_claims(shown: list[dict], view: dict, facts: PageFacts, run: Run) -> l
         out.append(
             {
                 **nc,
-                "held": devices,
+                "held": presenters.grouped_devices(devices),
                 "pruned": pruned,
                 "pruned_groups": presenters.pruned_groups(pruned),
                 "before": nc.get("requirementsBeforeDRA")
                 or nc.get("requirementsBefore")
                 or facts.node_pool_requirements.get(nc.get("nodePool") or "")
                 or [],
-                "by_price": presenters.instance_types_by_price(nc.get("instanceTypes"), prices),
-                "templates_with": [t for t in templates if t.get("slices")],
+                "by_price": by_price,
+                "by_price_shown": by_price[:INSTANCE_TYPES_SHOWN],
+                "by_price_more": max(0, len(by_price) - INSTANCE_TYPES_SHOWN),
+                "templates_with": presenters.template_groups(
+                    [t for t in templates if t.get("slices")]
+                ),
                 "templates_without": _without_slices(nc, templates),
                 "tolerated": [d for d in devices if d.get("tolerations")],
                 "binding": [

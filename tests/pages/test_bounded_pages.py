@@ -127,3 +127,45 @@ def test_the_first_view_of_a_stored_failing_run_reads_no_snapshot(
     assert 'id="pool-gpu-nvidia-com-pool-0"' in pools
     assert pools.count("<summary>8 devices</summary>") == 50
     assert "node ip-10-0-0-0.us-west-2.compute.internal" in pools
+
+
+def test_nodeclaims_of_400_instance_types_show_each_device_and_template_once(browser_client, maria):
+    """Karpenter's benchmark with DRA: every claim on a NodeClaim of 400 instance types lists
+    its GPU once per type, each type's template its own pool. The page shows a device once,
+    with the types it stands for counted, the types' templates once per shape of devices, and
+    the cheapest kept types (it was 4.9 MB of HTML for this run's shape)."""
+    from bench.workloads import karpenter_benchmark, to_json
+    from dra_web.runs.models import Run
+    from dra_web.runs.worker import execute_run
+    from dra_web.snapshots.services import create_snapshot
+
+    docs = karpenter_benchmark(150, topology=False, dra=True, failing_every=10)
+    snapshot = create_snapshot(maria, [("karpenter.json", to_json(docs))], "karpenter-dra")
+    run = Run.objects.create(snapshot=snapshot, owner=maria, options={"trace": False})
+    execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.SUCCEEDED, run.error
+    first_nc = run.result["nodeClaims"][0]["name"]  # on the first page of NodeClaims
+    placed = next(
+        p
+        for p in run.result["pods"]
+        if p["scheduled"] and p["target"]["name"] == first_nc and p["claims"]
+    )
+    devices = placed["claims"][0]["devices"]
+    assert len(devices) > 20  # one per instance type the NodeClaim kept
+    response = browser_client.get(reverse("pages:run", args=[run.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert len(response.content) < MB, f"{len(response.content) / MB:.2f} MB"
+    section = html[html.index(f'id="nc-{first_nc}"') :]
+    section = section[: section.find('<details class="placement" id="nc-', 1)]
+    held = section[section.index("Devices held") : section.index("Device taints")]
+    first = devices[0]
+    # One row for the claim's GPU: its first instance types named, the others counted.
+    assert held.count(f"{first['driver']}/{first['pool']}/{first['device']}") == 1
+    assert f"{first['instanceType']}, " in held
+    assert f"and {len(devices) - 3} more" in held
+    assert "each instance type its own pool" in held
+    templates = section[section.index("Template ResourceSlices per instance type") :]
+    assert templates.count("<summary") < 12  # one per shape of devices, not one per type
+    assert "the 12 cheapest of" in section

@@ -167,3 +167,66 @@ def test_diff_examples_name_no_candidate_nodeclaim():
         "pod ml/train-0",
         "nodepool/gpu (a new NodeClaim)",
     ]
+
+
+def _gpu(instance_type: str | None, device: str = "gpu-0", **extra) -> dict:
+    source = "template" if instance_type else "in-cluster"
+    pool = f"{instance_type}-gpus" if instance_type else "ip-10-0-1-7"
+    return {
+        "request": "gpu",
+        "driver": "gpu.nvidia.com",
+        "pool": pool,
+        "device": device,
+        "source": source,
+        "instanceType": instance_type,
+        **extra,
+    }
+
+
+def test_a_template_device_on_many_instance_types_is_one_row():
+    its = ["g6.xlarge", "g6.2xlarge", "g6.4xlarge", "g6.8xlarge", "g6.12xlarge"]
+    rows = presenters.grouped_devices(
+        [_gpu(it) for it in its] + [_gpu(it, "gpu-1") for it in its[:2]]
+    )
+    assert [(r["device"], r["instanceTypes"], r["pools"]) for r in rows] == [
+        ("gpu-0", its, 5),
+        ("gpu-1", its[:2], 2),
+    ]
+    assert rows[0]["pool"] == "g6.xlarge-gpus"  # the first entry's
+    assert rows[0]["instanceTypesShown"] == "g6.xlarge, g6.2xlarge, g6.4xlarge and 2 more"
+    assert rows[1]["instanceTypesShown"] == "g6.xlarge, g6.2xlarge"
+
+
+def test_devices_that_differ_beyond_pool_and_instance_type_keep_their_rows():
+    rows = presenters.grouped_devices(
+        [
+            _gpu("g6.xlarge", consumedCapacity={"memory": "10Gi"}),
+            _gpu("g6.2xlarge", consumedCapacity={"memory": "20Gi"}),
+            _gpu(None),
+            _gpu(None, "gpu-3"),
+        ]
+    )
+    assert [(r["pool"], r["device"], r["instanceTypes"]) for r in rows] == [
+        ("g6.xlarge-gpus", "gpu-0", ["g6.xlarge"]),
+        ("g6.2xlarge-gpus", "gpu-0", ["g6.2xlarge"]),
+        ("ip-10-0-1-7", "gpu-0", []),
+        ("ip-10-0-1-7", "gpu-3", []),
+    ]
+    assert rows[2]["instanceTypesShown"] == ""
+
+
+def test_instance_types_launching_the_same_devices_share_a_template_group():
+    def slices(it: str, count: int) -> dict:
+        devices = [f"gpu-{i}" for i in range(count)]
+        return {
+            "instanceType": it,
+            "slices": [{"driver": "gpu.nvidia.com", "pool": f"{it}-gpus", "devices": devices}],
+        }
+
+    groups = presenters.template_groups(
+        [slices("g6.xlarge", 1), slices("g6.12xlarge", 4), slices("g6.2xlarge", 1)]
+    )
+    assert [(g["instanceTypes"], g["slices"][0]["pool"]) for g in groups] == [
+        (["g6.xlarge", "g6.2xlarge"], "g6.xlarge-gpus"),
+        (["g6.12xlarge"], "g6.12xlarge-gpus"),
+    ]
