@@ -38,7 +38,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPortConflict
 from allocator.scheduling.hostports import HostPortUsage as PortUsage
 from allocator.scheduling.poddata import PodData
-from allocator.scheduling.refusalcache import ExplainedRefusal, WordedRefusal
+from allocator.scheduling.refusalcache import ExplainedRefusal, WordedRefusal, renamed
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
 from allocator.scheduling.topology import TopologyError
@@ -519,21 +519,11 @@ class NodeClaim:
         known = cache.worded(key, probe.id)
         if known is not None:
             return known
-        allocator = state.allocator
         wide = Probe(self.id, self.node_pool, probe.requirements, self.candidates)
         wide_key = (key[0], key[1], tuple(wide.instance_types))
         nc_version = cache.nodeclaim_version(probe.id)
         claim_keys = [c.key for c in claims]
-        nodes = allocator.dfs_nodes
-        try:
-            allocator.allocate(wide, claims, pod=pod.pod)
-            error = None
-        except AllocationError as err:
-            # Kept with the NodeClaim's words: not the frames it was raised through.
-            error = err.with_traceback(None)
-        finally:
-            allocator.dfs_nodes = nodes  # the pod's own Allocate counts, not this one
-            allocator.last_funnels = []  # nor are these its funnels
+        error = _refusal_aside(wide, claims, pod, state)
         if error is not None and (
             not error.refused
             or error.reach is None
@@ -557,47 +547,24 @@ class NodeClaim:
         instance_type: str,
     ) -> AllocationError | None:
         """Allocate's refusal in words on ``instance_type`` alone (None if it does not
-        refuse), counting no DFS node, with the claims named as ``names`` maps them (the
-        claims of the pod whose words it joins); once per ``worded``."""
+        refuse), with the claims named as ``names`` maps them (the claims of the pod whose
+        words it joins); once per ``worded``."""
         if instance_type not in worded.alone:
-            worded.alone[instance_type] = self._alone(
-                probe, pod, state, claims, names, instance_type
+            one = [info for info in self.candidates if info.name == instance_type][:1]
+            alone = Probe(self.id, self.node_pool, probe.requirements, one)
+            err = _refusal_aside(alone, claims, pod, state)
+            worded.alone[instance_type] = (
+                None
+                if err is None
+                else AllocationError(
+                    str(err),
+                    err.code,
+                    funnels=[f.for_claim(names.get(f.claim, f.claim)) for f in err.funnels],
+                    reach=err.reach,
+                    refused=tuple((it, renamed(words, names)) for it, words in err.refused),
+                )
             )
         return worded.alone[instance_type]
-
-    def _alone(
-        self,
-        probe: Probe,
-        pod: PodData,
-        state: RunState,
-        claims: list[ResourceClaim],
-        names: dict[str, str],
-        instance_type: str,
-    ) -> AllocationError | None:
-        allocator = state.allocator
-        one = [info for info in self.candidates if info.name == instance_type][:1]
-        nodes = allocator.dfs_nodes
-        try:
-            allocator.allocate(
-                Probe(self.id, self.node_pool, probe.requirements, one), claims, pod=pod.pod
-            )
-        except AllocationError as err:
-            refused = []
-            for it, words in err.refused:
-                for mine, theirs in names.items():
-                    words = words.replace(f"claim {mine}", f"claim {theirs}")
-                refused.append((it, words))
-            return AllocationError(
-                str(err),
-                err.code,
-                funnels=[f.for_claim(names.get(f.claim, f.claim)) for f in err.funnels],
-                reach=err.reach,
-                refused=tuple(refused),
-            )
-        finally:
-            allocator.dfs_nodes = nodes
-            allocator.last_funnels = []
-        return None
 
     def _explained(self, err: AllocationError, claim_keys: list[str]) -> ExplainedRefusal:
         """An Allocate refusal on this NodeClaim in words, naming the claims ``claim_keys``."""
@@ -715,6 +682,24 @@ class Probe:
             for info in self.candidates:
                 by_name.setdefault(info.name, info.requirements)
         return by_name.get(name)
+
+
+def _refusal_aside(
+    probe: Probe, claims: list[ResourceClaim], pod: PodData, state: RunState
+) -> AllocationError | None:
+    """Allocate's refusal in words on ``probe`` (None if it does not refuse), asked aside
+    from the pod's own: it counts no DFS node and leaves no funnels as the pod's, and the
+    error is kept without the frames it was raised through."""
+    allocator = state.allocator
+    nodes = allocator.dfs_nodes
+    try:
+        allocator.allocate(probe, claims, pod=pod.pod)
+    except AllocationError as err:
+        return err.with_traceback(None)
+    finally:
+        allocator.dfs_nodes = nodes
+        allocator.last_funnels = []
+    return None
 
 
 def _with_topology(

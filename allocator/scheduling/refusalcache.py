@@ -60,6 +60,14 @@ class NodeClaimRefusal:
     explained: ExplainedRefusal | None = None
 
 
+def renamed(words: str, names: Mapping[str, str]) -> str:
+    """Words naming claims (``claim <key>``) with each key of ``names`` replaced by its value:
+    a refusal of claims of one spec is another pod's with its own claims named."""
+    for old, new in names.items():
+        words = words.replace(f"claim {old}", f"claim {new}")
+    return words
+
+
 @dataclass(slots=True)
 class ExplainedRefusal:
     """A deferred NodeClaim refusal in words, for the pod whose claims are ``claim_keys``;
@@ -73,9 +81,7 @@ class ExplainedRefusal:
         if claim_keys == self.claim_keys:
             return Refusal(self.reason, code, list(self.funnels), reach=None)
         names = dict(zip(self.claim_keys, claim_keys, strict=True))
-        reason = self.reason
-        for a, b in names.items():
-            reason = reason.replace(f"claim {a}", f"claim {b}")
+        reason = renamed(self.reason, names)
         funnels = [(t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in self.funnels]
         return Refusal(reason, code, funnels, reach=None)
 

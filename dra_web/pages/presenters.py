@@ -318,11 +318,9 @@ def grouped_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first few, joined) and ``pools`` (how many pools its entries name)."""
     rows: dict[str, dict[str, Any]] = {}
     for d in devices:
-        if d.get("source") == "template" and d.get("instanceType"):
-            same = {k: v for k, v in d.items() if k not in ("pool", "instanceType")}
-            key = json.dumps(same, sort_keys=True, default=str)
-        else:
-            key = json.dumps(d, sort_keys=True, default=str)
+        alike = d.get("source") == "template" and d.get("instanceType")
+        same = {k: v for k, v in d.items() if k not in ("pool", "instanceType")} if alike else d
+        key = json.dumps(same, sort_keys=True, default=str)
         row = rows.get(key)
         if row is None:
             row = rows[key] = {**d, "instanceTypes": [], "_pools": set()}
@@ -331,14 +329,18 @@ def grouped_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["_pools"].add(d.get("pool"))
     out = []
     for row in rows.values():
-        its = row["instanceTypes"]
-        shown = ", ".join(its[:INSTANCE_TYPES_NAMED])
-        if len(its) > INSTANCE_TYPES_NAMED:
-            shown += f" and {len(its) - INSTANCE_TYPES_NAMED} more"
-        row["instanceTypesShown"] = shown
+        row["instanceTypesShown"] = _first_named(row["instanceTypes"])
         row["pools"] = len(row.pop("_pools"))
         out.append(row)
     return out
+
+
+def _first_named(names: list[str]) -> str:
+    """``a, b, c and 397 more``: the first few instance types named, the others counted."""
+    shown = ", ".join(names[:INSTANCE_TYPES_NAMED])
+    if len(names) > INSTANCE_TYPES_NAMED:
+        shown += f" and {len(names) - INSTANCE_TYPES_NAMED} more"
+    return shown
 
 
 def template_groups(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -358,11 +360,7 @@ def template_groups(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
             group = groups[key] = {"slices": slices, "instanceTypes": []}
         group["instanceTypes"].append(t.get("instanceType"))
     for group in groups.values():
-        its = [str(it) for it in group["instanceTypes"]]
-        shown = ", ".join(its[:INSTANCE_TYPES_NAMED])
-        if len(its) > INSTANCE_TYPES_NAMED:
-            shown += f" and {len(its) - INSTANCE_TYPES_NAMED} more"
-        group["instanceTypesShown"] = shown
+        group["instanceTypesShown"] = _first_named([str(it) for it in group["instanceTypes"]])
     return list(groups.values())
 
 
