@@ -13,12 +13,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from allocator.snapshot.loader import collector_paused
 from dra_web.pages import run_page
 from dra_web.pages import selectors as page_selectors
 from dra_web.pages.dashboard_page import DashboardQuery, dashboard_page
 from dra_web.pages.diff_page import diff_page
 from dra_web.pages.forms import CommentForm, RunForm, UploadForm
+from dra_web.pages.rendering import reads_result, render_released
 from dra_web.pages.snapshot_page import snapshot_page
 from dra_web.reviews import selectors as review_selectors
 from dra_web.reviews import services as review_services
@@ -116,7 +116,7 @@ def start_run(request):
 @login_required
 @require_GET
 def run_row(request, run_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     run.has_open_review = review_selectors.has_open_review(run)
     return render(request, "pages/_run_row.html", {"run": run})
 
@@ -124,7 +124,7 @@ def run_row(request, run_id):
 @login_required
 @require_GET
 def run_status(request, run_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     response = render(request, "pages/_run_status.html", {"run": run})
     if run.finished:
         # The page around the status box shows the result: reload it once the run is done.
@@ -148,6 +148,7 @@ def snapshot_detail(request, snapshot_id):
 
 @login_required
 @require_GET
+@reads_result
 def run_detail(request, run_id):
     numbers = run_page.RunPageNumbers(
         placements=request.GET.get("ppage"),
@@ -155,11 +156,8 @@ def run_detail(request, run_id):
         pools=request.GET.get("olpage"),
         node_claims=request.GET.get("ncpage"),
     )
-    # The result of a run where many pods fail is a few megabytes of JSON: the collector's
-    # passes over its objects (no cycles) were a third of the page's time.
-    with collector_paused():
-        run = run_selectors.get_run(run_id)
-        return render(request, "pages/run.html", run_page.run_page(run, numbers))
+    run = run_selectors.get_run(run_id)
+    return render_released(request, "pages/run.html", run_page.run_page(run, numbers))
 
 
 @login_required
@@ -173,10 +171,11 @@ def diff_pick(request, run_id):
 
 @login_required
 @require_GET
+@reads_result
 def run_diff(request, run_a, run_b):
     a = run_selectors.get_run(run_a)
     b = run_selectors.get_run(run_b)
-    return render(request, "pages/diff.html", diff_page(a, b))
+    return render_released(request, "pages/diff.html", diff_page(a, b))
 
 
 # --- what-if ------------------------------------------------------------------------------------
@@ -237,6 +236,7 @@ def edit_object(request, snapshot_id):
 
 
 @login_required
+@reads_result
 def pod_review(request, run_id, namespace, name):
     run = run_selectors.get_run(run_id)
     key = f"{namespace}/{name}"
@@ -262,7 +262,7 @@ def pod_review(request, run_id, namespace, name):
                 url = reverse("pages:pod-review", args=[run.pk, namespace, name])
                 return redirect(f"{url}#thread")
         status = 400
-    return render(
+    return render_released(
         request,
         "pages/review.html",
         {
@@ -294,7 +294,7 @@ def _query_int(request, name: str, default: int, low: int, high: int | None = No
 @login_required
 @require_GET
 def tree_children(request, run_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     page = run_selectors.trace_children_window(
         run,
         _int(request.GET.get("parent")),
@@ -308,7 +308,7 @@ def tree_children(request, run_id):
 @login_required
 @require_GET
 def tree_node(request, run_id, node_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     node = page_selectors.trace_node_detail(run, node_id)
     if node is None:
         raise Http404("no such trace node")
@@ -318,7 +318,7 @@ def tree_node(request, run_id, node_id):
 @login_required
 @require_GET
 def tree_reveal(request, run_id, node_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     path = run_selectors.trace_reveal(run, node_id, page=TREE_PAGE)
     if not path:
         raise Http404("no such trace node")
@@ -328,7 +328,7 @@ def tree_reveal(request, run_id, node_id):
 @login_required
 @require_GET
 def tree_search(request, run_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     found = run_selectors.trace_search_page(
         run,
         run_selectors.TraceFilter.from_params(request.GET),
@@ -340,7 +340,7 @@ def tree_search(request, run_id):
 @login_required
 @require_GET
 def tree_overview(request, run_id):
-    run = run_selectors.get_run(run_id)
+    run = run_selectors.get_run(run_id, with_result=False)
     return JsonResponse(run_selectors.trace_overview(run))
 
 
@@ -391,22 +391,24 @@ def download_node_claim(request, run_id, name):
 
 @login_required
 @require_GET
+@reads_result
 def pod_reasons(request, run_id, namespace, name):
     """Every target that refused a pod, a page at a time (htmx partial of the run page)."""
     run = run_page.finished_run(run_id)
     ctx = run_page.pod_reasons(run, namespace, name, request.GET.get("page"))
-    return render(request, "pages/_reason_list.html", ctx)
+    return render_released(request, "pages/_reason_list.html", ctx)
 
 
 @login_required
 @require_GET
+@reads_result
 def pod_explanation(request, run_id, namespace, name):
     """A failed pod's funnel, grouped reasons and suggestions (htmx partial of the run page,
     loaded when the pod scrolls into view)."""
     run = run_page.finished_run(run_id)
     where = "placements" if request.GET.get("where") == "placements" else "summary"
     ctx = run_page.pod_explanation(run, f"{namespace}/{name}", reverse("pages:run", args=[run.pk]))
-    return render(request, "pages/_failure_body.html", {**ctx, "where": where})
+    return render_released(request, "pages/_failure_body.html", {**ctx, "where": where})
 
 
 @login_required
@@ -425,6 +427,7 @@ def cancel_run(request, run_id):
 
 @login_required
 @require_GET
+@reads_result
 def pool_devices(request, run_id):
     """One in-cluster pool's devices (htmx partial of the Pools tab)."""
     run = run_page.finished_run(run_id)
@@ -435,7 +438,7 @@ def pool_devices(request, run_id):
         # A link to one device (``#pool-DRIVER-POOL.DEVICE``) asks for it.
         request.GET.get("device") or "",
     )
-    return render(request, "pages/_pool_devices.html", ctx)
+    return render_released(request, "pages/_pool_devices.html", ctx)
 
 
 # --- retention -------------------------------------------------------------------------------

@@ -56,11 +56,16 @@ def _filter_open_review(qs: QuerySet[Run], wanted: bool) -> QuerySet[Run]:
     return qs.filter(pk__in=open_ids) if wanted else qs.exclude(pk__in=open_ids)
 
 
-def get_run(run_id) -> Run:
-    # The result of a run where many pods fail is megabytes of JSON: the cycle collector's
-    # passes over the objects it decodes into (none cyclic) would cost more than the decoding.
+def get_run(run_id, *, with_result: bool = True) -> Run:
+    """The run (404 when there is none); ``with_result=False`` leaves its result unread (tens
+    of megabytes where many pods fail) for views that show none of it, such as the tree's."""
+    runs = Run.objects.select_related("owner", "snapshot")
+    if not with_result:
+        return get_object_or_404(runs.defer("result"), pk=run_id)
+    # The cycle collector's passes over the objects the result decodes into (none cyclic)
+    # would cost more than the decoding.
     with collector_paused():
-        return get_object_or_404(Run.objects.select_related("owner", "snapshot"), pk=run_id)
+        return get_object_or_404(runs, pk=run_id)
 
 
 def page_facts(run: Run) -> PageFacts | None:

@@ -87,3 +87,23 @@ def test_node_details_show_what_the_claim_asked_for(browser_client, run):
     (request,) = detail["intent"]["requests"]
     assert request["deviceClassName"] == "gpu.nvidia.com"
     assert request["selectors"] == ['device.attributes["gpu.nvidia.com"].model == "H100"']
+
+
+def test_the_tree_does_not_read_the_runs_result(browser_client, run):
+    # The result of a run where many pods fail is tens of megabytes; the tree shows none of it.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node_id = browser_client.get(reverse("pages:tree-children", args=[run.pk])).json()["nodes"][0]
+    urls = [
+        reverse("pages:tree-children", args=[run.pk]),
+        reverse("pages:tree-node", args=[run.pk, node_id["id"]]),
+        reverse("pages:tree-search", args=[run.pk]) + "?q=ml",
+        reverse("pages:tree-overview", args=[run.pk]),
+    ]
+    for url in urls:
+        with CaptureQueriesContext(connection) as queries:
+            assert browser_client.get(url).status_code == 200
+        run_reads = [q["sql"] for q in queries if 'FROM "runs_run"' in q["sql"]]
+        assert run_reads, url
+        assert not any('"runs_run"."result"' in sql for sql in run_reads), url
