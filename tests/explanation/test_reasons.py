@@ -5,6 +5,7 @@ command line's summary (CONTRACT section 4 "Why a pod was refused")."""
 from __future__ import annotations
 
 import json
+import re
 
 from allocator.cli import summary
 from allocator.simulation import SimulationOptions, simulate
@@ -345,3 +346,22 @@ def test_explanation_does_not_grow_with_nodes() -> None:
     (funnel,) = failed(result, "default/train-0")["explanation"]
     assert funnel["targets"] == 40 and len(funnel["exampleTargets"]) == 5
     assert funnel["rejections"][0]["devices"] == 4  # per target, not summed over targets
+
+
+def test_a_template_device_names_the_pod_placed_on_that_node_claim() -> None:
+    # Karpenter's benchmark with one L4 per generic pod: a one-GPU instance type of a NodeClaim
+    # that already took a pod refuses the next, naming the claim of the pod on that NodeClaim.
+    from bench.workloads import karpenter_benchmark
+
+    result, _ = run(karpenter_benchmark(40, topology=False, dra=True))
+    on = {p["pod"]: p["target"]["name"] for p in result["pods"] if p["scheduled"]}
+    named = 0
+    for nc in result["nodeClaims"]:
+        for pruned in nc.get("instanceTypesPruned") or []:
+            if "rejected by allocated" not in pruned["message"]:
+                continue
+            holders = re.findall(r"claim \S+ of (\S+) \(placed in this run\)", pruned["message"])
+            assert holders, pruned
+            assert all(on[pod] == nc["name"] for pod in holders), (nc["name"], pruned)
+            named += len(holders)
+    assert named > 0
