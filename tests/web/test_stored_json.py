@@ -1,5 +1,6 @@
 """A run's result and the blobs (snapshots, traces, page facts) read back exactly as written:
-they are read by orjson, which reads an integer past 64 bits as a float."""
+the blobs are read by orjson, which reads an integer past 64 bits as a float, and a result
+must not lose one either."""
 
 from __future__ import annotations
 
