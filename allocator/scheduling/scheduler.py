@@ -310,10 +310,26 @@ class Scheduler:
         # Request Validation (see RefusalCache.note_validation).
         counting = bool(pod.needed) and state.counter is not None
         bounds = None
+        # An attempt that builds no words passes over the nodes that cannot have enough free
+        # devices without asking them: a pod placed reads no reason of the nodes before its
+        # own, and a failure without words is tried again with them (RefusalCache.unchanged).
+        # A pod served natively by some nodes (DRAExtendedResource) needs fewer there; a
+        # trace shows every node asked.
+        needed = (
+            pod.needed
+            if counting
+            and not explain
+            and cache.enabled
+            and not state.trace.enabled
+            and pod.extended is None
+            else 0
+        )
         counted_out: list[tuple[int, ExistingNode, int]] = []  # + its trace node
         for node in _not_taken(self.existing, taken, _HOSTNAME):
             if bounds is None and counting and cache.is_validated(outcome):
                 bounds = state.counter.bounds
+            if needed and bounds is not None and bounds.get(node.id, needed) < needed:
+                continue
             found = node.can_add(pod, state, bounds)
             if isinstance(found, Refusal):
                 reasons.append((node.reason_target, found.reason))

@@ -17,11 +17,14 @@ from bench.workloads import (
     anti_affinity_past_limits,
     busy_nodes,
     existing_nodes,
+    gpu_claim_template,
     held_devices,
     karpenter_benchmark,
     karpenter_instance_types,
     karpenter_preferences,
     new_nodeclaims,
+    synthetic_cluster,
+    training_pod,
     upload_yaml,
 )
 from tests.scheduling.k8s import node, pod
@@ -204,6 +207,38 @@ def test_node_refusals_remembered_per_pod_shape_decide_and_word_as_the_plain_pat
             )
         )
     assert run(docs) == run(docs, tuning=PLAIN)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(min_value=1, max_value=6),
+    gpus_per_node=st.sampled_from([1, 2, 4, 8]),
+    running=st.integers(min_value=0, max_value=12),
+    asks=st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=1, max_size=24),
+    node_pool=st.booleans(),
+)
+def test_nodes_without_enough_free_devices_passed_over_decide_and_word_as_the_plain_path(
+    nodes: int, gpus_per_node: int, running: int, asks: list[int], node_pool: bool
+) -> None:
+    """H100 nodes fill up pod after pod, some GPUs held by running pods: an attempt without
+    words passes over the nodes that cannot have enough free GPUs left; a pod that fails
+    everywhere still has every node's reason."""
+    docs = synthetic_cluster(
+        nodes=nodes, gpus_per_node=gpus_per_node, running_pods=running, pending_pods=0
+    )
+    if not node_pool:
+        docs = [d for d in docs if d["kind"] not in ("NodePool", "InstanceType")]
+    for count in sorted(set(asks)):
+        docs.append(gpu_claim_template(f"h100-x{count}", "H100", count))
+    for i, count in enumerate(asks):
+        docs.append(
+            training_pod(f"train-{i}", i, claim={"resourceClaimTemplateName": f"h100-x{count}"})
+        )
+    fast = run(docs)
+    assert fast == run(docs, tuning=PLAIN)
+    for entry in fast["pods"]:
+        if not entry["scheduled"] and entry["target"] is None and not node_pool:
+            assert sum(r.get("targets", 1) for r in entry["reasons"]) == nodes
 
 
 def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_recorded(
