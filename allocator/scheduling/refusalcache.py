@@ -208,10 +208,10 @@ class RefusalCache:
         """An allocation was committed: every pool a device is in and the target's own
         templates changed."""
         versions = self._pool_versions
-        for claim in result.claims:
-            for d in claim.devices:
-                key = PoolKey(d.driver, d.pool)
-                versions[key] = versions.get(key, 0) + 1
+        # Each pool once (a NodeClaim's claim lists its devices once per instance type).
+        for driver, pool in {(d.driver, d.pool) for claim in result.claims for d in claim.devices}:
+            key = PoolKey(driver, pool)
+            versions[key] = versions.get(key, 0) + 1
         nc_id = result.allocation.node_claim_id
         self._target_versions[nc_id] = self._target_versions.get(nc_id, 0) + 1
         if any(d.source != "template" for claim in result.claims for d in claim.devices):
