@@ -12,7 +12,7 @@ import yaml_rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.snapshot import bounds, decode, fields
+from allocator.snapshot import bounds, decode, fields, resource
 from allocator.snapshot.decode import _has_long_number
 from allocator.snapshot.errors import BoundError
 from allocator.snapshot.fields import Context
@@ -257,6 +257,54 @@ def test_plain_attributes_read_as_the_checked_reading_reads_them(attributes):
     assert fast == checked
     assert list(fast) == list(checked)
     assert fast_problems == checked_problems
+
+
+_capacity_specs = st.dictionaries(
+    st.sampled_from(["memory", "cores", "dra.example.com/bandwidth"]),
+    st.sampled_from(["80Gi", "132", "1.5", "x", "", 80, None])
+    | st.dictionaries(
+        st.sampled_from(["value", "requestPolicy"]),
+        st.sampled_from(["80Gi", "10Gi", "nonsense", 3, None]),
+        max_size=2,
+    ),
+    max_size=3,
+)
+_plain_devices = st.fixed_dictionaries(
+    {"name": st.sampled_from(["gpu-0", "gpu-7"])},
+    optional={
+        "attributes": st.dictionaries(
+            st.sampled_from(["model", "index", "driverVersion"]),
+            st.sampled_from([{"string": "H100"}, {"int": 3}, {"version": "v550.54.15"}]),
+            max_size=3,
+        ),
+        "capacity": st.dictionaries(
+            st.sampled_from(["memory", "cores"]),
+            st.sampled_from([{"value": "80Gi"}, {"value": "132"}, {"value": "x"}, {"value": 80}]),
+            max_size=2,
+        ),
+    },
+)
+_messy_devices = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.sampled_from(["gpu-0", "", 7]),
+        "attributes": _attribute_specs,
+        "capacity": _capacity_specs | st.sampled_from([None, "80Gi", []]),
+        "allowMultipleAllocations": st.booleans(),
+        "basic": st.just({"attributes": {"model": {"string": "H100"}}}),
+    },
+)
+
+
+@given(_plain_devices | _messy_devices, st.booleans())
+def test_plain_devices_read_as_the_full_reading_reads_them(raw, legacy):
+    fast_problems: list[str] = []
+    full_problems: list[str] = []
+    path = "spec.devices[0]"
+    fast = resource.read_device(_ctx(fast_problems), raw, path, legacy)
+    full = resource.read_device_checked(_ctx(full_problems), raw, path, legacy)
+    assert fast == full
+    assert fast_problems == full_problems
 
 
 # --- characters libyaml refuses ------------------------------------------------------------------
