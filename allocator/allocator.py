@@ -39,11 +39,12 @@ from allocator.model import (
     ResourceClaim,
     ResourceSlice,
 )
+from allocator.nodealike import NodeAlikeIndex
 from allocator.nodeclaim import NodeClaimView
 from allocator.pipeline import Pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
 from allocator.quantity import Quantity
-from allocator.requests import SelectorMatcher
+from allocator.requests import ClaimData, SelectorMatcher
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
 from allocator.templateshapes import (
     ReadAttributes,
@@ -101,6 +102,10 @@ class Allocator:
         # Count-stage funnels of fresh NodeClaims, kept across Allocate calls
         # (explanation/builder.py); None: not kept. The scheduler switches it on.
         self.fresh_funnels: dict | None = None
+        # Count-stage funnels of existing nodes alike (allocator/nodealike.py), kept across
+        # Allocate calls; None: not kept. The scheduler switches it on.
+        self.alike_funnels: dict | None = None
+        self.alike_nodes = NodeAlikeIndex()
         # Instance types of one template shape and state share one search when the search
         # builds no words (allocator/templateshapes.py); the scheduler switches it on.
         self.share_shapes = False
@@ -276,7 +281,7 @@ class Allocator:
             templates_by_it=templates,
             template_slices_by_it=slices_by_it,
             requirements=effective,
-            explainer=FunnelBuilder(self.wording, self.fresh_funnels if fresh else None),
+            explainer=self._explainer(fresh, node_claim, superset, claim_data, trace),
             first_views=first_views,
             deadline=start + self.timeout,
             clock=self.clock,
@@ -398,6 +403,32 @@ class Allocator:
             claims, result.claims, per_it, pod, slices_by_it
         )
         return result
+
+    def _explainer(
+        self,
+        fresh: bool,
+        node_claim: NodeClaimView,
+        superset: list[Pool],
+        claim_data: list[ClaimData],
+        trace: Trace,
+    ) -> FunnelBuilder:
+        """The search's explainer: with the count-stage funnels fresh NodeClaims share, or
+        those of existing nodes alike (untraced, without DeviceTaintRules or attribute
+        bindings, holding none of the devices in reach; ``allocator/nodealike.py``)."""
+        if fresh:
+            return FunnelBuilder(self.wording, self.fresh_funnels)
+        if (
+            self.alike_funnels is None
+            or trace.enabled
+            or node_claim.node_name is None
+            or (self.features is not None and self.features.taints.rules)
+            or self.bindings.instance_types()
+        ):
+            return FunnelBuilder(self.wording, None)
+        alike = self.alike_nodes.node(
+            node_claim.node_name, superset, self.tracker, read_attributes(claim_data)
+        )
+        return FunnelBuilder(self.wording, self.alike_funnels if alike else None, alike)
 
     def _shape_sharing(
         self,

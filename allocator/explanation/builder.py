@@ -14,12 +14,15 @@ NodeClaim while it holds the same devices (the pods that fail on it one after an
 ``memo`` (the Allocator's ``fresh_funnels``, which the scheduler switches on) keeps it per
 (NodePool, instance type, claim spec, request, count, the NodeClaim and the devices it holds
 there, when it holds some): ``_COUNT_PASSES``, or the refusal's funnel (renamed for the claim
-it is shown for).
+it is shown for). Existing nodes alike (``allocator/nodealike.py``) share theirs the same way,
+in the Allocator's ``alike_funnels``, keyed by what their count stage reads of their devices:
+an ``AlikeRefusal``, its example devices mapped to each node's own.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from allocator.checks import ALLOCATED, POOL_REASONS, Refusal, Rejection
 from allocator.dfs import CountRefusal, DFSContext
@@ -32,20 +35,59 @@ from allocator.explanation.funnel import (
     lasting_rank,
 )
 from allocator.explanation.messages import EXPLAIN, Wording, generic
+from allocator.nodealike import NodeAlike
 from allocator.pools import DeviceWithID
 from allocator.requests import ALL, ClaimData, PrunedInstanceType, RequestData
 
 _COUNT_PASSES = "passes"  # memo: the request passes the count stage
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class AlikeRefusal:
+    """An existing node's count-stage refusal that nodes alike take (``nodealike.py``): its
+    words name none of the node's own names; its example devices are mapped by position."""
+
+    funnel: Funnel
+    positions: Mapping[str, int]  # the node's devices, in search order
+
+    @classmethod
+    def of(cls, found: tuple[Funnel, str], alike: NodeAlike) -> AlikeRefusal | None:
+        """The refusal to share, or None when its words name the node, a pool, a slice or a
+        device of its own (or give an example device out of reach)."""
+        funnel, reason = found
+        texts = [reason, funnel.whole or ""]
+        for g in funnel.rejections:
+            texts.append(g.message)
+            texts.append(repr(g.detail))
+        names = alike.names
+        if any(name in text for text in texts for name in names):
+            return None
+        positions = {name: i for i, name in enumerate(alike.devices)}
+        if any(e not in positions for g in funnel.rejections for e in g.example_devices):
+            return None
+        return cls(funnel, positions)
+
+    def mapped(self, funnel: Funnel, devices: Sequence[str]) -> Funnel:
+        """``funnel`` (this refusal's, for some claim) with its example devices the ones at the
+        same positions of ``devices``."""
+        positions = self.positions
+        groups = tuple(
+            replace(g, example_devices=tuple(devices[positions[e]] for e in g.example_devices))
+            for g in funnel.rejections
+        )
+        return replace(funnel, rejections=groups)
+
+
 class FunnelBuilder:
     """The ``Explainer`` of one Allocate's search (see ``allocator/dfs.py``)."""
 
-    def __init__(self, wording: Wording, memo: dict | None) -> None:
+    def __init__(self, wording: Wording, memo: dict | None, alike: NodeAlike | None = None) -> None:
         self.wording = wording
         # Count-stage funnels of NodeClaims reaching templates only, shared across Allocate
-        # calls; None: the NodeClaim reaches in-cluster devices (or the run is traced).
+        # calls; None: the NodeClaim reaches in-cluster devices (or the run is traced). With
+        # ``alike``: those of existing nodes the count stage cannot tell apart (nodealike.py).
         self.memo = memo
+        self.alike = alike
         # Every in-cluster device's refusal per request, shared by the instance types reaching
         # the same pools (when their prefilters are shared too).
         self._tally_cache: dict[tuple[int, str, int], list[tuple[DeviceWithID, Refusal | None]]]
@@ -83,13 +125,16 @@ class FunnelBuilder:
                 wkey = (id(hit), claim.key, req.name, req.num_devices)
                 worded = memo.get(wkey)
                 if worded is None or worded[0] is not hit:
-                    funnel = hit.for_claim(claim.key)
+                    shown = hit.funnel if isinstance(hit, AlikeRefusal) else hit
+                    funnel = shown.for_claim(claim.key)
                     worded = memo[wkey] = (
                         hit,
                         funnel,
                         count_message(claim.key, req.name, req.num_devices, funnel),
                     )
                 _, funnel, reason = worded
+                if isinstance(hit, AlikeRefusal) and self.alike is not None:
+                    funnel = hit.mapped(funnel, self.alike.devices)
                 counted.append((claim.index, req.name, funnel))
                 return CountRefusal(counted, funnel, reason)
         return None
@@ -99,9 +144,11 @@ class FunnelBuilder:
     ) -> tuple[Funnel, str] | None:
         found = self._count_refusal(search, claim, req) if refused else None
         if self.memo is not None and req.allocation_mode != ALL:
-            self.memo[self._memo_key(search, claim, req)] = (
-                found[0] if found is not None else _COUNT_PASSES
-            )
+            kept: object = found[0] if found is not None else _COUNT_PASSES
+            if found is not None and self.alike is not None:
+                kept = AlikeRefusal.of(found, self.alike)
+            if kept is not None:
+                self.memo[self._memo_key(search, claim, req)] = kept
         return found
 
     def count_passes(self, search: DFSContext, claim: ClaimData, req: RequestData) -> None:
@@ -187,6 +234,15 @@ class FunnelBuilder:
             spec = memo[id(claim.claim)] = (
                 claim.claim,
                 (claim.claim.namespace, repr(claim.claim.spec)),
+            )
+        if self.alike is not None:  # an existing node holding none of its devices
+            return (
+                "node",
+                self.alike.key,
+                search.instance_type,
+                spec[1],
+                req.name,
+                req.num_devices,
             )
         # Held template devices are refused as allocated, their holders named: the NodeClaim
         # and exactly those devices are part of what the answer read.

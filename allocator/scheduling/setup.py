@@ -123,6 +123,7 @@ def build_run(
     )
     # The fast paths (see Tuning); off only to prove that decisions do not depend on them.
     allocator.fresh_funnels = {} if tuning.nodeclaim_caches else None
+    allocator.alike_funnels = {} if tuning.funnel_refusal else None
     allocator.share_shapes = tuning.shape_memo
     state = RunState(
         allocator=allocator,

@@ -241,6 +241,70 @@ def test_nodes_without_enough_free_devices_passed_over_decide_and_word_as_the_pl
             assert sum(r.get("targets", 1) for r in entry["reasons"]) == nodes
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    models=st.lists(st.sampled_from(["H100", "A100"]), min_size=1, max_size=8),
+    gpus_per_node=st.sampled_from([1, 2, 4]),
+    running=st.integers(min_value=0, max_value=6),
+    asks=st.lists(
+        st.tuples(st.sampled_from(["H100", "A100", "L4"]), st.sampled_from([1, 2, 8])),
+        min_size=1,
+        max_size=12,
+    ),
+    tainted=st.booleans(),
+)
+def test_existing_nodes_alike_share_count_stage_refusals_as_the_plain_path(
+    models: list[str], gpus_per_node: int, running: int, asks: list, tainted: bool
+) -> None:
+    """H100 and A100 nodes (each GPU with its own UUID), some GPUs held, one node's GPUs maybe
+    tainted; pods asking for a model some nodes have, or nobody: nodes alike share their count
+    stage's refusal, each with its own devices as examples, as the plain path words it."""
+    docs = synthetic_cluster(
+        nodes=len(models), gpus_per_node=gpus_per_node, running_pods=running, pending_pods=0
+    )
+    docs = [d for d in docs if d["kind"] not in ("NodePool", "InstanceType")]
+    slices = [d for d in docs if d["kind"] == "ResourceSlice"]
+    for model, s in zip(models, slices, strict=True):
+        for device in s["spec"]["devices"]:
+            device["attributes"]["model"] = {"string": model}
+    if tainted:
+        slices[-1]["spec"]["devices"][0]["taints"] = [
+            {"key": "nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+        ]
+    for model, count in sorted(set(asks)):
+        docs.append(gpu_claim_template(f"{model.lower()}-x{count}", model, count))
+    for i, (model, count) in enumerate(asks):
+        claim = {"resourceClaimTemplateName": f"{model.lower()}-x{count}"}
+        docs.append(training_pod(f"train-{i}", i, claim=claim))
+    assert run(docs) == run(docs, tuning=PLAIN)
+
+
+def test_a_model_nobody_has_is_counted_once_per_kind_of_node(monkeypatch) -> None:
+    """30 free H100 nodes refuse an A100 pod alike: one count stage worded, each node's funnel
+    naming its own GPUs."""
+    from allocator.explanation.builder import FunnelBuilder
+
+    counted = []
+    original = FunnelBuilder._count_refusal
+
+    def counting(self, search, claim, req):
+        counted.append(search.node_claim_id)
+        return original(self, search, claim, req)
+
+    monkeypatch.setattr(FunnelBuilder, "_count_refusal", counting)
+    docs = existing_nodes(nodes=30, pods=20)  # train-19 asks for an A100
+    result = run(docs)
+    [failed] = [p for p in result["pods"] if not p["scheduled"]]
+    assert failed["pod"] == "ml-training/train-19"
+    # The nodes holding GPUs of the 19 placed pods are worded each; the free ones once.
+    held = {p["target"]["name"] for p in result["pods"] if p["scheduled"]}
+    assert len(counted) <= len(held) + 2
+    [free] = [f for f in failed["explanation"] if not f["rejections"][0].get("also")]
+    node = free["exampleTargets"][0].removeprefix("node/")
+    assert all(f"/{node}/" in d for d in free["rejections"][0]["exampleDevices"])
+    assert run(docs, tuning=PLAIN)["pods"] == result["pods"]
+
+
 def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_recorded(
     monkeypatch,
 ) -> None:
