@@ -12,8 +12,9 @@ and of the state, which devices are held. Two nodes whose devices are equal in a
 search order, with none held, get the same answer; the second takes the first's funnel with
 its example devices mapped to its own by position (``explanation/builder.py``). Whatever this
 cannot put in a key keeps a node out of sharing (its count stage runs as before): devices
-held, pools incomplete or invalid, counters and shares, DeviceTaintRules, attribute bindings,
-claims whose selectors read whole devices.
+held, pools incomplete or invalid, counters and shares, slices skipping node operations (the
+node's own declared features decide), DeviceTaintRules, attribute bindings, claims whose
+selectors read whole devices.
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ class NodeAlikeIndex:
             names.add(pool.key.pool)
             keys = []
             for s in pool.slices:
-                if s.shared_counters:
+                # skipNodeOperations: whether a device may be had depends on the node itself
+                # (its declared features), not on its devices.
+                if s.shared_counters or _skips_node_operations(s.raw):
                     return None
                 names.add(s.name)
             for d in pool.devices:
@@ -115,6 +118,13 @@ class NodeAlikeIndex:
         key = (attributes, repr([raw.get(f) for f in _READ_FIELDS]))
         self._devices[cache_key] = (device, key)
         return key
+
+
+def _skips_node_operations(raw: dict) -> bool:
+    spec = raw.get("spec")
+    return bool(
+        raw.get("skipNodeOperations") or (type(spec) is dict and spec.get("skipNodeOperations"))
+    )
 
 
 def _read_names(driver: str, read: frozenset) -> tuple[str, ...]:
