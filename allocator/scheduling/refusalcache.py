@@ -189,6 +189,12 @@ class RefusalCache:
     # them has left; None: one allows multiple allocations).
     _templates_left: dict[str, tuple[int, list, int | None]] = field(default_factory=dict)
 
+    @property
+    def epoch(self) -> int:
+        """Grows whenever a target's answers may change other than by a placement on it: an
+        instance type released with in-cluster devices, caches invalidated."""
+        return self._releases
+
     def invalidate(self) -> None:
         """Forget every cached refusal and replayable attempt (the allocation state changed
         other than through a placement: a trial freed devices ...)."""

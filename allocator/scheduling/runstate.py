@@ -64,6 +64,8 @@ class RunState:
         self.cache.invalidate()
         if self.allocator.fresh_funnels is not None:
             self.allocator.fresh_funnels.clear()
+        if self.allocator.alike_funnels is not None:
+            self.allocator.alike_funnels.clear()
 
     def commit(self, result, claims: list[ResourceClaim]) -> None:
         """Commit an allocation the scheduler decided on (design: Commit Protocol)."""

@@ -72,6 +72,8 @@ class Scheduler:
         self._by_pods: list[NodeClaim] = []
         self._by_pods_counts: list[int] = []  # their pod counts, in the same order
         self._by_pods_sorted = True
+        # Pod shape -> the cache's epoch when every existing node refused a pod of it.
+        self._refused_by_all: dict[tuple, int] = {}
 
     def claim_state(self, claim: ResourceClaim) -> str:
         return self.state.claim_state(claim)
@@ -325,7 +327,11 @@ class Scheduler:
             else 0
         )
         counted_out: list[tuple[int, ExistingNode, int]] = []  # + its trace node
-        for node in _not_taken(self.existing, taken, _HOSTNAME):
+        nodes: list[ExistingNode] = self.existing
+        refused_by_all = self._refused_by_all_key(pod, trial) if needed else None
+        if refused_by_all is not None and self._refused_by_all.get(refused_by_all) == cache.epoch:
+            nodes = []  # they still refuse it (see _refused_by_all_key)
+        for node in _not_taken(nodes, taken, _HOSTNAME):
             if bounds is None and counting and cache.is_validated(outcome):
                 bounds = state.counter.bounds
             if needed and bounds is not None and bounds.get(node.id, needed) < needed:
@@ -342,6 +348,8 @@ class Scheduler:
                     funnels.extend(found.funnels)
                 continue
             return found
+        if refused_by_all is not None:
+            self._refused_by_all[refused_by_all] = cache.epoch
 
         # NodeClaims of this run: refusals are first found without their words, explained
         # only when the pod fails everywhere (see _explain_deferred).
@@ -375,6 +383,17 @@ class Scheduler:
                 self._explain_deferred(pod, deferred)
             self._explain_counted_out(pod, counted_out)
         return None
+
+    def _refused_by_all_key(self, pod: PodData, trial: bool) -> tuple | None:
+        """The shape under which an attempt without words remembers that every existing node
+        refused the pod, or None. A placement only takes room and devices from a node, so a
+        node that refused a pod of one shape refuses it again until the cache's epoch moves
+        (devices freed), where nothing but the node decides (``pod.fast``: no topology, host
+        ports, volumes or terms) and every slice is pinned to its node. Not in a trial, which
+        lends nodes room and asks some of them only."""
+        if trial or not pod.fast or self.state.cache.nodeclaims_reach_cluster:
+            return None
+        return self._shape(pod.pod, pod.outcome)
 
     def _hosts_taken(self, pod: PodData, quick: bool) -> list[Mapping[str, int]] | None:
         """For a pod that needs no device and no extended resource, the pods counted per

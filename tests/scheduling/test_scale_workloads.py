@@ -247,7 +247,11 @@ def test_nodes_without_enough_free_devices_passed_over_decide_and_word_as_the_pl
     gpus_per_node=st.sampled_from([1, 2, 4]),
     running=st.integers(min_value=0, max_value=6),
     asks=st.lists(
-        st.tuples(st.sampled_from(["H100", "A100", "L4"]), st.sampled_from([1, 2, 8])),
+        st.tuples(
+            st.sampled_from(["H100", "A100", "L4"]),
+            st.sampled_from([1, 2, 8]),
+            st.sampled_from([8, 100]),  # vCPUs: two of 100 fill a node's 191
+        ),
         min_size=1,
         max_size=12,
     ),
@@ -257,8 +261,10 @@ def test_existing_nodes_alike_share_count_stage_refusals_as_the_plain_path(
     models: list[str], gpus_per_node: int, running: int, asks: list, tainted: bool
 ) -> None:
     """H100 and A100 nodes (each GPU with its own UUID), some GPUs held, one node's GPUs maybe
-    tainted; pods asking for a model some nodes have, or nobody: nodes alike share their count
-    stage's refusal, each with its own devices as examples, as the plain path words it."""
+    tainted; pods asking for a model some nodes have, or nobody, some filling nodes' CPUs:
+    nodes alike share their count stage's refusal, each with its own devices as examples, and
+    a pod every node refused asks again only the nodes placements changed since, as the plain
+    path decides and words it."""
     docs = synthetic_cluster(
         nodes=len(models), gpus_per_node=gpus_per_node, running_pods=running, pending_pods=0
     )
@@ -271,11 +277,11 @@ def test_existing_nodes_alike_share_count_stage_refusals_as_the_plain_path(
         slices[-1]["spec"]["devices"][0]["taints"] = [
             {"key": "nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
         ]
-    for model, count in sorted(set(asks)):
+    for model, count in sorted({(model, count) for model, count, _ in asks}):
         docs.append(gpu_claim_template(f"{model.lower()}-x{count}", model, count))
-    for i, (model, count) in enumerate(asks):
+    for i, (model, count, cpu) in enumerate(asks):
         claim = {"resourceClaimTemplateName": f"{model.lower()}-x{count}"}
-        docs.append(training_pod(f"train-{i}", i, claim=claim))
+        docs.append(training_pod(f"train-{i}", i, claim=claim, cpu=cpu))
     assert run(docs) == run(docs, tuning=PLAIN)
 
 
@@ -303,6 +309,72 @@ def test_a_model_nobody_has_is_counted_once_per_kind_of_node(monkeypatch) -> Non
     node = free["exampleTargets"][0].removeprefix("node/")
     assert all(f"/{node}/" in d for d in free["rejections"][0]["exampleDevices"])
     assert run(docs, tuning=PLAIN)["pods"] == result["pods"]
+
+
+def test_a_shape_every_node_refused_is_not_asked_again_until_devices_are_freed(
+    monkeypatch,
+) -> None:
+    """train-19 and train-39 ask for an A100 of 30 H100 nodes: once every node refused
+    train-19 in an attempt without words, train-39's attempt without words asks none of them
+    (the placements in between only took room and devices); each still gets every node's
+    reason from its attempt with words."""
+    from allocator.scheduling.existingnode import ExistingNode
+    from allocator.scheduling.scheduler import Scheduler
+
+    asked: list[str] = []
+    attempts: list[tuple[str, bool, bool, int]] = []
+    can_add, attempt = ExistingNode.can_add, Scheduler._attempt
+
+    def counting(self, pod, state, bounds):
+        asked.append(pod.pod.name)
+        return can_add(self, pod, state, bounds)
+
+    def recording(self, outcome, explain=True):
+        before = len(asked)
+        placed = attempt(self, outcome, explain)
+        attempts.append((outcome.pod.name, explain, placed, len(asked) - before))
+        return placed
+
+    monkeypatch.setattr(ExistingNode, "can_add", counting)
+    monkeypatch.setattr(Scheduler, "_attempt", recording)
+    docs = existing_nodes(nodes=30, pods=40)
+    result = run(docs)
+    unworded = [(name, n) for name, explain, placed, n in attempts if not explain and not placed]
+    assert unworded[:2] == [("train-19", 29), ("train-39", 0)]  # one node full: passed over
+    for entry in (p for p in result["pods"] if not p["scheduled"]):
+        assert sum(r.get("targets", 1) for r in entry["reasons"]) == 30
+    monkeypatch.undo()
+    assert result == run(docs, tuning=PLAIN)
+
+
+def test_only_pods_nothing_but_the_node_decides_remember_every_node_refusing() -> None:
+    """No memory of "every node refused" for a pod a topology or a trial decides too."""
+    from allocator.pipeline import build_pipeline
+    from allocator.scheduling.setup import build_run
+    from allocator.simulation import SimulationOptions
+    from allocator.trace import NULL_TRACE
+
+    docs = existing_nodes(nodes=3, pods=2)
+    spread = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "train-1")
+    spread["metadata"]["labels"] = {"app": "train"}
+    spread["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "train"}},
+        }
+    ]
+    snapshot = load_files([("bench.json", json.dumps(docs))])
+    options = SimulationOptions()
+    built = build_run(snapshot, build_pipeline(options.gates), NULL_TRACE, timeout=options.timeout)
+    scheduler = built.scheduler
+    by_name = {p.name: p for p in built.pods.pending}
+    plain = scheduler.pod_data(by_name["train-0"], built.pod_claims["ml-training/train-0"])
+    spreading = scheduler.pod_data(by_name["train-1"], built.pod_claims["ml-training/train-1"])
+    assert scheduler._refused_by_all_key(plain, trial=False) is not None
+    assert scheduler._refused_by_all_key(plain, trial=True) is None
+    assert scheduler._refused_by_all_key(spreading, trial=False) is None
 
 
 def test_failed_pods_get_nodeclaim_filter_refusals_worded_from_what_the_filter_recorded(
