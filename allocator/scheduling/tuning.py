@@ -12,7 +12,10 @@ from dataclasses import dataclass
 class Tuning:
     # Refuse by the cached refusal funnel (an existing target whose cached count stage shows a
     # pod's requests cannot be met is refused without running Allocate there) and skip a
-    # retry in an unchanged state; selector refusals worded once per values read.
+    # retry in an unchanged state; selector refusals worded once per values read; existing
+    # nodes alike share one count stage (allocator/nodealike.py); in attempts without words,
+    # nodes without enough free devices passed over and a pod shape every node refused not
+    # asked of them again.
     funnel_refusal: bool = True
     # NodeClaims of this run and new ones: a refusal is first found without its words
     # (Allocate's ``explain`` off) and explained only when the pod fails everywhere;
