@@ -82,8 +82,9 @@ class HolderIndex:
     def _run_index(self) -> tuple[dict[DeviceID, list[str]], dict[str, list[str]]]:
         """In-cluster device -> the claims this run allocated to it, and NodeClaim -> the
         claims this run allocated there (in the order they were allocated): a NodeClaim's
-        few claims are searched for a template device when one is asked about, as indexing
-        each device of each instance type took a tenth of a run of Karpenter's benchmark."""
+        few claims are searched for a template device when one is asked about, rather than
+        each device of each instance type indexed (72,000 entries on Karpenter's benchmark
+        with DRA, 20 MiB)."""
         meta = self.claim_metadata
         if len(meta) != self._run_size:
             # Claims are only added during a run: index the new ones (insertion order).
