@@ -283,6 +283,13 @@ class Scheduler:
             volume_requirements=alternatives,
         )
 
+    def _try_shape(self, pod: PodData) -> tuple | None:
+        """``_shape`` of this try's pod, from the shape its PodData worked out already."""
+        shape = pod.shape
+        if shape is not None and not self.state.topology.empty:
+            shape = (*shape, tuple(sorted(pod.pod.labels.items())))
+        return shape
+
     def _shape(self, pod: Pod, outcome: PodOutcome) -> tuple | None:
         """What a pod's attempt reads (RefusalCache.shape; ``pod``: as relaxed so far); with
         topology, its labels too (whether a topology selects it)."""
@@ -356,7 +363,7 @@ class Scheduler:
         deferred: list[tuple[int, int, Callable[[], Refusal]]] = []
         # A refusal a topology may have decided depends on every placement: not remembered.
         shape = (
-            self._shape(pod.pod, outcome)
+            self._try_shape(pod)
             if quick and self.node_claims and not state.topology.constrains(pod.pod)
             else None
         )
@@ -393,7 +400,7 @@ class Scheduler:
         lends nodes room and asks some of them only."""
         if trial or not pod.fast or self.state.cache.nodeclaims_reach_cluster:
             return None
-        return self._shape(pod.pod, pod.outcome)
+        return self._try_shape(pod)
 
     def _hosts_taken(self, pod: PodData, quick: bool) -> list[Mapping[str, int]] | None:
         """For a pod that needs no device and no extended resource, the pods counted per

@@ -25,6 +25,20 @@ COMPILE_ERROR = (
 )
 
 
+def result_device(pool: str, device: str, instance_type: str | None = None, **extra) -> dict:
+    """One entry of a result's ``claims[].devices``: an in-cluster GPU, or with
+    ``instance_type`` a template one."""
+    return {
+        "request": "gpu",
+        "driver": "gpu.nvidia.com",
+        "pool": pool,
+        "device": device,
+        "source": "template" if instance_type else "in-cluster",
+        "instanceType": instance_type,
+        **extra,
+    }
+
+
 def gpu_try(
     trace: Trace,
     parent: int,

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dra_web.pages import presenters
+from tests.pages.builders import result_device
 
 
 def test_reasons_aggregate_like_kube_scheduler_with_nodepools_last():
@@ -170,17 +171,8 @@ def test_diff_examples_name_no_candidate_nodeclaim():
 
 
 def _gpu(instance_type: str | None, device: str = "gpu-0", **extra) -> dict:
-    source = "template" if instance_type else "in-cluster"
     pool = f"{instance_type}-gpus" if instance_type else "ip-10-0-1-7"
-    return {
-        "request": "gpu",
-        "driver": "gpu.nvidia.com",
-        "pool": pool,
-        "device": device,
-        "source": source,
-        "instanceType": instance_type,
-        **extra,
-    }
+    return result_device(pool, device, instance_type, **extra)
 
 
 def test_a_template_device_on_many_instance_types_is_one_row():

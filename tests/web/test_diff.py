@@ -6,17 +6,7 @@ import copy
 
 from allocator.trace import Trace
 from dra_web.runs.diff import diff_results, diff_traces
-
-
-def _device(pool: str, device: str, *, source="in-cluster", instance_type=None):
-    return {
-        "request": "gpu",
-        "driver": "gpu.nvidia.com",
-        "pool": pool,
-        "device": device,
-        "source": source,
-        "instanceType": instance_type,
-    }
+from tests.pages.builders import result_device
 
 
 def _pod(name, *, scheduled=True, target=None, devices=(), error=None):
@@ -37,13 +27,11 @@ NEW_NC = {"kind": "NodeClaim", "name": "gpu-1", "new": True}
 RESULT_A = {
     "schemaVersion": "v1",
     "pods": [
-        _pod("train-0", target=NODE_A, devices=[_device("ip-10-0-0-1", "gpu-1")]),
+        _pod("train-0", target=NODE_A, devices=[result_device("ip-10-0-0-1", "gpu-1")]),
         _pod(
             "train-1",
             target=NEW_NC,
-            devices=[
-                _device("p5.48xlarge-gpus", "gpu-0", source="template", instance_type="p5.48xlarge")
-            ],
+            devices=[result_device("p5.48xlarge-gpus", "gpu-0", "p5.48xlarge")],
         ),
         _pod("train-2", scheduled=False, error="no instance type can satisfy the allocation"),
     ],
@@ -80,7 +68,7 @@ def test_identical_results_have_no_changes():
 def test_placed_failed_targets_devices_and_node_claims():
     b = copy.deepcopy(RESULT_A)
     # train-0 moves to another GPU of the same node, train-1 fails, train-2 is placed.
-    b["pods"][0]["claims"][0]["devices"] = [_device("ip-10-0-0-1", "gpu-5")]
+    b["pods"][0]["claims"][0]["devices"] = [result_device("ip-10-0-0-1", "gpu-5")]
     b["pods"][1] = _pod("train-1", scheduled=False, error="untolerated taint")
     b["pods"][2] = _pod("train-2", target={"kind": "NodeClaim", "name": "gpu-2", "new": True})
     b["nodeClaims"][0]["instanceTypes"] = ["p5.48xlarge", "p5e.48xlarge"]
