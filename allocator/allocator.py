@@ -88,7 +88,6 @@ class Allocator:
         """``pipeline``: the run's features (its ``gates``), device checks, constraint kinds,
         validators and the features' state (``allocator/pipeline.py``)."""
         self.pipeline = pipeline
-        self.in_cluster_slices = in_cluster_slices
         self.universe = SliceUniverse(in_cluster_slices, self.pipeline.pool_validators)
         self.tracker = AllocationTracker(allocated_devices)
         self.bindings = bindings
@@ -204,12 +203,12 @@ class Allocator:
             )
             return result
 
-        # Without in-cluster slices nothing is gathered: each instance type's view is then
-        # worked out only if its own search runs (DFSContext._prepare_it), not for every one,
-        # and its requirements are asked for only then.
+        # Where a NodeClaim reaches no in-cluster slice nothing is gathered: each instance
+        # type's view is then worked out only if its own search runs (DFSContext._prepare_it),
+        # not for every one, and its requirements are asked for only then.
         it_reqs = (
             {it: node_claim.instance_type_requirements(it) for it in instance_types}
-            if node_claim.node_name is None and self.in_cluster_slices
+            if node_claim.node_name is None and self.universe.reaches_unnamed_nodes
             else None
         )
         requirements_of: Callable[[str], Requirements | None] = (

@@ -202,6 +202,15 @@ class SliceUniverse:
         for info in infos.values():
             for s in info.slices:
                 self._index(s)
+        # Whether a node not known by name (a NodeClaim of the run) may reach any slice: not
+        # when every slice is pinned to a named node (node-local drivers only). Then Allocate
+        # gathers nothing for such a node, whatever its requirements.
+        self.reaches_unnamed_nodes = bool(
+            self.all_nodes
+            or self.by_label_all
+            or self.unindexed
+            or any(unpinned for _, unpinned in self.per_device_scope)
+        )
 
     def _index(self, s: ResourceSlice) -> None:
         if s.per_device_node_selection:

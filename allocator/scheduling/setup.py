@@ -131,7 +131,7 @@ def build_run(
             enabled=tuning.funnel_refusal,
             nodeclaim_caches=tuning.nodeclaim_caches,
             explain_recorded=tuning.nodeclaim_caches and tuning.explain_recorded,
-            nodeclaims_reach_cluster=any(s.node_name is None for s in universe),
+            nodeclaims_reach_cluster=allocator.universe.reaches_unnamed_nodes,
         ),
         deleting_pods=pods.deleting,
         counter=counter,

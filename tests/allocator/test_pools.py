@@ -293,3 +293,20 @@ def test_index_equals_full_scan(hosts, kinds, nc_host, nc_zones):
         for p in SliceUniverse(slices).gather(node_name, [nc.requirements])
         for d in p.devices
     )
+    # A node without a name and without requirements reaches whatever any NodeClaim may: the
+    # universe's verdict that NodeClaims reach nothing is exact.
+    universe = SliceUniverse(slices)
+    assert universe.reaches_unnamed_nodes == bool(universe.gather(None, [Requirements()]))
+
+
+def test_node_local_slices_are_out_of_every_node_claims_reach():
+    pinned = resource_slice("node-a-gpus", gpus(8), node_name="ip-10-0-1-17")
+    assert not SliceUniverse([pinned]).reaches_unnamed_nodes
+    per_device = resource_slice(
+        "partitioned", [Device("gpu-0", node_name="ip-10-0-1-17")], per_device=True
+    )
+    assert not SliceUniverse([pinned, per_device]).reaches_unnamed_nodes
+    shared = resource_slice("nics", [nic("nic-0")], driver=NIC, all_nodes=True)
+    assert SliceUniverse([pinned, shared]).reaches_unnamed_nodes
+    zonal = resource_slice("zb", gpus(1), node_selector=zone_selector("us-west-2b"))
+    assert SliceUniverse([pinned, zonal]).reaches_unnamed_nodes
