@@ -7,7 +7,6 @@ bindings), and the ResourceClaims of pending pods, generating those that templat
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -200,10 +199,12 @@ def _claim_from_template(
     if template is None:
         return None
     name = f"{pod.name}-{entry.name}"
+    # The claims of one template share its spec, read only as every claim's is (a suggestion
+    # changes a copy): 1,000 pods' copies cost 0.1 s.
     return ResourceClaim(
         namespace=pod.namespace,
         name=name,
-        spec=copy.deepcopy(template.spec),
+        spec=template.spec,
         generated_from_template=template.name,
         raw={
             "apiVersion": "resource.k8s.io/v1",
@@ -213,7 +214,7 @@ def _claim_from_template(
                 "name": name,
                 "annotations": {"resource.kubernetes.io/pod-claim-name": entry.name},
             },
-            "spec": copy.deepcopy((template.raw.get("spec") or {}).get("spec") or {}),
+            "spec": (template.raw.get("spec") or {}).get("spec") or {},
         },
     )
 
