@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from django.core.paginator import Page, Paginator
 
 from allocator.edits import object_patches
@@ -259,15 +260,23 @@ def allowed_prices(
     on-demand-only NodePool shows no spot price."""
     zone_ok = _allowed_values(requirements, _ZONE_KEY)
     capacity_ok = _allowed_values(requirements, _CAPACITY_TYPE_KEY)
+    # Asked once per (zone, capacity type): a NodeClaim of 400 instance types has thousands
+    # of offerings in a handful of places.
+    allowed: dict[tuple[str, str], bool] = {}
     out: dict[str, float] = {}
     for name in names if names is not None else offerings:
-        prices = [
-            o.price
-            for o in offerings.get(name) or ()
-            if o.available and zone_ok(o.zone) and capacity_ok(o.capacity_type)
-        ]
-        if prices:
-            out[name] = min(prices)
+        best: float | None = None
+        for o in offerings.get(name) or ():
+            if not o.available:
+                continue
+            where = (o.zone, o.capacity_type)
+            ok = allowed.get(where)
+            if ok is None:
+                ok = allowed[where] = zone_ok(o.zone) and capacity_ok(o.capacity_type)
+            if ok and (best is None or o.price < best):
+                best = o.price
+        if best is not None:
+            out[name] = best
     return out
 
 
@@ -316,11 +325,11 @@ def grouped_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     instance types lists its device once per type, each in that type's pool. A row is the
     first entry with ``instanceTypes`` (every type, in order), ``instanceTypesShown`` (the
     first few, joined) and ``pools`` (how many pools its entries name)."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[bytes, dict[str, Any]] = {}
     for d in devices:
         alike = d.get("source") == "template" and d.get("instanceType")
         same = {k: v for k, v in d.items() if k not in ("pool", "instanceType")} if alike else d
-        key = json.dumps(same, sort_keys=True, default=str)
+        key = _content_key(same)
         row = rows.get(key)
         if row is None:
             row = rows[key] = {**d, "instanceTypes": [], "_pools": set()}
@@ -335,6 +344,11 @@ def grouped_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _content_key(value: Any) -> bytes:
+    """Equal for equal JSON content, whatever the order of keys (grouping rows)."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
 def _first_named(names: list[str]) -> str:
     """``a, b, c and 397 more``: the first few instance types named, the others counted."""
     shown = ", ".join(names[:INSTANCE_TYPES_NAMED])
@@ -347,13 +361,11 @@ def template_groups(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``templateSlices`` entries of instance types that launch with the same devices (the
     same drivers, device names and attributes; each type names its own pools) as one group:
     ``instanceTypes`` (in order), ``instanceTypesShown`` and the first one's ``slices``."""
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[bytes, dict[str, Any]] = {}
     for t in templates:
         slices = t.get("slices") or []
-        key = json.dumps(
-            [(s.get("driver"), s.get("devices")) for s in slices if isinstance(s, dict)],
-            sort_keys=True,
-            default=str,
+        key = _content_key(
+            [(s.get("driver"), s.get("devices")) for s in slices if isinstance(s, dict)]
         )
         group = groups.get(key)
         if group is None:
@@ -393,14 +405,18 @@ def device_conditions(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, An
                     {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **x}
                 )
             for d in claim.get("devices") or []:
-                entry = {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **d}
-                if d.get("tolerations"):
-                    tolerated.append(entry)
-                if (
+                tolerates = d.get("tolerations")
+                binds = (
                     d.get("bindingConditions")
                     or d.get("bindsToNode")
                     or d.get("bindingFailureConditions")
-                ):
+                )
+                if not tolerates and not binds:
+                    continue  # most devices: a result of 400 instance types lists 70,000
+                entry = {"pod": pod.get("pod"), "target": target, "claim": claim.get("claim"), **d}
+                if tolerates:
+                    tolerated.append(entry)
+                if binds:
                     entry["bindingTimeoutSeconds"] = claim.get("bindingTimeoutSeconds")
                     binding.append(entry)
     return {"tolerated": tolerated, "binding": binding, "excluded": excluded}

@@ -207,6 +207,42 @@ def test_devices_that_differ_beyond_pool_and_instance_type_keep_their_rows():
     assert rows[2]["instanceTypesShown"] == ""
 
 
+def test_entries_alike_in_another_key_order_share_a_row():
+    first = _gpu("g6.xlarge", consumedCapacity={"memory": "10Gi", "cores": "2"})
+    second = dict(reversed(list(_gpu("g6.2xlarge").items())))
+    second["consumedCapacity"] = {"cores": "2", "memory": "10Gi"}
+    rows = presenters.grouped_devices([first, second])
+    assert [r["instanceTypes"] for r in rows] == [["g6.xlarge", "g6.2xlarge"]]
+
+
+def test_device_conditions_list_only_tolerated_and_binding_devices():
+    taint = [{"key": "nvidia.com/ecc-errors", "operator": "Exists", "effect": "NoSchedule"}]
+    pods = [
+        {
+            "pod": "ml-training/train-0",
+            "target": {"kind": "NodeClaim", "name": "gpu-pool-1", "new": True},
+            "claims": [
+                {
+                    "claim": "ml-training/train-0-gpu",
+                    "bindingTimeoutSeconds": 600,
+                    "devices": [
+                        _gpu("g6.xlarge"),
+                        _gpu("g6.xlarge", "gpu-1", tolerations=taint),
+                        _gpu("g6.xlarge", "gpu-2", bindingConditions=["dra.example.com/ready"]),
+                        _gpu("g6.xlarge", "gpu-3", tolerations=taint, bindsToNode=True),
+                    ],
+                }
+            ],
+        }
+    ]
+    found = presenters.device_conditions(pods)
+    assert [d["device"] for d in found["tolerated"]] == ["gpu-1", "gpu-3"]
+    assert [d["device"] for d in found["binding"]] == ["gpu-2", "gpu-3"]
+    assert all(d["bindingTimeoutSeconds"] == 600 for d in found["binding"])
+    assert found["tolerated"][0]["pod"] == "ml-training/train-0"
+    assert found["excluded"] == []
+
+
 def test_instance_types_launching_the_same_devices_share_a_template_group():
     def slices(it: str, count: int) -> dict:
         devices = [f"gpu-{i}" for i in range(count)]
