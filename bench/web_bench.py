@@ -131,6 +131,9 @@ def _first_view(url: str) -> None:
     client = Client()
     client.force_login(get_user_model().objects.get(username="pages"))
     client.handler.load_middleware()  # what a WSGI server does when it starts, not per request
+    from dra_web.warmup import warm_up
+
+    warm_up()  # and what dra_web.wsgi does then
     start = time.perf_counter()
     response = client.get(url)
     elapsed = time.perf_counter() - start
