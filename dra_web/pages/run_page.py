@@ -9,6 +9,7 @@ run where thousands of pods fail on thousands of nodes costs what one page of th
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,33 @@ def finished_run(run_id) -> Run:
     if run.status != Run.SUCCEEDED or not run.result:
         raise Http404(f"run #{run.pk} is {run.status}: it has no result yet")
     return run
+
+
+@dataclass(frozen=True, slots=True)
+class PodOfRun:
+    """A finished run's entry of one pod (a copy), with the result's NodeClaim names and
+    pools its explanation links to."""
+
+    run: Run
+    pod: dict[str, Any]
+    node_claim_names: Collection[str]
+    pools: list[dict[str, Any]]
+
+
+def pod_of_run(run_id, key: str) -> PodOfRun:
+    """The pod ``key`` of a finished run: a failed pod's from what the run keeps apart from its
+    result (runs/failures.py), any other pod's (or any pod of a run stored before) from the
+    result; 404 when the run has none."""
+    run = run_selectors.get_run(run_id, with_result=False)
+    if run.status == Run.SUCCEEDED:
+        kept = run_selectors.failures(run)
+        if kept is not None and key in kept.pods:
+            return PodOfRun(run, dict(kept.pods[key]), kept.node_claim_names, kept.pools())
+    run = finished_run(run_id)
+    result = run.result or {}
+    return PodOfRun(
+        run, failed_pod(run, key), presenters.node_claim_names(result), result.get("pools") or []
+    )
 
 
 def failed_pod(run: Run, key: str) -> dict[str, Any]:
@@ -247,40 +275,34 @@ def run_page(run: Run, numbers: RunPageNumbers) -> dict[str, Any]:
     return ctx
 
 
-def review_pod(run: Run, key: str, run_url: str) -> dict[str, Any]:
-    """The pod ``namespace/name`` as its review page shows it: explained like on the run page
-    (its funnel's example devices link to the run page's Pools tab at ``run_url``), its claims
-    beside what they asked for."""
-    pod = failed_pod(run, key)
-    names = presenters.node_claim_names(run.result)
-    links = presenters.pool_links(
-        (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
-    )
-    explain(run, pod, names, links)
-    return with_claim_intents(pod, page_selectors.run_facts(run))
+def review_pod(found: PodOfRun, run_url: str) -> dict[str, Any]:
+    """The pod as its review page shows it: explained like on the run page (its funnel's
+    example devices link to the run page's Pools tab at ``run_url``), its claims beside what
+    they asked for."""
+    pod = found.pod
+    links = presenters.pool_links(found.pools, base=run_url, per_page=POOLS_PER_PAGE)
+    explain(found.run, pod, found.node_claim_names, links)
+    return with_claim_intents(pod, page_selectors.run_facts(found.run))
 
 
-def pod_explanation(run: Run, key: str, run_url: str) -> dict[str, Any]:
+def pod_explanation(found: PodOfRun, run_url: str) -> dict[str, Any]:
     """A failed pod explained as the run page shows it inline (the partial its lazily loaded
     failures fetch); funnel links to pools point at the run page's Pools tab (``run_url``)."""
-    pod = failed_pod(run, key)
-    names = presenters.node_claim_names(run.result)
-    links = presenters.pool_links(
-        (run.result or {}).get("pools") or [], base=run_url, per_page=POOLS_PER_PAGE
-    )
-    explain(run, pod, names, links)
-    return {"run": run, "pod": pod}
+    links = presenters.pool_links(found.pools, base=run_url, per_page=POOLS_PER_PAGE)
+    explain(found.run, found.pod, found.node_claim_names, links)
+    return {"run": found.run, "pod": found.pod}
 
 
-def pod_reasons(run: Run, namespace: str, name: str, number: str | None) -> dict[str, Any]:
+def pod_reasons(found: PodOfRun, number: str | None) -> dict[str, Any]:
     """Every target that refused a pod, a page at a time (the run page's partial)."""
-    pod = failed_pod(run, f"{namespace}/{name}")
+    pod = found.pod
     page = presenters.page_of(pod.get("reasons") or [], REASONS_PER_PAGE, number)
-    names = presenters.node_claim_names(run.result)
+    names = found.node_claim_names
     page.object_list = [
         {**r, "target": presenters.target_name(r.get("target"), names)} for r in page.object_list
     ]
-    return {"run": run, "pod": pod, "page": page, "namespace": namespace, "name": name}
+    namespace, _, name = (pod.get("pod") or "").partition("/")
+    return {"run": found.run, "pod": pod, "page": page, "namespace": namespace, "name": name}
 
 
 def pool_devices(run: Run, driver: str, pool: str, wanted: str) -> dict[str, Any]:

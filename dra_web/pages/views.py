@@ -238,9 +238,10 @@ def edit_object(request, snapshot_id):
 @login_required
 @reads_result
 def pod_review(request, run_id, namespace, name):
-    run = run_selectors.get_run(run_id)
     key = f"{namespace}/{name}"
-    pod = run_page.review_pod(run, key, reverse("pages:run", args=[run.pk]))
+    found = run_page.pod_of_run(run_id, key)
+    run = found.run
+    pod = run_page.review_pod(found, reverse("pages:run", args=[run.pk]))
     form = CommentForm()
     status = 200
     if request.method == "POST":
@@ -394,8 +395,8 @@ def download_node_claim(request, run_id, name):
 @reads_result
 def pod_reasons(request, run_id, namespace, name):
     """Every target that refused a pod, a page at a time (htmx partial of the run page)."""
-    run = run_page.finished_run(run_id)
-    ctx = run_page.pod_reasons(run, namespace, name, request.GET.get("page"))
+    found = run_page.pod_of_run(run_id, f"{namespace}/{name}")
+    ctx = run_page.pod_reasons(found, request.GET.get("page"))
     return render_released(request, "pages/_reason_list.html", ctx)
 
 
@@ -405,9 +406,9 @@ def pod_reasons(request, run_id, namespace, name):
 def pod_explanation(request, run_id, namespace, name):
     """A failed pod's funnel, grouped reasons and suggestions (htmx partial of the run page,
     loaded when the pod scrolls into view)."""
-    run = run_page.finished_run(run_id)
+    found = run_page.pod_of_run(run_id, f"{namespace}/{name}")
     where = "placements" if request.GET.get("where") == "placements" else "summary"
-    ctx = run_page.pod_explanation(run, f"{namespace}/{name}", reverse("pages:run", args=[run.pk]))
+    ctx = run_page.pod_explanation(found, reverse("pages:run", args=[found.run.pk]))
     return render_released(request, "pages/_failure_body.html", {**ctx, "where": where})
 
 

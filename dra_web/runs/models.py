@@ -42,6 +42,9 @@ class Run(models.Model):
     # zlib(JSON) of runs.page_facts.PageFacts: what the run's page shows from the snapshot,
     # derived when the result is stored (null for runs stored before it was).
     page_facts_blob = models.BinaryField(null=True, blank=True)
+    # zlib(JSON) of runs.failures.Failures: the failed pods' result entries, kept apart so a
+    # failed pod's explanation reads its own (null for runs stored before they were).
+    failures_blob = models.BinaryField(null=True, blank=True)
     trace_node_count = models.IntegerField(default=0)
     trace_omitted = models.IntegerField(default=0)
     error = models.TextField(blank=True, default="")

@@ -18,6 +18,7 @@ from allocator.snapshot.loader import collector_paused
 from allocator.trace import parse_new_nodeclaim_label
 from dra_web import blobs
 from dra_web.runs import diff
+from dra_web.runs.failures import Failures
 from dra_web.runs.models import Run, TraceNode
 from dra_web.runs.page_facts import PageFacts
 from dra_web.snapshots.models import Snapshot
@@ -32,6 +33,7 @@ def run_list(
         "result",
         "trace_blob",
         "page_facts_blob",
+        "failures_blob",
         "snapshot__files_blob",
         "snapshot__documents_blob",
     )
@@ -73,6 +75,13 @@ def page_facts(run: Run) -> PageFacts | None:
     before they were."""
     data = blobs.unpack(run.page_facts_blob)
     return PageFacts.from_json(data) if data is not None else None
+
+
+def failures(run: Run) -> Failures | None:
+    """The failed pods kept apart from a finished run's result; None for a run stored before
+    they were."""
+    data = blobs.unpack(run.failures_blob)
+    return Failures.from_json(data) if data is not None else None
 
 
 def _nodes(qs) -> list[dict]:

@@ -26,7 +26,8 @@ from allocator.model import Snapshot
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError
 from dra_web import blobs
-from dra_web.runs import page_facts
+from dra_web.runs import failures, page_facts
+from dra_web.runs.failures import Failures
 from dra_web.runs.models import Run, TraceNode
 from dra_web.runs.page_facts import PageFacts
 from dra_web.runs.services import fail_run
@@ -286,6 +287,7 @@ def store_output(
     nodes = (trace or {}).get("nodes") or []
     stats = (result or {}).get("stats") or {}
     facts = _page_facts(run_id, result, loaded)
+    failed = _failures(run_id, result)
     try:
         with transaction.atomic():
             TraceNode.objects.filter(run_id=run_id).delete()
@@ -293,7 +295,7 @@ def store_output(
             qs = Run.objects.filter(pk=run_id)
             if expect_status is not None:
                 qs = qs.filter(status=expect_status)
-            if not _mark_succeeded(qs, result, trace, facts, nodes, stats):
+            if not _mark_succeeded(qs, result, trace, facts, failed, nodes, stats):
                 raise _Superseded()
     except _Superseded:
         return False
@@ -318,13 +320,24 @@ def _page_facts(run_id: int, result: dict, loaded: Snapshot | None) -> PageFacts
         return None
 
 
-def _mark_succeeded(qs, result, trace, facts, nodes, stats) -> int:
+def _failures(run_id: int, result: dict) -> Failures | None:
+    """The failed pods kept apart; None (their pages read the result) when they cannot be:
+    keeping them must never fail a finished simulation."""
+    try:
+        return failures.derive(result or {})
+    except Exception:
+        log.warning("run %s: failed pods not kept apart", run_id, exc_info=True)
+        return None
+
+
+def _mark_succeeded(qs, result, trace, facts, failed, nodes, stats) -> int:
     return qs.update(
         status=Run.SUCCEEDED,
         finished_at=timezone.now(),
         result=result,
         trace_blob=blobs.pack(trace) if trace is not None else None,
         page_facts_blob=blobs.pack(facts.to_json()) if facts is not None else None,
+        failures_blob=blobs.pack(failed.to_json()) if failed is not None else None,
         trace_node_count=len(nodes),
         trace_omitted=int((trace or {}).get("omitted") or 0),
         error="",

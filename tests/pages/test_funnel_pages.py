@@ -274,3 +274,36 @@ def test_no_nodepool_failures_are_counted_for_the_nodeclaims_panel():
         ]
     }
     assert presenters.result_view(result)["no_nodepool_failures"] == 1
+
+
+def test_a_failed_pods_partials_do_not_read_the_runs_result(browser_client, run):
+    # A result is tens of megabytes where many pods fail; a failed pod's explanation, reasons
+    # and review page read only what the run keeps of its failed pods.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    urls = [
+        reverse("pages:pod-explanation", args=[run.pk, "ml", "infer-a100"]),
+        reverse("pages:pod-reasons", args=[run.pk, "ml", "infer-a100"]),
+        reverse("pages:pod-review", args=[run.pk, "ml", "infer-a100"]),
+    ]
+    pages = []
+    for url in urls:
+        with CaptureQueriesContext(connection) as queries:
+            response = browser_client.get(url)
+        assert response.status_code == 200, url
+        pages.append(response.content)
+        run_reads = [q["sql"] for q in queries if 'FROM "runs_run"' in q["sql"]]
+        assert run_reads, url
+        assert not any('"runs_run"."result"' in sql for sql in run_reads), url
+    # A run stored before its failed pods were kept apart shows the same from its result.
+    type(run).objects.filter(pk=run.pk).update(failures_blob=None)
+    again = [_without_tokens(browser_client.get(url).content) for url in urls]
+    assert again == [_without_tokens(page) for page in pages]
+
+
+def _without_tokens(html: bytes) -> bytes:
+    """A page without its CSRF tokens (masked afresh on every response)."""
+    import re
+
+    return re.sub(rb'(csrfmiddlewaretoken" value=|X-CSRFToken": )"[^"]*"', rb"\1", html)
