@@ -338,6 +338,7 @@ class Scheduler:
         refused_by_all = self._refused_by_all_key(pod, trial) if needed else None
         if refused_by_all is not None and self._refused_by_all.get(refused_by_all) == cache.epoch:
             nodes = []  # they still refuse it (see _refused_by_all_key)
+        searched_from = state.allocator.dfs_nodes
         for node in _not_taken(nodes, taken, _HOSTNAME):
             if bounds is None and counting and cache.is_validated(outcome):
                 bounds = state.counter.bounds
@@ -355,7 +356,9 @@ class Scheduler:
                     funnels.extend(found.funnels)
                 continue
             return found
-        if refused_by_all is not None:
+        if refused_by_all is not None and state.allocator.dfs_nodes == searched_from:
+            # Refused before any search: asked again, they would refuse it the same way, at
+            # no DFS node (a search's refusal would count its nodes again: not remembered).
             self._refused_by_all[refused_by_all] = cache.epoch
 
         # NodeClaims of this run: refusals are first found without their words, explained
@@ -394,10 +397,11 @@ class Scheduler:
     def _refused_by_all_key(self, pod: PodData, trial: bool) -> tuple | None:
         """The shape under which an attempt without words remembers that every existing node
         refused the pod, or None. A placement only takes room and devices from a node, so a
-        node that refused a pod of one shape refuses it again until the cache's epoch moves
-        (devices freed), where nothing but the node decides (``pod.fast``: no topology, host
-        ports, volumes or terms) and every slice is pinned to its node. Not in a trial, which
-        lends nodes room and asks some of them only."""
+        node that refused a pod of one shape before any device search (too few devices in
+        reach, no room) refuses it so again until the cache's epoch moves (devices freed),
+        where nothing but the node decides (``pod.fast``: no topology, host ports, volumes or
+        terms) and every slice is pinned to its node. Not in a trial, which lends nodes room
+        and asks some of them only."""
         if trial or not pod.fast or self.state.cache.nodeclaims_reach_cluster:
             return None
         return self._try_shape(pod)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from allocator.pipeline import build_pipeline
@@ -137,6 +137,13 @@ def check_counts(funnel: dict) -> None:
     nodes=st.lists(node_spec, min_size=1, max_size=4),
     pods=st.lists(pod_spec, min_size=1, max_size=7),
     nodepool_on=st.booleans(),
+)
+# Two 2-GPU pods failing on a node with one free untainted H100 after a placement: the
+# second asks it again by a search (a DFS node), which the first one's refusal must not spare.
+@example(
+    nodes=[("H100", 3, 0, True)],
+    pods=[("H100", 1, 1, None), ("H100", 2, 1, None), ("H100", 2, 1, None)],
+    nodepool_on=False,
 )
 def test_funnel_refusal_changes_no_decision(nodes, pods, nodepool_on) -> None:
     docs = cluster(nodes, pods, nodepool_on)
