@@ -32,6 +32,7 @@ from allocator.features.state import FeatureInputs, FeatureState
 from allocator.model import (
     DeviceClass,
     DeviceID,
+    DeviceRequest,
     DeviceTaintRule,
     Namespace,
     Node,
@@ -122,6 +123,10 @@ class Allocator:
         self.resource_claims = dict(resource_claims or {})
         # The refusal funnels of the last Allocate that failed (explanation/funnel.py).
         self.last_funnels: list[Funnel] = []
+        # (request, instance type) -> (the template list read, the count of its devices the
+        # request's selectors accept, or None): ``template_matches``.
+        self._template_matches: dict[tuple, tuple[list, int | None]] = {}
+        self._request_keys: dict[int, tuple[DeviceRequest, str]] = {}
         # What the DRA features keep across Allocate calls (counters in use, ...): None when
         # the pipeline has no features (core_pipeline).
         self.features: FeatureState | None = None
@@ -465,6 +470,58 @@ class Allocator:
         return node_resources(
             self.features.devices, self.pipeline.gates, claims, outcomes, per_it, pod, slices_by_it
         )
+
+    def template_matches(
+        self, request: DeviceRequest, instance_type: str, templates: list
+    ) -> int | None:
+        """How many of an instance type's template devices (``templates``, its slice
+        templates) the ExactCount request's device class and own CEL selectors accept: an
+        upper bound of the devices Allocate's count stage finds eligible there, for a
+        NodeClaim that reaches no in-cluster device. None when it bounds nothing: no such
+        request (FirstAvailable, All), an unknown class, a selector that does not compile or
+        fails at run time on a device, a device several allocations may share."""
+        spec = self._request_keys.get(id(request))
+        if spec is None or spec[0] is not request:
+            # Claims of one template share their requests; other claims' are alike by content.
+            spec = self._request_keys[id(request)] = (request, repr(request))
+        key = (spec[1], instance_type)
+        hit = self._template_matches.get(key)
+        if hit is not None and hit[0] is templates:
+            return hit[1]
+        found = self._count_template_matches(request, instance_type, templates)
+        self._template_matches[key] = (templates, found)
+        return found
+
+    def _count_template_matches(
+        self, request: DeviceRequest, instance_type: str, templates: list
+    ) -> int | None:
+        exact = request.exactly
+        if exact is None or request.first_available or (exact.allocation_mode or "") == "All":
+            return None
+        device_class = self.device_classes.get(exact.device_class_name)
+        if device_class is None:
+            return None
+        compiled = []
+        for sel in (*device_class.selectors, *exact.selectors):
+            if sel.cel is None:
+                return None
+            try:
+                compiled.append(self.engine.compile(sel.cel))
+            except ValueError:
+                return None
+        matching = 0
+        for cand in self._template_devices({instance_type: templates})[instance_type]:
+            if cand.device.allow_multiple_allocations:
+                return None
+            for selector in compiled:
+                outcome = self.engine.matches(selector, cand.device, cand.id.driver)
+                if outcome.error is not None:
+                    return None
+                if not outcome.matched:
+                    break
+            else:
+                matching += 1
+        return matching
 
     def _template_devices(self, slices_by_it: Mapping[str, list]) -> dict[str, list]:
         """Template candidates per instance type, built once per instance type's template list

@@ -402,7 +402,9 @@ class NodeClaim:
             return True
         for info in probe.candidates:
             total = cache.template_total(info)
-            if total is None or total - len(held.get(info.name, ())) >= need:
+            if total is not None and total - len(held.get(info.name, ())) < need:
+                continue
+            if not _selectors_refuse(info, claims, state):
                 return False
         return True
 
@@ -800,6 +802,23 @@ def _no_instance_type(
     """The filter's refusal as data (worded by ``words``)."""
     overheads = tuple(g.overhead for g in groups)
     return NoInstanceType(requests, reqs, filtered, overheads, state.cache.quantity_words)
+
+
+def _selectors_refuse(info: InstanceTypeInfo, claims: list[ResourceClaim], state: RunState) -> bool:
+    """Whether a request of ``claims`` asks for more devices by count than the instance
+    type has template devices its selectors accept (a GPU model it does not have): Allocate's
+    count stage refuses the instance type then, whatever the NodeClaim holds."""
+    allocator = state.allocator
+    templates = info.it.resource_slice_templates
+    for claim in claims:
+        for request in claim.spec.requests:
+            exact = request.exactly
+            if exact is None or exact.allocation_mode == "All":
+                continue
+            matching = allocator.template_matches(request, info.name, templates)
+            if matching is not None and matching < exact.count:
+                return True
+    return False
 
 
 def largest_count(claims: list[ResourceClaim], state: RunState) -> int | None:

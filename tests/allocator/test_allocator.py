@@ -17,6 +17,7 @@ from tests.allocator.builders import (
     claim,
     exact,
     existing_node,
+    first_available,
     gpu,
     gpus,
     in_flight,
@@ -307,3 +308,42 @@ def test_instance_types_refused_in_the_same_words_share_one_clause_of_the_error(
     assert clauses[1].startswith("g6e.12xl, g6e.24xl: ")
     # Every instance type keeps its own funnel (the explanation counts each).
     assert len(refused.value.funnels) == 8
+
+
+# --- template devices a request's selectors accept (the count bound of NodeClaims) -------------
+
+H100 = 'device.attributes["gpu.nvidia.com"].model == "H100"'
+A100 = 'device.attributes["gpu.nvidia.com"].model == "A100"'
+
+
+def test_template_matches_counts_the_devices_a_requests_selectors_accept():
+    allocator = make_allocator(instance_types=[P5, P4D])
+    h100s = exact("gpu", count=2, selectors=[H100])
+    p5, p4d = P5.resource_slice_templates, P4D.resource_slice_templates
+    assert allocator.template_matches(h100s, "p5.48xlarge", p5) == 8
+    assert allocator.template_matches(h100s, "p4d.24xlarge", p4d) == 0
+    assert allocator.template_matches(exact("gpu", selectors=[A100]), "p4d.24xlarge", p4d) == 8
+    # The device class's selectors count too: a NIC request accepts no GPU.
+    assert allocator.template_matches(exact("nic", "nic.example.com"), "p5.48xlarge", p5) == 0
+
+
+def test_template_matches_bounds_nothing_it_cannot_know_without_the_search():
+    shared = gpu("gpu-0")
+    shared.allow_multiple_allocations = True
+    shared_it = instance_type("g7.shared", [template("g7-gpus", [shared])])
+    allocator = make_allocator(instance_types=[P5, shared_it])
+    p5 = P5.resource_slice_templates
+    # A device several allocations may share serves several slots.
+    assert (
+        allocator.template_matches(
+            exact("gpu", count=2), "g7.shared", shared_it.resource_slice_templates
+        )
+        is None
+    )
+    # A selector failing at run time (no such attribute), an unknown class, FirstAvailable, All.
+    failing = 'device.attributes["gpu.nvidia.com"].missing == "x"'
+    assert allocator.template_matches(exact("gpu", selectors=[failing]), "p5.48xlarge", p5) is None
+    assert allocator.template_matches(exact("gpu", "tpu.example.com"), "p5.48xlarge", p5) is None
+    either = first_available("gpu", ("h100", exact("x", selectors=[H100])))
+    assert allocator.template_matches(either, "p5.48xlarge", p5) is None
+    assert allocator.template_matches(exact("gpu", mode="All"), "p5.48xlarge", p5) is None

@@ -389,3 +389,33 @@ def test_failed_pods_keeping_fewer_instance_types_narrow_the_nodeclaims_words(
         assert "l4.2g1" in words["default/train-8"] and "l4.2g1" not in words["default/train-9"]
         assert "claim default/train-9-gpu request gpu" in words["default/train-9"]
         assert "train-8" not in words["default/train-9"]
+
+
+def test_nodeclaims_of_another_model_refuse_by_their_selectors_without_allocate(
+    monkeypatch,
+) -> None:
+    # Four L4 pods launch four NodeClaims of 4 L4s (one pod each: CPUs), then H100 pods come.
+    # Once the first H100 pod passed Request Validation, the L4 NodeClaims, 3 GPUs free each,
+    # refuse it by the template devices its selector accepts (none) without an Allocate: one
+    # Allocate on them, not four.
+    from allocator.allocator import Allocator
+
+    asked: list[str] = []
+    allocate = Allocator.allocate
+
+    def counted(self, node_claim, claims, **kwargs):
+        if any((c.generated_from_template or "").startswith("h100") for c in claims):
+            asked.append(node_claim.id)
+        return allocate(self, node_claim, claims, **kwargs)
+
+    monkeypatch.setattr(Allocator, "allocate", counted)
+    l4 = [("L4", 1, 6, None, False)] * 4  # larger: placed first
+    h100 = [("H100", 1, 1, None, False)] * 2
+    its = [("L4", 4, 8, ZONES), ("H100", 1, 8, ZONES)]
+    docs = cluster([], its, l4 + h100, 0, False)
+    fast = run(docs, True)
+    monkeypatch.undo()
+    assert fast == run(docs, False)
+    assert all(p["scheduled"] for p in fast["pods"])
+    launched_for_l4 = {f"gpu-pool-{i}" for i in range(1, 5)}
+    assert len([nc for nc in asked if nc in launched_for_l4]) == 1
