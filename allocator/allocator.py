@@ -471,6 +471,10 @@ class Allocator:
             self.features.devices, self.pipeline.gates, claims, outcomes, per_it, pod, slices_by_it
         )
 
+    def claims_on(self, node_claim_id: str) -> Iterable[str]:
+        """The keys of the claims committed to a NodeClaim (its devices' holders)."""
+        return self._claims_of_node_claim.get(node_claim_id, ())
+
     def template_matches(
         self, request: DeviceRequest, instance_type: str, templates: list
     ) -> int | None:

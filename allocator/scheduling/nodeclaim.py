@@ -524,6 +524,10 @@ class NodeClaim:
         wide = Probe(self.id, self.node_pool, probe.requirements, self.candidates)
         wide_key = (key[0], key[1], tuple(wide.instance_types))
         nc_version = cache.nodeclaim_version(probe.id)
+        alike = self._alike_key(key, probe, state)
+        shared = cache.alike_words(alike) if alike is not None else None
+        if shared is not None:
+            return cache.remember_worded(wide_key, nc_version, shared.error, shared.claim_keys)
         claim_keys = [c.key for c in claims]
         error = _refusal_aside(wide, claims, pod, state)
         if error is not None and (
@@ -536,7 +540,37 @@ class NodeClaim:
             )
         ):
             error = None  # not to be narrowed: each pod's own Allocate words its refusal
-        return cache.remember_worded(wide_key, nc_version, error, claim_keys)
+        worded = cache.remember_worded(wide_key, nc_version, error, claim_keys)
+        if (
+            alike is not None
+            and error is not None
+            and _names_none_of(error, {self.id, self.name, *state.allocator.claims_on(self.id)})
+        ):
+            cache.remember_alike_words(alike, worded)
+        return worded
+
+    def _alike_key(self, key: tuple, probe: Probe, state: RunState) -> tuple | None:
+        """What the words over all of a NodeClaim's instance types read of it, for NodeClaims
+        alike to share them: the claim specs, its NodePool, its instance types, the template
+        devices it holds on each (the same devices on every NodeClaim of that type) and its
+        requirements but its own hostname. None where NodeClaims holding the same devices may
+        still differ: counters or capacity shares in use on templates, DeviceTaintRules."""
+        features = state.allocator.features
+        if features is not None and (
+            features.taints.rules
+            or features.counters.template_committed
+            or features.capacity.shares
+        ):
+            return None
+        held = state.allocator.tracker.templates.get(self.id, {})
+        names = tuple(info.name for info in self.candidates)
+        return (
+            key[1],
+            self.node_pool,
+            names,
+            tuple(frozenset(held.get(name, ())) for name in names),
+            tuple(item for item in probe.requirements.content_key() if item[0] != HOSTNAME),
+        )
 
     def _words_on_one(
         self,
@@ -684,6 +718,19 @@ class Probe:
             for info in self.candidates:
                 by_name.setdefault(info.name, info.requirements)
         return by_name.get(name)
+
+
+def _names_none_of(error: AllocationError, names: set[str]) -> bool:
+    """Whether no word of ``error`` (its message, refusals and funnels) names one of
+    ``names``: a NodeClaim's own words (its holders, its name) are not another's."""
+    texts = [str(error), *(words for _, words in error.refused)]
+    for f in error.funnels:
+        texts.append(f.whole or "")
+        for g in f.rejections:
+            texts.append(g.message)
+            texts.append(repr(g.detail))
+            texts.extend(g.example_devices)
+    return not any(name in text for text in texts for name in names if name)
 
 
 def _refusal_aside(

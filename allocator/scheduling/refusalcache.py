@@ -165,6 +165,8 @@ class RefusalCache:
     # NodeClaim id -> claim spec keys -> the worded refusal over all its instance types (a
     # NodeClaim's are dropped when it changes).
     _worded: dict[str, dict[tuple, WordedRefusal]] = field(default_factory=dict)
+    # NodeClaim._alike_key -> words over all the instance types that NodeClaims alike share.
+    _alike_words: dict[tuple, WordedRefusal] = field(default_factory=dict)
     shapes: dict[tuple, ShapeAttempt] = field(default_factory=dict)  # pod shape -> attempt
     validated_specs: set[tuple] = field(default_factory=set)
     # Versions: a NodeClaim's grows whenever it takes a pod; the cluster's whenever in-cluster
@@ -203,6 +205,7 @@ class RefusalCache:
         self.nodeclaim_refusals.clear()
         self.allocate_refusals.clear()
         self._worded.clear()
+        self._alike_words.clear()
         self._templates_left.clear()
         self._cluster_version += 1
         self._releases += 1
@@ -474,6 +477,14 @@ class RefusalCache:
         entry = WordedRefusal(nc_version, reach, self.reach_version(reach), error, claim_keys)
         self._worded.setdefault(key[0], {})[key[1]] = entry
         return entry
+
+    def alike_words(self, alike: tuple) -> WordedRefusal | None:
+        """Words over all the instance types of a NodeClaim alike (``NodeClaim._alike_key``)
+        that name nothing of its own, while no device was freed."""
+        return self._alike_words.get(alike)
+
+    def remember_alike_words(self, alike: tuple, worded: WordedRefusal) -> None:
+        self._alike_words[alike] = worded
 
     def worded(self, key: tuple, nc_id: str) -> WordedRefusal | None:
         """What Allocate gave, in words, over all the instance types of the NodeClaim of

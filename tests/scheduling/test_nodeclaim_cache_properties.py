@@ -331,9 +331,11 @@ def test_failed_pods_keeping_fewer_instance_types_narrow_the_nodeclaims_words(
 ) -> None:
     # Eight one-GPU L4 pods fill four NodeClaims that keep the three 2-GPU types (8, 16 and 32
     # CPUs); two T4 pods then fail on them: the 1-CPU one keeps all three types, the 6-CPU one
-    # only the 16- and 32-CPU ones. Each NodeClaim is asked once, in words, over all its
-    # types; each pod's refusal is that one narrowed to the types it keeps (for the bigger pod
-    # the 16-CPU type, no longer sharing the 8-CPU one's search, is searched alone).
+    # only the 16- and 32-CPU ones. The NodeClaims, alike (the same types, the same devices
+    # held), are asked once, in words, over all their types: the first one, whose words name
+    # nothing of its own, for all four. Each pod's refusal is those narrowed to the types it
+    # keeps (for the bigger pod the 16-CPU type, no longer sharing the 8-CPU one's search, is
+    # searched alone on each NodeClaim).
     from allocator.allocator import Allocator
     from allocator.scheduling import nodeclaim
 
@@ -369,15 +371,17 @@ def test_failed_pods_keeping_fewer_instance_types_narrow_the_nodeclaims_words(
     assert set(map(tuple, kept.values())) == {("l4.2g1", "l4.2g2", "l4.2g3")}
     assert narrowings and all(narrowings)
     run_id = asked[0][0]  # the simulation's own Allocator (suggestions' trials have theirs)
-    # Asked of the full NodeClaims (gpu-pool-1 was asked before, holding one GPU): per
-    # NodeClaim, all its types once, and the 16-CPU type alone once; never the 6-CPU pod's two.
+    # Asked of the full NodeClaims (gpu-pool-1 was asked before, holding one GPU): all their
+    # types once, and per NodeClaim the 16-CPU type alone once; never the 6-CPU pod's two.
     mine = [
         (nc, its)
         for r, nc, its in asked
         if r == run_id and nc in kept and set(its) <= set(kept[nc])
     ]
+    wide = [nc for nc, its in mine if len(its) == 3]
+    assert len(wide) == 1
     assert sorted(mine) == sorted(
-        [(nc, ("l4.2g1", "l4.2g2", "l4.2g3")) for nc in kept] + [(nc, ("l4.2g2",)) for nc in kept]
+        [(wide[0], ("l4.2g1", "l4.2g2", "l4.2g3"))] + [(nc, ("l4.2g2",)) for nc in kept]
     )
     failed = {p["pod"]: p for p in fast["pods"] if not p["scheduled"]}
     assert sorted(failed) == ["default/train-8", "default/train-9"]
@@ -419,3 +423,35 @@ def test_nodeclaims_of_another_model_refuse_by_their_selectors_without_allocate(
     assert all(p["scheduled"] for p in fast["pods"])
     launched_for_l4 = {f"gpu-pool-{i}" for i in range(1, 5)}
     assert len([nc for nc in asked if nc in launched_for_l4]) == 1
+
+
+def test_nodeclaims_alike_share_the_words_over_their_instance_types(monkeypatch) -> None:
+    # Four L4 pods launch four NodeClaims of 4 L4s holding the same template device; a T4 pod
+    # (nobody has T4s) then fails on all four. Their words over all instance types name
+    # nothing of their own (a selector refuses every L4, whoever holds it): worked out on the
+    # first and shared by the three alike, not worked out four times.
+    from allocator.scheduling import nodeclaim
+
+    asked: list[str] = []
+    aside = nodeclaim._refusal_aside
+
+    def counted(probe, claims, pod, state):
+        if len(probe.candidates) > 1:  # over all the NodeClaim's instance types
+            asked.append(probe.id)
+        return aside(probe, claims, pod, state)
+
+    monkeypatch.setattr(nodeclaim, "_refusal_aside", counted)
+    l4 = [("L4", 1, 6, None, False)] * 4  # larger: placed first
+    t4 = [("T4", 1, 1, None, False)]
+    its = [("L4", 4, 8, ZONES), ("L4", 4, 10, ZONES)]  # room for one L4 pod each
+    docs = cluster([], its, l4 + t4, 0, False)
+    shared = run(docs, True)
+    shared_asked = list(asked)
+    asked.clear()
+    monkeypatch.setattr(nodeclaim.NodeClaim, "_alike_key", lambda self, key, probe, state: None)
+    alone = run(docs, True)
+    monkeypatch.undo()
+    assert shared == alone == run(docs, False)
+    failed = [p for p in shared["pods"] if not p["scheduled"]]
+    assert [p["pod"] for p in failed] == ["default/train-4"]
+    assert len(set(asked)) == 4 and len(shared_asked) < len(asked)
