@@ -512,7 +512,8 @@ class NodeClaim:
         key: tuple | None,
     ) -> WordedRefusal | None:
         """Allocate's answer in words over all the NodeClaim's instance types (the probe's
-        requirements are its own: ``key`` is not None), once per version of the NodeClaim;
+        requirements are its own: ``key`` is not None), once per version of the NodeClaim and
+        shared by NodeClaims alike when it names nothing of this one's (``_alike_key``);
         None when not to be asked: traced, not remembered, or where NodeClaims reach
         in-cluster pools (fewer instance types may reach fewer: ``narrowed`` refuses)."""
         cache = state.cache
