@@ -45,7 +45,7 @@ from allocator.nodeclaim import NodeClaimView
 from allocator.pipeline import Pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
 from allocator.quantity import Quantity
-from allocator.requests import ClaimData, SelectorMatcher
+from allocator.requests import EXACT_COUNT, ClaimData, RequestData, SelectorMatcher
 from allocator.requirements import NODE_NAME_KEY, Requirement, Requirements
 from allocator.templateshapes import (
     ReadAttributes,
@@ -513,18 +513,24 @@ class Allocator:
                 compiled.append(self.engine.compile(sel.cel))
             except ValueError:
                 return None
+        data = RequestData(
+            request.name,
+            device_class,
+            exact.count,
+            EXACT_COUNT,
+            [*device_class.selectors, *exact.selectors],
+            compiled,
+            exact=exact,
+        )
+        matcher = SelectorMatcher(self.engine)
         matching = 0
         for cand in self._template_devices({instance_type: templates})[instance_type]:
             if cand.device.allow_multiple_allocations:
                 return None
-            for selector in compiled:
-                outcome = self.engine.matches(selector, cand.device, cand.id.driver)
-                if outcome.error is not None:
-                    return None
-                if not outcome.matched:
-                    break
-            else:
-                matching += 1
+            matched, error = matcher.match(data, 0, cand)
+            if error is not None:
+                return None
+            matching += matched
         return matching
 
     def _template_devices(self, slices_by_it: Mapping[str, list]) -> dict[str, list]:

@@ -33,6 +33,7 @@ from allocator.explanation.funnel import (
     cause_suffix,
     count_message,
     lasting_rank,
+    names_any,
 )
 from allocator.explanation.messages import EXPLAIN, Wording, generic
 from allocator.nodealike import NodeAlike
@@ -55,12 +56,7 @@ class AlikeRefusal:
         """The refusal to share, or None when its words name the node, a pool, a slice or a
         device of its own (or give an example device out of reach)."""
         funnel, reason = found
-        texts = [reason, funnel.whole or ""]
-        for g in funnel.rejections:
-            texts.append(g.message)
-            texts.append(repr(g.detail))
-        names = alike.names
-        if any(name in text for text in texts for name in names):
+        if names_any([reason], [funnel], alike.names):
             return None
         positions = {name: i for i, name in enumerate(alike.devices)}
         if any(e not in positions for g in funnel.rejections for e in g.example_devices):

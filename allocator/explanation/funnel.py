@@ -301,6 +301,19 @@ def cause_suffix(funnel: Funnel) -> str:
     return f" {cause}" if cause else ""
 
 
+def names_any(texts: Iterable[str], funnels: Iterable[Funnel], names: Iterable[str]) -> bool:
+    """Whether ``texts`` or the words of ``funnels`` (why a request was refused as a whole,
+    each group's message and detail) name one of ``names``: words naming a target's own
+    things (its node, pools, holders) are not another target's to share."""
+    shown = list(texts)
+    for f in funnels:
+        shown.append(f.whole or "")
+        for g in f.rejections:
+            shown.append(g.message)
+            shown.append(repr(g.detail))
+    return any(name in text for text in shown for name in names if name)
+
+
 def decisive_reason(f: Funnel) -> str | None:
     """The trace reason code of the decisive cause: the largest rejection group's."""
     return f.rejections[0].reason if f.rejections else None

@@ -14,6 +14,7 @@ from functools import partial
 
 from allocator.allocator import narrowed
 from allocator.errors import AllocationError
+from allocator.explanation.funnel import names_any
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
@@ -545,7 +546,11 @@ class NodeClaim:
         if (
             alike is not None
             and error is not None
-            and _names_none_of(error, {self.id, self.name, *state.allocator.claims_on(self.id)})
+            and not names_any(
+                [str(error), *(words for _, words in error.refused)],
+                error.funnels,
+                {self.id, self.name, *state.allocator.claims_on(self.id)},
+            )
         ):
             cache.remember_alike_words(alike, worded)
         return worded
@@ -721,19 +726,6 @@ class Probe:
         return by_name.get(name)
 
 
-def _names_none_of(error: AllocationError, names: set[str]) -> bool:
-    """Whether no word of ``error`` (its message, refusals and funnels) names one of
-    ``names``: a NodeClaim's own words (its holders, its name) are not another's."""
-    texts = [str(error), *(words for _, words in error.refused)]
-    for f in error.funnels:
-        texts.append(f.whole or "")
-        for g in f.rejections:
-            texts.append(g.message)
-            texts.append(repr(g.detail))
-            texts.extend(g.example_devices)
-    return not any(name in text for text in texts for name in names if name)
-
-
 def _refusal_aside(
     probe: Probe, claims: list[ResourceClaim], pod: PodData, state: RunState
 ) -> AllocationError | None:
@@ -860,11 +852,9 @@ def _selectors_refuse(info: InstanceTypeInfo, claims: list[ResourceClaim], state
     templates = info.it.resource_slice_templates
     for claim in claims:
         for request in claim.spec.requests:
-            exact = request.exactly
-            if exact is None or exact.allocation_mode == "All":
-                continue
+            # A count comes only for an ExactCount request (``exactly`` set).
             matching = allocator.template_matches(request, info.name, templates)
-            if matching is not None and matching < exact.count:
+            if matching is not None and matching < request.exactly.count:
                 return True
     return False
 

@@ -285,17 +285,17 @@ class Scheduler:
 
     def _try_shape(self, pod: PodData) -> tuple | None:
         """``_shape`` of this try's pod, from the shape its PodData worked out already."""
-        shape = pod.shape
-        if shape is not None and not self.state.topology.empty:
-            shape = (*shape, tuple(sorted(pod.pod.labels.items())))
-        return shape
+        return self._with_labels(pod.shape, pod.pod)
 
     def _shape(self, pod: Pod, outcome: PodOutcome) -> tuple | None:
-        """What a pod's attempt reads (RefusalCache.shape; ``pod``: as relaxed so far); with
-        topology, its labels too (whether a topology selects it)."""
+        """What a pod's attempt reads (RefusalCache.shape; ``pod``: as relaxed so far)."""
         state = self.state
         shape = state.cache.shape(pod, outcome, state.claim_state, state.trace.enabled)
-        if shape is not None and not state.topology.empty:
+        return self._with_labels(shape, pod)
+
+    def _with_labels(self, shape: tuple | None, pod: Pod) -> tuple | None:
+        """With topology, a shape holds the pod's labels too (whether a topology selects it)."""
+        if shape is not None and not self.state.topology.empty:
             shape = (*shape, tuple(sorted(pod.labels.items())))
         return shape
 

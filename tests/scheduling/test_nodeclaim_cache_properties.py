@@ -455,3 +455,30 @@ def test_nodeclaims_alike_share_the_words_over_their_instance_types(monkeypatch)
     failed = [p for p in shared["pods"] if not p["scheduled"]]
     assert [p["pod"] for p in failed] == ["default/train-4"]
     assert len(set(asked)) == 4 and len(shared_asked) < len(asked)
+
+
+def test_nodeclaims_alike_keep_words_naming_their_own_holders() -> None:
+    # Two-L4 pods launch NodeClaims of 4 L4s up to the NodePool's CPU limit, each holding
+    # the same two template devices; a pod asking for 3 L4s then fails on all of them, each
+    # refusal naming the claim holding that NodeClaim's L4s: those words are each
+    # NodeClaim's own, never another's (the NodeClaims are alike otherwise).
+    l4 = [("L4", 2, 6, None, False)] * 5  # larger: placed first
+    its = [("L4", 4, 8, ZONES), ("L4", 4, 10, ZONES)]
+    docs = cluster([], its, l4 + [("L4", 3, 1, None, False)], 0, True)
+    fast = run(docs, True)
+    assert fast == run(docs, False)
+    failed = [p for p in fast["pods"] if not p["scheduled"]]
+    assert len(failed) == 1
+    holders: dict[str, set[str]] = {}
+    for p in fast["pods"]:
+        if p["scheduled"]:
+            for c in p["claims"]:
+                holders.setdefault(p["target"]["name"], set()).add(c["claim"])
+    reasons = {r["target"]: r["reason"] for r in failed[0]["reasons"]}
+    named = 0
+    for nc, claims in holders.items():
+        others = set().union(*(c for n, c in holders.items() if n != nc))
+        words = reasons[f"node/{nc}"]
+        named += any(c in words for c in claims)
+        assert not any(c in words for c in others - claims), (nc, words)
+    assert named == len(holders)
