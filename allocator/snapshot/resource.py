@@ -202,19 +202,76 @@ def read_taint(ctx: Context, t: dict, path: str) -> DeviceTaint:
 _PLAIN_DEVICE_FIELDS = frozenset({"name", "attributes", "capacity"})
 
 
-def _plain_capacity(raw: object) -> dict[str, DeviceCapacity] | None:
+def _plain_capacity(
+    raw: object, parsed: dict[str, Quantity] | None = None
+) -> dict[str, DeviceCapacity] | None:
     """Capacities that are a value each (``{"memory": {"value": "80Gi"}}``), read without the
-    field paths a problem would name; None for anything else (the full reading decides)."""
+    field paths a problem would name; None for anything else (the full reading decides).
+    ``parsed``: quantities already read, by text (a quantity is immutable: shared)."""
     if type(raw) is not dict:
         return None if raw is not None else {}
     out: dict[str, DeviceCapacity] = {}
     for name, spec in raw.items():
-        if type(spec) is not dict or len(spec) != 1 or type(spec.get("value")) is not str:
+        if type(spec) is not dict or len(spec) != 1:
             return None
-        try:
-            out[str(name)] = DeviceCapacity(Quantity.parse(spec["value"]))
-        except QuantityError:
+        text = spec.get("value")
+        if type(text) is not str:
             return None
+        quantity = parsed.get(text) if parsed is not None else None
+        if quantity is None:
+            try:
+                quantity = Quantity.parse(text)
+            except QuantityError:
+                return None
+            if parsed is not None:
+                parsed[text] = quantity
+        out[str(name)] = DeviceCapacity(quantity)
+    return out
+
+
+def _plain_devices(entries: list) -> list[Device] | None:
+    """A slice's devices when every one is plain (``read_device``'s fast case: a name, plain
+    capacities and plain attributes only), read without a field path each; None when one is
+    not (the full reading decides, and names the problems). A 5,000-node snapshot has 40,000
+    devices, most alike: their quantities and versions are read once per text."""
+    parsed: dict[str, Quantity] = {}
+    versions: dict[str, AttributeValue] = {}  # a Version is immutable: shared
+    out = []
+    for raw in entries:
+        if type(raw) is not dict or not raw.keys() <= _PLAIN_DEVICE_FIELDS:
+            return None
+        name = raw.get("name")
+        if type(name) is not str or not name:
+            return None
+        capacity = _plain_capacity(raw.get("capacity"), parsed)
+        if capacity is None:
+            return None
+        specs = raw.get("attributes")
+        if specs is None:
+            attributes: dict[str, AttributeValue] = {}
+        elif type(specs) is dict:
+            attributes = {}
+            for key, spec in specs.items():
+                # Strings first, inline: most attributes are (models, UUIDs, PCIe roots).
+                if type(spec) is dict and len(spec) == 1:
+                    value = spec.get("string")
+                    if type(value) is str:
+                        attributes[key] = value
+                        continue
+                    value = spec.get("version")
+                    if type(value) is str and value:
+                        version = versions.get(value)
+                        if version is None:
+                            version = versions[value] = _plain_attribute(spec)
+                        attributes[key] = version
+                        continue
+                value = _plain_attribute(spec)
+                if value is None:
+                    return None
+                attributes[key] = value
+        else:
+            return None
+        out.append(Device(name=name, attributes=attributes, capacity=capacity, raw=raw))
     return out
 
 
@@ -326,7 +383,10 @@ def check_node_allocatable(ctx: Context, body: dict, path: str) -> None:
 
 
 def read_devices(ctx: Context, spec: dict, path: str, legacy: bool) -> list[Device]:
-    devices = [read_device(ctx, d, p, legacy) for p, d in ctx.items(spec, "devices", path)]
+    entries = spec.get("devices") if type(spec) is dict else None
+    devices = _plain_devices(entries) if type(entries) is list else None
+    if devices is None:
+        devices = [read_device(ctx, d, p, legacy) for p, d in ctx.items(spec, "devices", path)]
     seen: set[str] = set()
     for i, d in enumerate(devices):
         if d.name and d.name in seen:

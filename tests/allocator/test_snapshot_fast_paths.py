@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from unittest import mock
 
 import orjson
 import pytest
@@ -305,6 +306,67 @@ def test_plain_devices_read_as_the_full_reading_reads_them(raw, legacy):
     full = resource.read_device_checked(_ctx(full_problems), raw, path, legacy)
     assert fast == full
     assert fast_problems == full_problems
+
+
+def _devices_one_by_one(spec: dict, legacy: bool) -> tuple[list, list[str]]:
+    """``read_devices`` without its fast path for a whole slice (each device on its own)."""
+    problems: list[str] = []
+    with mock.patch.object(resource, "_plain_devices", lambda entries: None):
+        devices = resource.read_devices(_ctx(problems), spec, "spec", legacy)
+    return devices, problems
+
+
+# A plain device but for one more field: only the full reading reads it.
+_plain_devices_and_more = st.builds(
+    lambda device, more: {**device, **more},
+    _plain_devices,
+    st.sampled_from(
+        [
+            {"allowMultipleAllocations": True},
+            {"basic": {"attributes": {"model": {"string": "H100"}}}},
+            {"taints": [{"key": "gpu.nvidia.com/xid", "effect": "NoSchedule"}]},
+        ]
+    ),
+)
+
+
+@given(
+    st.lists(
+        _plain_devices
+        | _plain_devices_and_more
+        | _messy_devices
+        | st.sampled_from([None, "gpu-0", 3]),
+        max_size=4,
+    ),
+    st.booleans(),
+)
+def test_a_slices_devices_read_as_one_by_one(entries, legacy):
+    fast_problems: list[str] = []
+    spec = {"devices": entries}
+    fast = resource.read_devices(_ctx(fast_problems), spec, "spec", legacy)
+    assert (fast, fast_problems) == _devices_one_by_one(spec, legacy)
+
+
+def test_a_node_of_eight_gpus_is_read_by_the_slice_fast_path():
+    entries = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "model": {"string": "H100"},
+                "driverVersion": {"version": "v550.54.15"},
+                "index": {"int": i},
+            },
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for i in range(8)
+    ]
+    fast = resource._plain_devices(entries)
+    assert fast is not None
+    assert fast == _devices_one_by_one({"devices": entries}, False)[0]
+    # Read once per text: one quantity and one version for the eight devices.
+    assert len({id(d.capacity["memory"].value) for d in fast}) == 1
+    assert len({id(d.attributes["driverVersion"]) for d in fast}) == 1
+    assert str(fast[3].attributes["driverVersion"]) == "550.54.15"
 
 
 # --- characters libyaml refuses ------------------------------------------------------------------
