@@ -601,11 +601,49 @@ def read_claim_spec(ctx: Context, spec: dict, path: str, legacy: bool) -> Resour
     return ResourceClaimSpec(requests=requests, constraints=constraints, config=config)
 
 
+def _plain_results(entries: list) -> list[DeviceRequestAllocationResult] | None:
+    """An allocation's results when every one names its request, driver, pool and device and
+    nothing else (what most claims hold), read without a field path each; None when one
+    does not (the full reading decides, and names the problems)."""
+    out = []
+    for r in entries:
+        if type(r) is not dict or len(r) != 4:
+            return None
+        request, driver, pool, device = (
+            r.get("request"),
+            r.get("driver"),
+            r.get("pool"),
+            r.get("device"),
+        )
+        if not (
+            type(request) is str
+            and request
+            and type(driver) is str
+            and driver
+            and type(pool) is str
+            and pool
+            and type(device) is str
+            and device
+        ):
+            return None
+        out.append(DeviceRequestAllocationResult(request, driver, pool, device))
+    return out
+
+
 def read_allocation(ctx: Context, status: dict) -> AllocationResult | None:
     if status.get("allocation") is None:
         return None
     alloc = ctx.map(status, "allocation", "status.allocation")
     devices = ctx.map(alloc, "devices", "status.allocation.devices")
+    entries = devices.get("results")
+    plain = _plain_results(entries) if type(entries) is list else None
+    if plain is not None:
+        return AllocationResult(
+            devices=plain,
+            node_selector=ctx.node_selector(
+                alloc, "nodeSelector", "status.allocation.nodeSelector"
+            ),
+        )
     results = []
     for p, r in ctx.items(devices, "results", "status.allocation.devices.results"):
         consumed = ctx.quantity_map(r, "consumedCapacity", f"{p}.consumedCapacity")

@@ -10,9 +10,10 @@ from unittest import mock
 import orjson
 import pytest
 import yaml_rs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from allocator.model import DeviceRequestAllocationResult
 from allocator.snapshot import bounds, decode, fields, resource
 from allocator.snapshot.decode import _has_long_number
 from allocator.snapshot.errors import BoundError
@@ -367,6 +368,66 @@ def test_a_node_of_eight_gpus_is_read_by_the_slice_fast_path():
     assert len({id(d.capacity["memory"].value) for d in fast}) == 1
     assert len({id(d.attributes["driverVersion"]) for d in fast}) == 1
     assert str(fast[3].attributes["driverVersion"]) == "550.54.15"
+
+
+_plain_results = st.fixed_dictionaries(
+    {
+        "request": st.sampled_from(["gpu", "gpus/h100"]),
+        "driver": st.just("gpu.nvidia.com"),
+        "pool": st.sampled_from(["ip-10-0-1-7", "p5.48xlarge-gpus"]),
+        "device": st.sampled_from(["gpu-0", "gpu-7"]),
+    }
+)
+_results_and_more = st.builds(
+    lambda result, more: {**result, **more},
+    _plain_results,
+    st.sampled_from(
+        [
+            {"adminAccess": True},
+            {"shareID": "2f1c"},
+            {"consumedCapacity": {"memory": "10Gi"}},
+            {"bindingConditions": ["dra.example.com/attached"]},
+            {"tolerations": [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]},
+            {"device": ""},
+            {"pool": 7},
+        ]
+    ),
+)
+_messy_results = st.dictionaries(
+    st.sampled_from(["request", "driver", "pool", "device", "adminAccess"]),
+    st.sampled_from(["gpu", "", None, 3, True]),
+    max_size=5,
+)
+
+
+@given(
+    st.lists(
+        _plain_results | _results_and_more | _messy_results | st.sampled_from([None, "gpu-0"]),
+        max_size=3,
+    )
+)
+@example([{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "ip-10-0-1-7", "device": ""}])
+@example([{"request": "gpu", "driver": "gpu.nvidia.com", "pool": 7, "device": "gpu-0"}])
+@settings(max_examples=300)
+def test_an_allocations_results_read_as_one_by_one(results):
+    status = {"allocation": {"devices": {"results": results}}}
+    fast_problems: list[str] = []
+    fast = resource.read_allocation(_ctx(fast_problems), status)
+    full_problems: list[str] = []
+    with mock.patch.object(resource, "_plain_results", lambda entries: None):
+        full = resource.read_allocation(_ctx(full_problems), status)
+    assert (fast, fast_problems) == (full, full_problems)
+
+
+def test_plain_results_take_the_fast_path():
+    results = [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "ip-10-0-1-7", "device": f"gpu-{i}"}
+        for i in range(2)
+    ]
+    assert resource._plain_results(results) == [
+        DeviceRequestAllocationResult("gpu", "gpu.nvidia.com", "ip-10-0-1-7", "gpu-0"),
+        DeviceRequestAllocationResult("gpu", "gpu.nvidia.com", "ip-10-0-1-7", "gpu-1"),
+    ]
 
 
 # --- characters libyaml refuses ------------------------------------------------------------------
