@@ -45,6 +45,9 @@ from allocator.scheduling.runstate import RunState, dra_node_resources, pod_leve
 from allocator.scheduling.topology import TopologyError
 
 IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
+# The refusal of a NodeClaim's device-count bound (``_count_bound_refuses``), its words
+# deferred: read only, shared by every NodeClaim and pod it refuses.
+_BOUND_REFUSAL = Refusal("", "no-instance-type", deferred=True)
 
 
 @dataclass(slots=True, eq=False)
@@ -123,6 +126,9 @@ class NodeClaim:
         key = None
         if quick and shape is not None:
             key = (self.id, shape)
+            lasting = self._lasting(pod, state)
+            if lasting is not None and lasting in cache.lasting_bounds:
+                return _BOUND_REFUSAL
             nc_version = cache.nodeclaim_version(self.id)
             hit = cache.nodeclaim_refusal(key, self.id)
             if hit is not None:
@@ -273,7 +279,13 @@ class NodeClaim:
                 # Allocate would refuse every instance type at its count stage (no DFS node),
                 # past Request Validation: the pod counts as validated, as then.
                 state.cache.mark_validated(pod.outcome)
-                return Refusal("", "no-instance-type", deferred=True)
+                lasting = self._lasting(pod, state)
+                if lasting is not None and (
+                    probe.candidates is self.candidates
+                    or self._bound_refuses(self.candidates, pod, state, claims)
+                ):
+                    state.cache.lasting_bounds.add(lasting)
+                return _BOUND_REFUSAL
             # A success found without words is the one found with them (Allocate words the
             # instance types it refused then): it is not run again.
             result = self._quick_allocate(probe, pod, state, term, claims)
@@ -381,6 +393,29 @@ class NodeClaim:
             return plan
         return first
 
+    def _lasting(self, pod: PodData, state: RunState) -> tuple | None:
+        """The key under which this NodeClaim's device-count bound, once it refuses every one
+        of its instance types for the pod's claims, refuses pods with claims of the same
+        specs for as long as the NodeClaim lives: a NodeClaim only tightens (fewer instance
+        types, more requests and held devices), so every part of the bound holds again.
+
+        Only its instance type filter comes before the bound for such a pod, and where it
+        would refuse first the refusal is the same to the run: deferred, at no DFS node, its
+        words built by asking again in full if the pod fails everywhere. So only for pods
+        that nothing else refuses first (``fast``: no terms, host ports, volumes or
+        topologies; no extended resources), validated already (the bound marks nothing new),
+        with claims whose specs are known (``funnel_key``). None otherwise."""
+        cache = state.cache
+        if not pod.fast or pod.extended is not None or not pod.outcome.validated:
+            return None
+        claims = pod.claims
+        if not cache.specs_validated(claims):
+            return None
+        specs = tuple(cache.funnel_key(c) for c in claims)
+        if None in specs:
+            return None
+        return (self.id, specs)
+
     def _count_bound_refuses(
         self, probe: Probe, pod: PodData, state: RunState, claims: list[ResourceClaim]
     ) -> bool:
@@ -401,7 +436,27 @@ class NodeClaim:
         most = cache.most_templates_left(self.id, self.candidates, held)
         if most is not None and most < need:
             return True
-        for info in probe.candidates:
+        return self._bound_refuses(probe.candidates, pod, state, claims, need, held)
+
+    def _bound_refuses(
+        self,
+        candidates: list[InstanceTypeInfo],
+        pod: PodData,
+        state: RunState,
+        claims: list[ResourceClaim],
+        need: int | None = None,
+        held: dict[str, set] | None = None,
+    ) -> bool:
+        """The bound on each of ``candidates``: too few template devices left for the
+        largest request, or none its selectors accept."""
+        cache = state.cache
+        if need is None:
+            need = largest_count(claims, state)
+            if not need:
+                return False
+        if held is None:
+            held = state.allocator.tracker.templates.get(self.id, {})
+        for info in candidates:
             total = cache.template_total(info)
             if total is not None and total - len(held.get(info.name, ())) < need:
                 continue

@@ -160,6 +160,9 @@ class RefusalCache:
     funnels: dict[tuple, dict[str, CountStage]] = field(default_factory=dict)
     # (NodeClaim id, pod shape) -> NodeClaimRefusal.
     nodeclaim_refusals: dict[tuple, NodeClaimRefusal] = field(default_factory=dict)
+    # (NodeClaim id, claim funnel keys) whose device-count bound refuses every one of the
+    # NodeClaim's instance types: it lasts as long as the NodeClaim (see NodeClaim._lasting).
+    lasting_bounds: set[tuple] = field(default_factory=set)
     # (NodeClaim id, claim spec keys, instance types) -> AllocateRefusal.
     allocate_refusals: dict[tuple, AllocateRefusal] = field(default_factory=dict)
     # NodeClaim id -> claim spec keys -> the worded refusal over all its instance types (a
@@ -203,6 +206,7 @@ class RefusalCache:
         self.funnels.clear()
         self.shapes.clear()
         self.nodeclaim_refusals.clear()
+        self.lasting_bounds.clear()
         self.allocate_refusals.clear()
         self._worded.clear()
         self._alike_words.clear()
@@ -273,6 +277,16 @@ class RefusalCache:
         missing DeviceClass ...) is reported with the allocator's own words on every node."""
         if err.code != "validation":
             self.mark_validated(outcome)
+
+    def specs_validated(self, claims: list[ResourceClaim]) -> bool:
+        """Every claim shares its spec with a validated one (``mark_validated`` would add
+        none)."""
+        specs = self.validated_specs
+        for claim in claims:
+            key = spec_key(claim)
+            if key is None or key not in specs:
+                return False
+        return True
 
     def is_validated(self, outcome: PodOutcome) -> bool:
         """Validated itself, or every claim shares its spec with a validated one (claims from

@@ -482,3 +482,78 @@ def test_nodeclaims_alike_keep_words_naming_their_own_holders() -> None:
         named += any(c in words for c in claims)
         assert not any(c in words for c in others - claims), (nc, words)
     assert named == len(holders)
+
+
+def test_a_nodeclaims_bound_lasts_only_where_every_instance_type_refuses(monkeypatch) -> None:
+    # A NodePool of 48 CPUs over two L4 types: 4 GPUs and 8 CPUs, 2 GPUs and 32 CPUs. train-0
+    # (1 L4, 6 CPUs) opens gpu-pool-1 over both (one GPU held on each); only the 8-CPU type
+    # is left within the limits for the next NodeClaims. train-1 and train-2 ask for 2 L4s
+    # with 4 and 3 CPUs: on gpu-pool-1 only the 2-GPU type still fits their CPUs, one GPU
+    # left, so the count bound refuses them there, but not for good: train-3 (1 CPU) also
+    # fits the 4-GPU type, three GPUs left, and takes it. train-1 and train-2 fill gpu-pool-2,
+    # train-4 and train-5 gpu-pool-3. Where the bound refuses every type of a NodeClaim
+    # (gpu-pool-1 and gpu-pool-2 for train-4, gpu-pool-3 for train-6) it lasts: train-6, of
+    # another shape (less memory, so placed last) but the same claim spec, is refused there
+    # without the bound asked again, in both of its passes, and fails (the limits are used
+    # up).
+    from allocator.scheduling.nodeclaim import NodeClaim
+
+    bounded: list[tuple[str, str]] = []
+    bound = NodeClaim._count_bound_refuses
+
+    def counted(self, probe, pod, state, claims):
+        refuses = bound(self, probe, pod, state, claims)
+        if refuses:
+            bounded.append((self.name, pod.pod.key))
+        return refuses
+
+    pods = [("L4", 1, 6, None, False), ("L4", 2, 4, None, False), ("L4", 2, 3, None, False)]
+    pods += [("L4", 2, 1, None, False)] * 4
+    its = [("L4", 4, 8, ZONES), ("L4", 2, 32, ZONES)]
+    docs = cluster([], its, pods, 0, True)
+    last = next(d for d in docs if d["metadata"]["name"] == "train-6")
+    last["spec"]["containers"][0]["resources"]["requests"]["memory"] = "512Mi"
+    fast = run(docs, True)
+    assert fast == run(docs, False)
+    placed = {p["pod"]: p["target"]["name"] for p in fast["pods"] if p["scheduled"]}
+    assert placed == {
+        "default/train-0": "gpu-pool-1",
+        "default/train-1": "gpu-pool-2",
+        "default/train-2": "gpu-pool-2",
+        "default/train-3": "gpu-pool-1",
+        "default/train-4": "gpu-pool-3",
+        "default/train-5": "gpu-pool-3",
+    }
+    # The loop alone (suggestions' trials ask again, for claims they change).
+    monkeypatch.setattr(NodeClaim, "_count_bound_refuses", counted)
+    snapshot = load_files([("cluster.json", json.dumps(docs))])
+    simulate(snapshot, SimulationOptions(suggestions=False), tuning=Tuning())
+    assert bounded == [
+        ("gpu-pool-1", "default/train-2"),
+        ("gpu-pool-1", "default/train-4"),
+        ("gpu-pool-2", "default/train-4"),
+        ("gpu-pool-3", "default/train-6"),
+    ]
+
+
+def test_a_bound_refusing_only_the_types_a_pods_size_leaves_does_not_last() -> None:
+    # Two L4 types: 4 GPUs and 8 CPUs, 2 GPUs and 32 CPUs. train-0 (1 L4, 6 CPUs) opens
+    # gpu-pool-1 over both. train-3 (2 L4s, 3 CPUs) finds only the 2-GPU type of gpu-pool-1
+    # within its CPUs, one GPU left there: the count bound refuses it, on that type alone.
+    # train-5 (2 L4s, 1 CPU), refused first by the full gpu-pool-2 (so validated when it comes
+    # to gpu-pool-1), also fits the 4-GPU type of gpu-pool-1 and takes it: the bound refusing
+    # train-3 did not last for pods of its claim spec.
+    pods = [("L4", 1, 6), ("L4", 3, 5), ("L4", 2, 4), ("L4", 2, 3), ("L4", 1, 1), ("L4", 2, 1)]
+    its = [("L4", 4, 8, ZONES), ("L4", 2, 32, ZONES)]
+    docs = cluster([], its, [(*p, None, False) for p in pods], 0, False)
+    fast = run(docs, True)
+    assert fast == run(docs, False)
+    placed = {p["pod"]: p["target"]["name"] for p in fast["pods"]}
+    assert placed == {
+        "default/train-0": "gpu-pool-1",
+        "default/train-1": "gpu-pool-2",
+        "default/train-2": "gpu-pool-3",
+        "default/train-3": "gpu-pool-3",
+        "default/train-4": "gpu-pool-1",
+        "default/train-5": "gpu-pool-1",
+    }
