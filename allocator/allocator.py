@@ -695,7 +695,8 @@ def _word_count_refusals(
     for the reasons of the instance types refused at the count stage: those are worded here,
     each from the requirements it started from (the count stage reads nothing the search of
     another instance type changes, and counts no DFS node), so that the result is the one
-    ``explain`` on gives. Worded once per template shape and state (``shapes``)."""
+    ``explain`` on gives (a success keeps the words of the types it refused, not their
+    funnels). Worded once per template shape and state (``shapes``)."""
     final = dfs.requirements
     nodes = dfs.nodes
     dfs.explain = True
@@ -710,7 +711,8 @@ def _word_count_refusals(
                     key = (*key, id(started_from[i]))
                     known = found.get(key)
                     if known is not None:
-                        results[i] = known.outcome(it, templates[it])
+                        # A success reads only the words of the types it refused: no funnels.
+                        results[i] = ITOutcome(it, False, reason=known.out.reason)
                         continue
                 results[i] = dfs.run_instance_type(it, requirements_of(it), trace_parent)
                 if key is not None:
