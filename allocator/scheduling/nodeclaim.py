@@ -282,7 +282,7 @@ class NodeClaim:
                 lasting = self._lasting(pod, state)
                 if lasting is not None and (
                     probe.candidates is self.candidates
-                    or self._bound_refuses(self.candidates, pod, state, claims)
+                    or self._bound_refuses(self.candidates, state, claims)
                 ):
                     state.cache.lasting_bounds.add(lasting)
                 return _BOUND_REFUSAL
@@ -436,12 +436,11 @@ class NodeClaim:
         most = cache.most_templates_left(self.id, self.candidates, held)
         if most is not None and most < need:
             return True
-        return self._bound_refuses(probe.candidates, pod, state, claims, need, held)
+        return self._bound_refuses(probe.candidates, state, claims, need, held)
 
     def _bound_refuses(
         self,
         candidates: list[InstanceTypeInfo],
-        pod: PodData,
         state: RunState,
         claims: list[ResourceClaim],
         need: int | None = None,

@@ -291,14 +291,7 @@ class RefusalCache:
     def is_validated(self, outcome: PodOutcome) -> bool:
         """Validated itself, or every claim shares its spec with a validated one (claims from
         one template). All-mode requests depend on the pools a target reaches: not shared."""
-        if outcome.validated:
-            return True
-        specs = self.validated_specs
-        for claim in outcome.pod_claims.claims:
-            key = spec_key(claim)
-            if key is None or key not in specs:
-                return False
-        return True
+        return outcome.validated or self.specs_validated(outcome.pod_claims.claims)
 
     # --- count-stage funnels of existing nodes ---------------------------------------------
 

@@ -202,9 +202,7 @@ def read_taint(ctx: Context, t: dict, path: str) -> DeviceTaint:
 _PLAIN_DEVICE_FIELDS = frozenset({"name", "attributes", "capacity"})
 
 
-def _plain_capacity(
-    raw: object, parsed: dict[str, Quantity] | None = None
-) -> dict[str, DeviceCapacity] | None:
+def _plain_capacity(raw: object, parsed: dict[str, Quantity]) -> dict[str, DeviceCapacity] | None:
     """Capacities that are a value each (``{"memory": {"value": "80Gi"}}``), read without the
     field paths a problem would name; None for anything else (the full reading decides).
     ``parsed``: quantities already read, by text (a quantity is immutable: shared)."""
@@ -217,14 +215,12 @@ def _plain_capacity(
         text = spec.get("value")
         if type(text) is not str:
             return None
-        quantity = parsed.get(text) if parsed is not None else None
+        quantity = parsed.get(text)
         if quantity is None:
             try:
-                quantity = Quantity.parse(text)
+                quantity = parsed[text] = Quantity.parse(text)
             except QuantityError:
                 return None
-            if parsed is not None:
-                parsed[text] = quantity
         out[str(name)] = DeviceCapacity(quantity)
     return out
 
@@ -278,17 +274,8 @@ def _plain_devices(entries: list) -> list[Device] | None:
 def read_device(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
     # A 5,000-node snapshot has 40,000 devices: the field paths of the full reading below,
     # built for problems that never come, were half of reading them.
-    if raw.keys() <= _PLAIN_DEVICE_FIELDS:
-        name = raw.get("name")
-        capacity = _plain_capacity(raw.get("capacity"))
-        if type(name) is str and name and capacity is not None:
-            return Device(
-                name=name,
-                attributes=read_attributes(ctx, raw, f"{path}.attributes"),
-                capacity=capacity,
-                raw=raw,
-            )
-    return read_device_checked(ctx, raw, path, legacy)
+    plain = _plain_devices([raw])
+    return plain[0] if plain is not None else read_device_checked(ctx, raw, path, legacy)
 
 
 def read_device_checked(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
