@@ -276,15 +276,7 @@ class NodeClaim:
         probe = Probe(self.id, self.node_pool, reqs, filtered.remaining)
         if quick:
             if self._count_bound_refuses(probe, pod, state, claims):
-                # Allocate would refuse every instance type at its count stage (no DFS node),
-                # past Request Validation: the pod counts as validated, as then.
-                state.cache.mark_validated(pod.outcome)
-                lasting = self._lasting(pod, state)
-                if lasting is not None and (
-                    probe.candidates is self.candidates
-                    or self._bound_refuses(self.candidates, state, claims)
-                ):
-                    state.cache.lasting_bounds.add(lasting)
+                # Allocate would refuse every instance type at its count stage (no DFS node).
                 return _BOUND_REFUSAL
             # A success found without words is the one found with them (Allocate words the
             # instance types it refused then): it is not run again.
@@ -423,7 +415,9 @@ class NodeClaim:
         request for more devices than an instance type has template devices left on this
         NodeClaim is refused by Allocate's count stage there. True when that holds for every
         candidate; only for pods whose claim specs passed Request Validation (so Allocate
-        would get that far) and are simply unallocated."""
+        would get that far) and are simply unallocated. A refusal marks the pod validated,
+        as Allocate's would, and lasts where it holds for every one of the NodeClaim's own
+        instance types (``_lasting``)."""
         cache = state.cache
         if cache.nodeclaims_reach_cluster or not cache.is_validated(pod.outcome):
             return False
@@ -435,26 +429,31 @@ class NodeClaim:
         # probe (some of them): worked out once per NodeClaim state.
         most = cache.most_templates_left(self.id, self.candidates, held)
         if most is not None and most < need:
-            return True
-        return self._bound_refuses(probe.candidates, state, claims, need, held)
+            every = True
+        elif self._bound_refuses(probe.candidates, claims, state, need, held):
+            every = probe.candidates is self.candidates
+        else:
+            return False
+        cache.mark_validated(pod.outcome)
+        lasting = self._lasting(pod, state)
+        if lasting is not None and (
+            every or self._bound_refuses(self.candidates, claims, state, need, held)
+        ):
+            cache.lasting_bounds.add(lasting)
+        return True
 
     def _bound_refuses(
         self,
         candidates: list[InstanceTypeInfo],
-        state: RunState,
         claims: list[ResourceClaim],
-        need: int | None = None,
-        held: dict[str, set] | None = None,
+        state: RunState,
+        need: int,
+        held: dict[str, set],
     ) -> bool:
-        """The bound on each of ``candidates``: too few template devices left for the
-        largest request, or none its selectors accept."""
+        """The bound on each of ``candidates``: fewer template devices left than ``need``
+        (``held``: those taken, per instance type), or fewer than a request counts that its
+        selectors accept."""
         cache = state.cache
-        if need is None:
-            need = largest_count(claims, state)
-            if not need:
-                return False
-        if held is None:
-            held = state.allocator.tracker.templates.get(self.id, {})
         for info in candidates:
             total = cache.template_total(info)
             if total is not None and total - len(held.get(info.name, ())) < need:

@@ -243,32 +243,40 @@ def _plain_devices(entries: list) -> list[Device] | None:
         if capacity is None:
             return None
         specs = raw.get("attributes")
-        if specs is None:
-            attributes: dict[str, AttributeValue] = {}
-        elif type(specs) is dict:
-            attributes = {}
-            for key, spec in specs.items():
-                # Strings first, inline: most attributes are (models, UUIDs, PCIe roots).
-                if type(spec) is dict and len(spec) == 1:
-                    value = spec.get("string")
-                    if type(value) is str:
-                        attributes[key] = value
-                        continue
-                    value = spec.get("version")
-                    if type(value) is str and value:
-                        version = versions.get(value)
-                        if version is None:
-                            version = versions[value] = _plain_attribute(spec)
-                        attributes[key] = version
-                        continue
-                value = _plain_attribute(spec)
-                if value is None:
-                    return None
-                attributes[key] = value
-        else:
+        attributes = {} if specs is None else _plain_attributes(specs, versions)
+        if attributes is None:
             return None
         out.append(Device(name=name, attributes=attributes, capacity=capacity, raw=raw))
     return out
+
+
+def _plain_attributes(
+    specs: object, versions: dict[str, AttributeValue]
+) -> dict[str, AttributeValue] | None:
+    """``_plain_attribute`` of each attribute, strings read inline (most attributes are:
+    models, UUIDs, PCIe roots) and versions once per text (``versions``; immutable, shared);
+    None when one is not plain."""
+    if type(specs) is not dict:
+        return None
+    attributes: dict[str, AttributeValue] = {}
+    for key, spec in specs.items():
+        if type(spec) is dict and len(spec) == 1:
+            value = spec.get("string")
+            if type(value) is str:
+                attributes[key] = value
+                continue
+            text = spec.get("version")
+            if type(text) is str and text:
+                version = versions.get(text)
+                if version is None:
+                    version = versions[text] = _plain_attribute(spec)
+                attributes[key] = version
+                continue
+        value = _plain_attribute(spec)
+        if value is None:
+            return None
+        attributes[key] = value
+    return attributes
 
 
 def read_device(ctx: Context, raw: dict, path: str, legacy: bool) -> Device:
@@ -588,32 +596,21 @@ def read_claim_spec(ctx: Context, spec: dict, path: str, legacy: bool) -> Resour
     return ResourceClaimSpec(requests=requests, constraints=constraints, config=config)
 
 
+_PLAIN_RESULT_FIELDS = ("request", "driver", "pool", "device")  # the dataclass's order
+
+
 def _plain_results(entries: list) -> list[DeviceRequestAllocationResult] | None:
     """An allocation's results when every one names its request, driver, pool and device and
     nothing else (what most claims hold), read without a field path each; None when one
     does not (the full reading decides, and names the problems)."""
     out = []
     for r in entries:
-        if type(r) is not dict or len(r) != 4:
+        if type(r) is not dict or len(r) != len(_PLAIN_RESULT_FIELDS):
             return None
-        request, driver, pool, device = (
-            r.get("request"),
-            r.get("driver"),
-            r.get("pool"),
-            r.get("device"),
-        )
-        if not (
-            type(request) is str
-            and request
-            and type(driver) is str
-            and driver
-            and type(pool) is str
-            and pool
-            and type(device) is str
-            and device
-        ):
+        fields = [r.get(name) for name in _PLAIN_RESULT_FIELDS]
+        if not all(type(value) is str and value for value in fields):
             return None
-        out.append(DeviceRequestAllocationResult(request, driver, pool, device))
+        out.append(DeviceRequestAllocationResult(*fields))
     return out
 
 
@@ -623,14 +620,17 @@ def read_allocation(ctx: Context, status: dict) -> AllocationResult | None:
     alloc = ctx.map(status, "allocation", "status.allocation")
     devices = ctx.map(alloc, "devices", "status.allocation.devices")
     entries = devices.get("results")
-    plain = _plain_results(entries) if type(entries) is list else None
-    if plain is not None:
-        return AllocationResult(
-            devices=plain,
-            node_selector=ctx.node_selector(
-                alloc, "nodeSelector", "status.allocation.nodeSelector"
-            ),
-        )
+    results = _plain_results(entries) if type(entries) is list else None
+    if results is None:
+        results = _checked_results(ctx, devices)
+    return AllocationResult(
+        devices=results,
+        node_selector=ctx.node_selector(alloc, "nodeSelector", "status.allocation.nodeSelector"),
+    )
+
+
+def _checked_results(ctx: Context, devices: dict) -> list[DeviceRequestAllocationResult]:
+    """Every result checked, each problem naming its field."""
     results = []
     for p, r in ctx.items(devices, "results", "status.allocation.devices.results"):
         consumed = ctx.quantity_map(r, "consumedCapacity", f"{p}.consumedCapacity")
@@ -653,10 +653,7 @@ def read_allocation(ctx: Context, status: dict) -> AllocationResult | None:
                 consumed_capacity=consumed,
             )
         )
-    return AllocationResult(
-        devices=results,
-        node_selector=ctx.node_selector(alloc, "nodeSelector", "status.allocation.nodeSelector"),
-    )
+    return results
 
 
 def _conditions(ctx: Context, d: dict, path: str) -> None:
