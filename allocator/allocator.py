@@ -292,121 +292,124 @@ class Allocator:
             trace=trace,
             explain=explain,
         )
-        results: list[ITOutcome] = []
-        timed_out = False
-        # Without words: the requirements each instance type started from (they accumulate
-        # across instance types), to word its count-stage refusal if another one succeeds.
-        started_from: list[Requirements] = []
-        shapes = self._shape_sharing(dfs, node_claim, slices_by_it, templates)
-        found: dict[tuple, SharedOutcome] = {}
-        # A worded refusal shared by a shape: the result index of the instance type that
-        # searched, and the instance types that took its outcome (its funnels stand for them).
-        alike: dict[int, list[str]] = {}
-        searched: dict[tuple, int] = {}
-        # The loop runs once per instance type (400 per NodeClaim in Karpenter's benchmark):
-        # what it reads on every turn is looked up once here.
-        clock = self.clock
-        deadline = dfs.deadline
-        explain = dfs.explain
-        tried = instance_types or [""]
-        keys = shapes.keys(tried) if shapes is not None else [None] * len(tried)
-        for it, key in zip(tried, keys, strict=True):
-            if clock() > deadline:
-                timed_out = True
-                break
-            try:
-                if not explain:
-                    started_from.append(dfs.requirements)
-                known = found.get(key) if key is not None else None
-                if known is not None:
-                    out = known.out
-                    if explain and not out.ok:
-                        results.append(ITOutcome(it, False, reason=out.reason, nodes=out.nodes))
-                        alike.setdefault(searched[key], []).append(it)
-                    else:
-                        results.append(known.outcome(it, templates[it]))
-                    dfs.nodes += out.nodes
-                    continue
-                before = dfs.requirements
-                out = dfs.run_instance_type(it, requirements_of(it), trace_parent)
-                results.append(out)
-                if key is not None and dfs.requirements is before:
-                    shared = shareable(out, templates[it], slices_by_it[it])
-                    if shared is not None:
-                        found[key] = shared
-                        searched[key] = len(results) - 1
-            except TimedOut:
-                timed_out = True  # the IT's trace node already says "timeout"
-                break
-        self.dfs_nodes += dfs.nodes
-        if timed_out:
-            raise AllocationTimeout(
-                f"allocation timed out after {self.timeout:g}s of device search "
-                f"({dfs.nodes} DFS nodes)"
+        try:
+            results: list[ITOutcome] = []
+            timed_out = False
+            # Without words: the requirements each instance type started from (they accumulate
+            # across instance types), to word its count-stage refusal if another one succeeds.
+            started_from: list[Requirements] = []
+            shapes = self._shape_sharing(dfs, node_claim, slices_by_it, templates)
+            found: dict[tuple, SharedOutcome] = {}
+            # A worded refusal shared by a shape: the result index of the instance type that
+            # searched, and the instance types that took its outcome (its funnels stand for them).
+            alike: dict[int, list[str]] = {}
+            searched: dict[tuple, int] = {}
+            # The loop runs once per instance type (400 per NodeClaim in Karpenter's benchmark):
+            # what it reads on every turn is looked up once here.
+            clock = self.clock
+            deadline = dfs.deadline
+            explain = dfs.explain
+            tried = instance_types or [""]
+            keys = shapes.keys(tried) if shapes is not None else [None] * len(tried)
+            for it, key in zip(tried, keys, strict=True):
+                if clock() > deadline:
+                    timed_out = True
+                    break
+                try:
+                    if not explain:
+                        started_from.append(dfs.requirements)
+                    known = found.get(key) if key is not None else None
+                    if known is not None:
+                        out = known.out
+                        if explain and not out.ok:
+                            results.append(ITOutcome(it, False, reason=out.reason, nodes=out.nodes))
+                            alike.setdefault(searched[key], []).append(it)
+                        else:
+                            results.append(known.outcome(it, templates[it]))
+                        dfs.nodes += out.nodes
+                        continue
+                    before = dfs.requirements
+                    out = dfs.run_instance_type(it, requirements_of(it), trace_parent)
+                    results.append(out)
+                    if key is not None and dfs.requirements is before:
+                        shared = shareable(out, templates[it], slices_by_it[it])
+                        if shared is not None:
+                            found[key] = shared
+                            searched[key] = len(results) - 1
+                except TimedOut:
+                    timed_out = True  # the IT's trace node already says "timeout"
+                    break
+            self.dfs_nodes += dfs.nodes
+            if timed_out:
+                raise AllocationTimeout(
+                    f"allocation timed out after {self.timeout:g}s of device search "
+                    f"({dfs.nodes} DFS nodes)"
+                )
+            succeeded = [r for r in results if r.ok]
+            if succeeded and not dfs.explain and any(r.unworded for r in results):
+                _word_count_refusals(
+                    dfs,
+                    results,
+                    started_from,
+                    requirements_of,
+                    trace_parent,
+                    shapes,
+                    slices_by_it,
+                    templates,
+                )
+            if not succeeded:
+                refused = tuple((r.instance_type, r.reason or "failed") for r in results)
+                reasons = _grouped_refusals(refused)
+                # The refusal funnels (explanation), and for the scheduler's cache of refusals the
+                # count stage of a single instance type with the pools in reach.
+                self.last_funnels = [
+                    replace(f, alike=tuple(alike[i])) if i in alike else f
+                    for i, r in enumerate(results)
+                    for f in r.funnels
+                ]
+                raise AllocationError(
+                    f"{NO_INSTANCE_TYPE}{reasons}",
+                    code="no-instance-type",
+                    funnels=self.last_funnels,
+                    counted=results[0].counted if len(results) == 1 else None,
+                    reach=tuple(sorted({p.key for p in superset})),
+                    refused=refused,
+                )
+            per_it = {r.instance_type: r.path for r in succeeded}
+            by_claim = _allocated_by_claim(per_it, [c.index for c in to_dfs])
+            for c in to_dfs:
+                by_it = by_claim[c.index]
+                first_path = [e for e in succeeded[0].path if e.claim_index == c.index]
+                outcomes[c.index] = ClaimOutcome(
+                    c.claim.key,
+                    c.state,
+                    merge_devices(by_it, None),
+                    _node_selector(first_path, node_claim.node_name or node_claim.id),
+                    by_it,
+                )
+            result_its = [r.instance_type for r in succeeded if r.instance_type]
+            allocation = Allocation(
+                self,
+                node_claim.id,
+                per_it,
+                superset,
+                [(c.claim.key, c.index) for c in to_dfs],
+                {c.index: outcomes[c.index] for c in to_dfs},
             )
-        succeeded = [r for r in results if r.ok]
-        if succeeded and not dfs.explain and any(r.unworded for r in results):
-            _word_count_refusals(
-                dfs,
-                results,
-                started_from,
-                requirements_of,
-                trace_parent,
-                shapes,
-                slices_by_it,
-                templates,
+            result = AllocationResult(
+                result_its,
+                dfs.requirements,
+                allocation,
+                [outcomes[i] for i in range(len(claims))],
+                {r.instance_type: r.reason or "" for r in results if not r.ok},
+                dfs.nodes,
             )
-        if not succeeded:
-            refused = tuple((r.instance_type, r.reason or "failed") for r in results)
-            reasons = _grouped_refusals(refused)
-            # The refusal funnels (explanation), and for the scheduler's cache of refusals the
-            # count stage of a single instance type with the pools in reach.
-            self.last_funnels = [
-                replace(f, alike=tuple(alike[i])) if i in alike else f
-                for i, r in enumerate(results)
-                for f in r.funnels
-            ]
-            raise AllocationError(
-                f"{NO_INSTANCE_TYPE}{reasons}",
-                code="no-instance-type",
-                funnels=self.last_funnels,
-                counted=results[0].counted if len(results) == 1 else None,
-                reach=tuple(sorted({p.key for p in superset})),
-                refused=refused,
+            result.node_resources = self._node_resources(
+                claims, result.claims, per_it, pod, slices_by_it
             )
-        per_it = {r.instance_type: r.path for r in succeeded}
-        by_claim = _allocated_by_claim(per_it, [c.index for c in to_dfs])
-        for c in to_dfs:
-            by_it = by_claim[c.index]
-            first_path = [e for e in succeeded[0].path if e.claim_index == c.index]
-            outcomes[c.index] = ClaimOutcome(
-                c.claim.key,
-                c.state,
-                merge_devices(by_it, None),
-                _node_selector(first_path, node_claim.node_name or node_claim.id),
-                by_it,
-            )
-        result_its = [r.instance_type for r in succeeded if r.instance_type]
-        allocation = Allocation(
-            self,
-            node_claim.id,
-            per_it,
-            superset,
-            [(c.claim.key, c.index) for c in to_dfs],
-            {c.index: outcomes[c.index] for c in to_dfs},
-        )
-        result = AllocationResult(
-            result_its,
-            dfs.requirements,
-            allocation,
-            [outcomes[i] for i in range(len(claims))],
-            {r.instance_type: r.reason or "" for r in results if not r.ok},
-            dfs.nodes,
-        )
-        result.node_resources = self._node_resources(
-            claims, result.claims, per_it, pod, slices_by_it
-        )
-        return result
+            return result
+        finally:
+            dfs.release()
 
     def _explainer(
         self,

@@ -181,8 +181,11 @@ def _add_catalog_parser(sub) -> None:
     )
 
 
-def _load(paths: list[str]):
-    from allocator.snapshot import SnapshotError, load_paths
+def _load(paths: list[str], one_shot: bool = False):
+    """The snapshot of ``paths``. In a one-shot process it is then frozen (``gc.freeze``): it
+    lives until the process ends, so the collector's passes need never walk its millions of
+    objects again (the first one after a 5,000-node load took 0.17 s)."""
+    from allocator.snapshot import SnapshotError, collector_paused, load_paths
 
     for path in paths:
         if os.path.isdir(path):
@@ -190,7 +193,11 @@ def _load(paths: list[str]):
         if not os.path.isfile(path):
             raise UsageError(f"{path}: no such file")
     try:
-        return load_paths(paths)
+        with collector_paused():
+            snapshot = load_paths(paths)
+            if one_shot:
+                gc.freeze()
+        return snapshot
     except SnapshotError as err:
         problems = err.problems or [str(err)]
         raise UsageError("\n".join(problems)) from None
@@ -199,8 +206,14 @@ def _load(paths: list[str]):
 
 
 def main(
-    argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+    argv: list[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    *,
+    one_shot: bool = False,
 ) -> int:
+    """The command line; ``one_shot``: this process ends with the command (``python -m
+    allocator``), so what it loads may be frozen for the collector (``_load``)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
@@ -209,7 +222,7 @@ def main(
             return _validate(args, stdout)
         if args.command == "catalog":
             return _catalog(args, stdout)
-        return _simulate(args, stdout, stderr)
+        return _simulate(args, stdout, stderr, one_shot)
     except UsageError as err:
         print(str(err), file=stderr)
         return EXIT_USAGE
@@ -266,11 +279,11 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "empty"
 
 
-def _simulate(args, stdout: TextIO, stderr: TextIO) -> int:
+def _simulate(args, stdout: TextIO, stderr: TextIO, one_shot: bool) -> int:
     from allocator.scheduling.disruption import DisruptionError
     from allocator.simulation import SimulationOptions, simulate
 
-    snapshot = _load(args.snapshot)
+    snapshot = _load(args.snapshot, one_shot)
     options = SimulationOptions(
         timeout=args.timeout,
         gates=FeatureGates.for_version(args.kubernetes_version, args.feature_gates),

@@ -272,6 +272,15 @@ class DFSContext:
         # types whose views agree: see _pools_for_view).
         self.in_cluster: list[DeviceWithID] = []
 
+    def release(self) -> None:
+        """Drop what refers back to this search (the eligible devices' predicates and the
+        checks hold it) once Allocate is done with it: reference counting then frees the
+        search at once, where the cycle collector would walk some 250,000 objects of 2,600
+        searches on a 1,000-pod run first."""
+        self.eligible = {}
+        self._shared_eligible = {}
+        self.checks = []
+
     # --- requirements and pools -------------------------------------------------------------
 
     def _make_view(self, reqs: Requirements) -> Requirements:

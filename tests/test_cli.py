@@ -55,6 +55,22 @@ def test_module_entry_point_runs_without_django():
     assert check.stdout.split() == ["0", "False"]
 
 
+def test_only_a_one_shot_process_freezes_its_snapshot_for_the_collector():
+    # ``python -m allocator`` ends with its command: the snapshot it loaded is frozen, so the
+    # collector never walks it again. A library call (the web, tests) must not freeze the
+    # caller's objects.
+    import gc
+
+    frozen = gc.get_freeze_count()
+    assert main(["simulate", DEMO], stdout=io.StringIO()) == 0
+    assert gc.get_freeze_count() == frozen
+    try:
+        assert main(["simulate", DEMO], stdout=io.StringIO(), one_shot=True) == 0
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
