@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from itertools import compress, tee
-from operator import attrgetter, not_
+from operator import attrgetter
 from typing import TypeVar
 
 from allocator.errors import AllocationError
@@ -46,6 +45,7 @@ from allocator.scheduling.preferences import (
 from allocator.scheduling.refusalcache import ExplainedRefusal
 from allocator.scheduling.runstate import RunState
 from allocator.scheduling.trialtargets import TrialTargets
+from allocator.scheduling.untaken import UntakenTargets, not_taken
 from allocator.trace import NULL_TRACE
 
 T = TypeVar("T")
@@ -72,6 +72,9 @@ class Scheduler:
         self._by_pods: list[NodeClaim] = []
         self._by_pods_counts: list[int] = []  # their pod counts, in the same order
         self._by_pods_sorted = True
+        # The targets a pod's hostname anti-affinities leave it (``_hosts_taken``), kept
+        # from pod to pod.
+        self._untaken = UntakenTargets()
         # Pod shape -> the cache's epoch when every existing node refused a pod of it.
         self._refused_by_all: dict[tuple, int] = {}
 
@@ -339,7 +342,12 @@ class Scheduler:
         if refused_by_all is not None and self._refused_by_all.get(refused_by_all) == cache.epoch:
             nodes = []  # they still refuse it (see _refused_by_all_key)
         searched_from = state.allocator.dfs_nodes
-        for node in _not_taken(nodes, taken, _HOSTNAME):
+        asked = (
+            not_taken(nodes, taken, _HOSTNAME)
+            if trial
+            else self._untaken.in_order(self.existing, nodes, taken, _HOSTNAME)
+        )
+        for node in asked:
             if bounds is None and counting and cache.is_validated(outcome):
                 bounds = state.counter.bounds
             if needed and bounds is not None and bounds.get(node.id, needed) < needed:
@@ -382,7 +390,12 @@ class Scheduler:
             if not self._by_pods_sorted:
                 slice_sort_by_key(node_claims, self._by_pods_counts)
                 self._by_pods_sorted = True
-        found = self._try_node_claims(pod, node_claims, quick, shape, deferred, taken)
+        asked_claims = (
+            not_taken(node_claims, taken, _NAME)
+            if trial
+            else self._untaken.in_order(self.node_claims, node_claims, taken, _NAME)
+        )
+        found = self._try_node_claims(pod, asked_claims, quick, shape, deferred)
         if found is None:
             found = self._try_templates(pod, quick, deferred)
         if found is not None:
@@ -421,19 +434,18 @@ class Scheduler:
     def _try_node_claims(
         self,
         pod: PodData,
-        node_claims: list[NodeClaim],
+        node_claims: Iterable[NodeClaim],
         quick: bool,
         shape: tuple | None,
         deferred: list[tuple[int, int, Callable[[], Refusal]]],
-        taken: list[Mapping[str, int]] | None,
     ) -> Decision | None:
-        """The first NodeClaim of the run that takes the pod, in order, passing over those
-        whose hostname ``taken`` counts a pod on (an attempt that builds no words)."""
+        """The first of ``node_claims`` (the run's, in order, less those a hostname
+        anti-affinity refuses outright) that takes the pod."""
         outcome = pod.outcome
         reasons = outcome.reasons
         funnels = outcome.funnel_log
         state = self.state
-        for nc in _not_taken(node_claims, taken, _NAME):
+        for nc in node_claims:
             found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
@@ -669,18 +681,6 @@ def _unfit_refusal(unfit: NoInstanceType) -> Refusal:
 def _pod_counts(node_claims: list[NodeClaim]) -> list[int]:
     """Karpenter's sort key for its NodeClaims (fewest pods first)."""
     return list(map(len, map(_PODS, node_claims)))
-
-
-def _not_taken(
-    targets: list[T], taken: list[Mapping[str, int]] | None, host: Callable[[T], str]
-) -> Iterable[T]:
-    """``targets`` in order but those whose ``host`` one of ``taken`` counts a pod on, met at
-    C speed (the caller's loop meets only those left)."""
-    left: Iterable[T] = targets
-    for counts in taken or ():
-        left, again = tee(left)
-        left = compress(left, map(not_, map(counts.get, map(host, again))))
-    return left
 
 
 _PODS = attrgetter("pods")
