@@ -279,44 +279,7 @@ class Quantity:
     # --- canonical printing ------------------------------------------------------------------
 
     def canonical(self) -> str:
-        value = _round_up_nano(self.value)
-        if value == 0:
-            return "0"
-        fmt = self.format if self.format in FORMATS else DECIMAL_EXPONENT
-        if fmt == BINARY_SI and (-1024 < value < 1024 or value.denominator != 1):
-            fmt = DECIMAL_SI
-        sign = "-" if value < 0 else ""
-        magnitude = abs(value)
-        if fmt == BINARY_SI:
-            number = magnitude.numerator
-            exponent = 0
-            while exponent < 6 and number % 1024 == 0:
-                number //= 1024
-                exponent += 1
-            return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
-        # Decimal: mantissa * 10**exponent with the exponent a multiple of 3, as large as
-        # possible while the mantissa stays an integer.
-        den = magnitude.denominator
-        exponent = 0
-        # The value is a multiple of 1n, so the denominator divides 10**9.
-        while den != 1:
-            magnitude *= 10
-            exponent -= 1
-            den = magnitude.denominator
-        number = magnitude.numerator
-        while number % 10 == 0:
-            number //= 10
-            exponent += 1
-        shift = exponent % 3
-        number *= 10**shift
-        exponent -= shift
-        if fmt == DECIMAL_EXPONENT:
-            suffix = f"e{exponent}" if exponent else ""
-            return f"{sign}{number}{suffix}"
-        if exponent > 18:
-            number *= 10 ** (exponent - 18)
-            exponent = 18
-        return f"{sign}{number}{_DECIMAL_BY_EXPONENT[exponent]}"
+        return _canonical(self.value, self.format)
 
     def __str__(self) -> str:
         return self.canonical()
@@ -326,6 +289,51 @@ class Quantity:
 
     def to_json(self) -> str:
         return self.canonical()
+
+
+@lru_cache(maxsize=8192)
+def _canonical(exact: Fraction, fmt_in: str) -> str:
+    """Kubernetes' canonical text of a quantity. Printed again and again (a result lists the
+    requests of every pod and the resources of every NodeClaim, a repeated pod's shape names
+    its requests): a few hundred distinct values, each worked out once."""
+    value = _round_up_nano(exact)
+    if value == 0:
+        return "0"
+    fmt = fmt_in if fmt_in in FORMATS else DECIMAL_EXPONENT
+    if fmt == BINARY_SI and (-1024 < value < 1024 or value.denominator != 1):
+        fmt = DECIMAL_SI
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if fmt == BINARY_SI:
+        number = magnitude.numerator
+        exponent = 0
+        while exponent < 6 and number % 1024 == 0:
+            number //= 1024
+            exponent += 1
+        return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
+    # Decimal: mantissa * 10**exponent with the exponent a multiple of 3, as large as
+    # possible while the mantissa stays an integer.
+    den = magnitude.denominator
+    exponent = 0
+    # The value is a multiple of 1n, so the denominator divides 10**9.
+    while den != 1:
+        magnitude *= 10
+        exponent -= 1
+        den = magnitude.denominator
+    number = magnitude.numerator
+    while number % 10 == 0:
+        number //= 10
+        exponent += 1
+    shift = exponent % 3
+    number *= 10**shift
+    exponent -= shift
+    if fmt == DECIMAL_EXPONENT:
+        suffix = f"e{exponent}" if exponent else ""
+        return f"{sign}{number}{suffix}"
+    if exponent > 18:
+        number *= 10 ** (exponent - 18)
+        exponent = 18
+    return f"{sign}{number}{_DECIMAL_BY_EXPONENT[exponent]}"
 
 
 @lru_cache(maxsize=65536)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
@@ -288,6 +289,10 @@ def _node_claim_entry(
     }
 
 
+_PLAIN_OFFERINGS = attrgetter("plain_offerings")
+_INFO_NAME = attrgetter("name")
+
+
 def _node_claim_offer(
     nc: NodeClaim, offers: dict[tuple, tuple]
 ) -> tuple[list[str], list[dict], float | None]:
@@ -296,9 +301,9 @@ def _node_claim_offer(
     types and requirements but their hostnames (one kind of pod, one NodeClaim each), when
     no offering has requirements of its own (which might read more). Shared, read only."""
     key = None
-    if all(info.plain_offerings for info in nc.candidates):
+    if all(map(_PLAIN_OFFERINGS, nc.candidates)):
         key = (
-            tuple(info.name for info in nc.candidates),
+            tuple(map(_INFO_NAME, nc.candidates)),
             nc.requirements.content_key(nc.requirements.keys() - {HOSTNAME}),
         )
         hit = offers.get(key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 
 from allocator.allocator import narrowed
 from allocator.errors import AllocationError
@@ -50,6 +51,10 @@ IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
 _BOUND_REFUSAL = Refusal("", "no-instance-type", deferred=True)
 
 
+# A candidate's instance type name, read at C speed (400 per NodeClaim, per pod).
+_INFO_NAME = attrgetter("name")
+
+
 @dataclass(slots=True, eq=False)
 class NodeClaim:
     """A NodeClaim this run creates: a superposition of candidate instance types."""
@@ -82,7 +87,7 @@ class NodeClaim:
 
     @property
     def instance_types(self) -> list[str]:
-        return [info.name for info in self.candidates]
+        return list(map(_INFO_NAME, self.candidates))
 
     @property
     def reason_target(self) -> str:
@@ -764,7 +769,7 @@ class Probe:
 
     @property
     def instance_types(self) -> list[str]:
-        return [info.name for info in self.candidates]
+        return list(map(_INFO_NAME, self.candidates))
 
     def resource_slices(self) -> dict[str, list[ResourceSliceTemplate]]:
         return {info.name: info.it.resource_slice_templates for info in self.candidates}

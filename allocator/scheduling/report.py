@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from allocator.model import DeviceID
@@ -40,6 +41,10 @@ from allocator.scheduling.fit import (
 )
 from allocator.scheduling.gating import NOT_PUBLISHED, requested_drivers
 from allocator.scheduling.zonepinning import zone_pins
+
+# A candidate's name and its templates, read at C speed (400 per NodeClaim).
+_INFO_NAME = attrgetter("name")
+_TEMPLATES = attrgetter("it.resource_slice_templates")
 
 DEVICES = "devices"
 REQUIREMENTS = "requirements"
@@ -120,7 +125,7 @@ class PruneLog:
         for stage in stages:
             if stage[0] == FILTER_STAGE:
                 _, candidates, reqs, requests, remaining = stage
-                kept = {info.name for info in remaining}
+                kept = set(map(_INFO_NAME, remaining))
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
                         log[info.name] = classify_filtered(info, reqs, requests)
@@ -130,7 +135,7 @@ class PruneLog:
                         log[info.name] = Pruned(info.name, RESOURCES, stage[2])
             elif stage[0] == DRA_STAGE:
                 _, candidates, result, kept_infos = stage
-                kept = {info.name for info in kept_infos}
+                kept = set(map(_INFO_NAME, kept_infos))
                 failed = result.failed_instance_types
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
@@ -140,8 +145,11 @@ class PruneLog:
                         log[info.name] = Pruned(info.name, DEVICES, message)
 
     def for_claim(self, nc_id: str, final: Iterable[str]) -> list[dict]:
+        pruned = self.pruned.get(nc_id)
+        if not pruned:
+            return []
         final = set(final)
-        return [p.to_json() for p in self.pruned.get(nc_id, {}).values() if p.name not in final]
+        return [p.to_json() for p in pruned.values() if p.name not in final]
 
 
 # --- readable reasons ---------------------------------------------------------------------------
@@ -210,10 +218,9 @@ def template_slices(
     if memo is None:
         memo = {}
     out = []
-    for info in sorted(infos, key=lambda i: i.name):
+    # Those without templates are passed over before sorting (a stable sort: the same order).
+    for info in sorted(filter(_TEMPLATES, infos), key=_INFO_NAME):
         templates = info.it.resource_slice_templates
-        if not templates:
-            continue
         hit = memo.get(info.name)
         if hit is None or hit[0] is not templates:
             hit = memo[info.name] = (templates, _template_slices_entry(info.name, templates))
@@ -465,8 +472,12 @@ def device_taints(
     ``excluded``: devices the NodeClaim could reach with a taint that a request of its pods'
     claims using that driver does not tolerate (see ``_excluded``)."""
     claims = {c.key: c for pod in nc.pods for c in pod_claims[pod.key].claims}
-    templates = {info.name: info.it.resource_slice_templates for info in nc.candidates}
-    excluded = _excluded(allocator, nc.id, templates, _requests_by_driver(held, claims), devices)
+    by_driver = _requests_by_driver(held, claims)
+    # Read only for the drivers of the requests held (none: nothing to exclude).
+    templates = (
+        {info.name: info.it.resource_slice_templates for info in nc.candidates} if by_driver else {}
+    )
+    excluded = _excluded(allocator, nc.id, templates, by_driver, devices)
     return {"excluded": excluded, "tolerated": _tolerated(held, pod_entries, devices)}
 
 
