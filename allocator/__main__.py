@@ -3,9 +3,10 @@
 import os
 import sys
 
-from allocator.cli import main, tune_gc
+from allocator.cli import main
+from allocator.collector import tune_for_one_run
 
-tune_gc()
+tune_for_one_run()
 status = main(one_shot=True)
 # A one-shot process: once its output is out, the operating system takes its memory back at
 # once, where tearing down a large snapshot's millions of objects one by one takes about a

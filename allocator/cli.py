@@ -31,15 +31,6 @@ EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 
 
-def tune_gc() -> None:
-    """For a one-shot process (``python -m allocator``, not a library call): the collector
-    runs rarely. A 5,000-node snapshot is millions of objects, and the run then allocates
-    briskly: with the default thresholds the collector walks the whole graph again and again
-    (a quarter of the time of bench/scale_bench.py's ``existing`` workload); peak memory does not grow measurably
-    (bench/scale_bench.py prints it)."""
-    gc.set_threshold(50_000, 50, 50)
-
-
 class UsageError(Exception):
     pass
 

@@ -98,8 +98,11 @@ def phases(path: str) -> None:
     sys.path.insert(0, os.getcwd())  # the checkout measured (--repo)
     import allocator.cli
 
-    tune_gc = getattr(allocator.cli, "tune_gc", None)
-    if tune_gc is not None:  # as ``python -m allocator`` does in this checkout
+    try:  # as ``python -m allocator`` does in this checkout
+        from allocator.collector import tune_for_one_run as tune_gc
+    except ImportError:  # an older checkout (--repo)
+        tune_gc = getattr(allocator.cli, "tune_gc", None)
+    if tune_gc is not None:
         tune_gc()
     started = time.perf_counter()
     from allocator.snapshot import load_paths

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
+from allocator.collector import collector_for_a_run
 from allocator.features.gates import KUBERNETES_VERSIONS, release_of
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError, load_files
@@ -166,12 +167,14 @@ def _why(args, stdout: TextIO, stderr: TextIO, environ: dict, transport) -> int:
             files.append(paired.file)
         for note in paired.notes:
             print(f"catalog: {note}", file=stderr)
-    try:
-        snapshot = load_files(files)
-    except SnapshotError as err:
-        problems = "\n".join(err.problems or [str(err)])
-        raise UsageError(f"the cluster's objects do not load:\n{problems}") from None
-    result = simulate(snapshot, options).result
+    with collector_for_a_run() as keep_loaded:
+        try:
+            snapshot = load_files(files)
+        except SnapshotError as err:
+            problems = "\n".join(err.problems or [str(err)])
+            raise UsageError(f"the cluster's objects do not load:\n{problems}") from None
+        keep_loaded()
+        result = simulate(snapshot, options).result
     stdout.write(why.answer(result, key, _offerings(snapshot), context_line))
     if args.open_url:
         opened = server.open_on_server(

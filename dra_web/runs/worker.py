@@ -22,6 +22,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 import allocator
+from allocator.collector import collector_for_a_run
 from allocator.model import Snapshot
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError
@@ -212,9 +213,13 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
     try:
         # The heartbeat covers loading, the search and the store: a long store is not a lost
         # worker. The store only lands on a run still `running` (not reaped, not cancelled).
-        with _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS):
+        with (
+            _Heartbeat(run_id, settings.DRA_WEB_RUN_HEARTBEAT_SECONDS),
+            collector_for_a_run() as keep_loaded,
+        ):
             with _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS):
                 loaded = load_snapshot(run.snapshot)
+                keep_loaded()  # the collector never walks the snapshot during the run
                 options = SimulationOptions.from_json(run.options)
                 output = simulate(loaded, options, progress=progress)
             # The time limit is the simulation's; the store of a finished search completes.
