@@ -163,10 +163,14 @@ class Allocator:
         trace_parent: int | None = None,
         pod: Any = None,
         explain: bool = True,
+        word_refusals: bool = True,
     ) -> AllocationResult:
         """``pod`` (optional) lets the features count per-container node resources.
         ``explain`` False: a failure's words and funnels are not built (the decision, the
-        result of a success and the DFS nodes counted are the same)."""
+        result of a success and the DFS nodes counted are the same). ``word_refusals`` False
+        as well: neither are the words of the instance types a success was refused by counting
+        (``failed_instance_types`` holds a placeholder for them), for a result nothing will
+        commit (a trial): only a commit's record of the instance types lost reads them."""
         self.last_funnels = []
         effective = node_claim.requirements.copy()
         classified = classify_claims(
@@ -346,7 +350,7 @@ class Allocator:
                     f"({dfs.nodes} DFS nodes)"
                 )
             succeeded = [r for r in results if r.ok]
-            if succeeded and not dfs.explain and any(r.unworded for r in results):
+            if succeeded and not dfs.explain and word_refusals and any(r.unworded for r in results):
                 _word_count_refusals(
                     dfs,
                     results,

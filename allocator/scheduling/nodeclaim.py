@@ -696,7 +696,9 @@ class NodeClaim:
                 return Refusal("", hit.code, deferred=True, reach=hit.reach)
         nodes = allocator.dfs_nodes
         try:
-            return allocator.allocate(probe, claims, pod=pod.pod, explain=False)
+            return allocator.allocate(
+                probe, claims, pod=pod.pod, explain=False, word_refusals=state.committing
+            )
         except AllocationError as err:
             cache.note_validation(pod.outcome, err)
             code = err.code

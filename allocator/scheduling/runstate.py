@@ -31,6 +31,9 @@ class RunState:
     deleting_pods: set[str]
     counter: DeviceCounter | None = None  # the device-count pre-check of existing nodes
     trace: Trace = NULL_TRACE
+    # False during a trial: a decision nothing commits (Allocate then builds no words that
+    # only a commit's record of the instance types a NodeClaim lost reads).
+    committing: bool = True
     topology: Topology = NO_TOPOLOGY
     volumes: RunVolumes = field(default_factory=RunVolumes)  # the pods' volumes, by pod
     prunes: PruneLog = field(default_factory=PruneLog)  # why NodeClaims lost instance types

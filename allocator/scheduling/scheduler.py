@@ -636,10 +636,11 @@ class Scheduler:
         see trialtargets.py for when that decides alike). Decisions, and the DFS budget, are
         those of an attempt of the loop."""
         state = self.state
-        saved = (state.trace, state.counter, set(state.cache.validated_specs))
+        saved = (state.trace, state.counter, set(state.cache.validated_specs), state.committing)
         dfs_nodes = state.allocator.dfs_nodes  # stats.dfsNodes counts the run's own search only
         lists = (self.existing, self._by_pods, self.templates)
         state.trace = NULL_TRACE
+        state.committing = False
         if not counting:
             state.counter = None
         if targets is not None:
@@ -660,7 +661,7 @@ class Scheduler:
                 state.topology.update(pod)
             return decision
         finally:
-            state.trace, state.counter, state.cache.validated_specs = saved
+            state.trace, state.counter, state.cache.validated_specs, state.committing = saved
             state.allocator.dfs_nodes = dfs_nodes
             self.existing, self._by_pods, self.templates = lists
 

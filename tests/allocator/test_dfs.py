@@ -759,3 +759,20 @@ def test_a_finished_search_is_freed_by_reference_counting(monkeypatch):
     finally:
         if collecting:
             gc.enable()
+
+
+def test_a_result_nothing_will_commit_leaves_counted_refusals_unworded():
+    # A fix suggestion's trial asks Allocate without words: the g5 it cannot use (two GPUs
+    # for a claim of four) keeps a placeholder, as only a commit's record of the instance
+    # types lost reads the words. The decision is the same.
+    g5 = instance_type("g5.12xlarge", [template("g5-gpus", gpus(2))])
+    p5 = instance_type("p5.48xlarge", [template("p5-gpus", gpus(8))])
+    a = make_allocator([], instance_types=[g5, p5])
+    ask = [claim("train", exact("gpu", count=4))]
+    worded = a.allocate(in_flight("gpu-pool-1", [g5, p5]), ask, explain=False)
+    trial = a.allocate(in_flight("gpu-pool-2", [g5, p5]), ask, explain=False, word_refusals=False)
+    assert trial.instance_types == worded.instance_types == ["p5.48xlarge"]
+    assert picked(trial) == picked(worded)
+    assert list(trial.failed_instance_types) == list(worded.failed_instance_types)
+    assert "2" in worded.failed_instance_types["g5.12xlarge"]
+    assert trial.failed_instance_types["g5.12xlarge"] != worded.failed_instance_types["g5.12xlarge"]

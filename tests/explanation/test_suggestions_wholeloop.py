@@ -52,6 +52,20 @@ def test_no_re_run_past_the_budget_or_for_a_large_run():
     assert calls == []
 
 
+def test_a_run_too_large_to_re_run_writes_no_edit_as_a_key(monkeypatch):
+    # 4,000 failed replicas each carry a workload-wide edit listing all of them: nothing is
+    # re-run for a run that large, so none of those lists is written.
+    from allocator.explanation.suggestions import wholeloop
+
+    def written(changes):
+        raise AssertionError("no key is needed")
+
+    monkeypatch.setattr(wholeloop, "_content_key", written)
+    large = WholeLoop(lambda changed: [], size=MAX_RUN_SIZE + 1)
+    for replica in range(3):
+        assert large.check(snapshot(cluster()), f"default/web-{replica}", [LIMIT]) is None
+
+
 def test_no_re_run_once_the_re_runs_would_outweigh_the_work_budget():
     calls = []
     heavy = WholeLoop(lambda changed: calls.append(changed) or [], size=3, work=MAX_RERUN_WORK)

@@ -111,6 +111,31 @@ def test_trial_is_a_decision_without_a_commit():
     assert [nc.name for nc in scheduler.node_claims] == ["gpu-1"]
 
 
+def test_a_trial_asks_allocate_for_none_of_the_words_only_a_commit_reads(monkeypatch):
+    # The words of instance types a success was refused by counting go to the record of what
+    # a NodeClaim lost when a placement commits: a trial commits nothing.
+    run = _run(_docs(pods=3))
+    scheduler = run.scheduler
+    scheduler.solve(run.pods.pending[:2], run.pod_claims)
+    quiet: list[bool] = []
+    allocate = run.allocator.allocate
+
+    def recording(*args, **kwargs):
+        if kwargs.get("explain") is False:
+            quiet.append(kwargs.get("word_refusals", True))
+        return allocate(*args, **kwargs)
+
+    monkeypatch.setattr(run.allocator, "allocate", recording)
+    third = run.pods.pending[2]
+    assert isinstance(scheduler.trial(third, run.pod_claims[third.key]), NodeClaimDecision)
+    assert quiet and not any(quiet)
+    assert scheduler.state.committing
+    quiet.clear()
+    (outcome,) = scheduler.solve([third], run.pod_claims)
+    assert outcome.target.name == "gpu-1"
+    assert quiet and all(quiet)
+
+
 def test_trial_of_a_pod_nothing_can_take_is_none_and_commits_nothing():
     docs = _docs(pods=0) + [pod("huge", cpu="512", templates={"gpu": "one-gpu"})]
     run = _run(docs)
