@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import jsonpatch
+import orjson
 
 NAMESPACED = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "ReplicaSet"})
 
@@ -82,6 +83,10 @@ class ObjectIndex:
 
     objects: dict[str, tuple[str, dict]]
     _users: dict[tuple[str, str, str], list[str]] | None = None
+    # The edits of changes against these documents (``edit_for``), by the change's content:
+    # the failed replicas of one workload carry the same change (4,000 times one NodePool's
+    # limits), and a workload-wide change's edit of each replica is asked by every replica.
+    edits: dict[tuple, Edit] = field(default_factory=dict)
 
     def get(self, ref: str) -> tuple[str, dict] | None:
         return self.objects.get(ref)
@@ -353,9 +358,30 @@ def _recreate_claim_steps(
 
 
 def edit_for(change: dict, index: ObjectIndex) -> Edit:
-    """The edit of one ``set`` change against the indexed documents. A Namespace the export
-    left out is created (as ``kubectl label namespace`` would need it to exist: the patch is
+    """The edit of one ``set`` change against the indexed documents, worked out once per
+    change alike (``ObjectIndex.edits``; an edit is read only). A Namespace the export left
+    out is created (as ``kubectl label namespace`` would need it to exist: the patch is
     against an empty Namespace)."""
+    key = _change_key(change)
+    if key is None:
+        return _edit_for(change, index)
+    known = index.edits.get(key)
+    if known is None:
+        known = index.edits[key] = _edit_for(change, index)
+    return known
+
+
+def _change_key(change: dict) -> tuple | None:
+    """What ``_edit_for`` reads of a change, comparable; None when its value has no JSON form
+    orjson writes (worked out every time then)."""
+    try:
+        value = orjson.dumps(change.get("value"), option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+    return (change.get("object"), change.get("field"), change.get("op", "set"), value)
+
+
+def _edit_for(change: dict, index: ObjectIndex) -> Edit:
     ref = str(change.get("object") or "")
     field_path = str(change.get("field") or "")
     if change.get("op", "set") != "set":

@@ -152,7 +152,14 @@ class _Memos:
         reasons, other = outcome.reasons, outcome.reason_kinds
         key = (len(reasons), reasons[0] if reasons else None, reasons[-1] if reasons else None)
         found = self.grouped.get(key)
-        if found is None or found[1] is not kinds or found[2] != other or found[0] != reasons:
+        # Replicas share their reason kinds (and often the kinds): a dict compares entry by
+        # entry even with itself.
+        if (
+            found is None
+            or found[1] is not kinds
+            or (found[2] is not other and found[2] != other)
+            or found[0] != reasons
+        ):
             found = self.grouped[key] = (
                 reasons,
                 kinds,

@@ -514,3 +514,35 @@ def test_a_template_many_pods_use_names_five_of_them_in_its_recreate_steps():
     steps = suggestion["recreateSteps"]
     assert sum("kubectl replace --force" in step for step in steps) == 5
     assert steps[-1].startswith("the same for the 35 other pods that use it")
+
+
+def test_replicas_with_one_change_share_one_edit_and_each_gets_its_patch(monkeypatch):
+    # Forty failed replicas all suggest raising the NodePool's limits: the edit is worked
+    # out once, and every replica's suggestion carries the same patch and manifest.
+    from allocator import edits
+
+    worked_out = []
+    edit = edits._edit_for
+
+    def counting(change, index):
+        worked_out.append(change["object"])
+        return edit(change, index)
+
+    monkeypatch.setattr(edits, "_edit_for", counting)
+    raise_limits = {
+        "object": "NodePool gpu-h100",
+        "field": "spec.limits",
+        "op": "set",
+        "value": {"cpu": "512", "nvidia.com/gpu": "24"},
+    }
+    by_pod = [[{"kind": "nodepool-limit", "change": dict(raise_limits)}] for _ in range(40)]
+    annotate_all(by_pod, [("NodePool", node_pool())])
+    assert worked_out == ["NodePool gpu-h100"]
+    patches = [found[0]["patch"] for found in by_pod]
+    assert patches == [patches[0]] * 40
+    assert {"op": "replace", "path": "/spec/limits/cpu", "value": "512"} in patches[0]
+    assert all(found[0]["manifest"]["spec"]["limits"]["nvidia.com/gpu"] == "24" for found in by_pod)
+    # Another value is another edit.
+    other = [[{"kind": "nodepool-limit", "change": {**raise_limits, "value": {"cpu": "768"}}}]]
+    annotate_all(by_pod[:1] + other, [("NodePool", node_pool())])
+    assert other[0][0]["manifest"]["spec"]["limits"] == {"cpu": "768"}
