@@ -312,6 +312,35 @@ def test_folded_lines_read_the_same_on_the_fast_path(tokens, indent, tail):
         ]
 
 
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=6))
+def test_scanned_while_yaml_rs_parses_the_fast_path_answers_alike(tokens):
+    """A large text is scanned for what YAML 1.1 reads otherwise while yaml-rs parses it: the
+    answer is the one the scan first, then the parse, gives."""
+    text = "".join(f"k{i}: {t}\n" for i, t in enumerate(tokens))
+    alone = decode._fast_yaml_read(text)
+    original = decode._OVERLAP_FROM
+    decode._OVERLAP_FROM = 0
+    try:
+        overlapped = decode._fast_yaml_read(text)
+    finally:
+        decode._OVERLAP_FROM = original
+    assert overlapped == alone, text
+
+
+def test_yaml_rs_never_reads_what_it_must_not_even_when_scanning_alongside(monkeypatch):
+    # Deep nesting (yaml-rs recurses without a bound) and anchors (only PyYAML bounds an
+    # alias bomb) are refused before any parse starts.
+    read = []
+    monkeypatch.setattr(decode, "_OVERLAP_FROM", 0)
+    monkeypatch.setattr(decode, "_yaml_rs_reading", lambda text: read.append(text))
+    deep = "k:\n" + "".join(" " * (2 * i) + f"k{i}:\n" for i in range(1, 60)) + " " * 120 + "x: 1\n"
+    bomb = 'a: &a ["lol", "lol"]\nb: &b [*a, *a]\nc: [*b, *b]\n'
+    for text in (deep, bomb):
+        assert decode._fast_yaml_read(text) == (None, False)
+    assert read == []
+
+
 def _types(value):
     if isinstance(value, dict):
         return {k: type(v) for k, v in value.items()}
