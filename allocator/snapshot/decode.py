@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -416,7 +415,10 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     else:
         # yaml-rs parses with the interpreter's lock released for much of its time: the scan
         # for what YAML 1.1 reads otherwise runs meanwhile (10 MB: 0.39 -> 0.29 s), and a
-        # text it sends to PyYAML costs a parse on the other core only.
+        # text it sends to PyYAML costs a parse on the other core only. Imported here: every
+        # process would pay its 5 ms, most never read a file this large.
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=1) as parser:
             parsing = parser.submit(_yaml_rs_reading, text)
             otherwise = _read_otherwise(text)
