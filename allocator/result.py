@@ -18,7 +18,7 @@ from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.resultbudget import within_budget
 from allocator.scheduling.explain import MAX_PLAIN_REASONS, grouped_reasons, target_kinds
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
-from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity
+from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity, info_name
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.setup import Run
@@ -297,7 +297,6 @@ def _node_claim_entry(
 
 
 _PLAIN_OFFERINGS = attrgetter("plain_offerings")
-_INFO_NAME = attrgetter("name")
 
 
 def _node_claim_offer(
@@ -310,7 +309,7 @@ def _node_claim_offer(
     key = None
     if all(map(_PLAIN_OFFERINGS, nc.candidates)):
         key = (
-            tuple(map(_INFO_NAME, nc.candidates)),
+            tuple(map(info_name, nc.candidates)),
             nc.requirements.content_key(nc.requirements.keys() - {HOSTNAME}),
         )
         hit = offers.get(key)

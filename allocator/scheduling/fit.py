@@ -12,6 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 
 from allocator.features.taints import toleration_matches
 from allocator.model import InstanceType, NodePool, Offering, Pod, Taint, Toleration
@@ -207,6 +208,10 @@ class InstanceTypeInfo:
     cheapest: dict[tuple, float | None] = field(default_factory=dict)
     plain_offerings: bool = True  # no offering has requirements of its own
     capacity_types: frozenset[str] = frozenset()  # of its offerings
+
+
+# A candidate's name, read at C speed (``map``: a NodeClaim has 400 candidates, asked per pod).
+info_name = attrgetter("name")
 
 
 def instance_type_info(it: InstanceType) -> InstanceTypeInfo:

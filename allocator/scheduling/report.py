@@ -37,13 +37,13 @@ from allocator.scheduling.fit import (
     exceeded,
     fits,
     format_resources,
+    info_name,
     offering_allowed,
 )
 from allocator.scheduling.gating import NOT_PUBLISHED, requested_drivers
 from allocator.scheduling.zonepinning import zone_pins
 
-# A candidate's name and its templates, read at C speed (400 per NodeClaim).
-_INFO_NAME = attrgetter("name")
+# A candidate's templates, read at C speed (400 per NodeClaim).
 _TEMPLATES = attrgetter("it.resource_slice_templates")
 
 DEVICES = "devices"
@@ -125,7 +125,7 @@ class PruneLog:
         for stage in stages:
             if stage[0] == FILTER_STAGE:
                 _, candidates, reqs, requests, remaining = stage
-                kept = set(map(_INFO_NAME, remaining))
+                kept = set(map(info_name, remaining))
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
                         log[info.name] = classify_filtered(info, reqs, requests)
@@ -135,7 +135,7 @@ class PruneLog:
                         log[info.name] = Pruned(info.name, RESOURCES, stage[2])
             elif stage[0] == DRA_STAGE:
                 _, candidates, result, kept_infos = stage
-                kept = set(map(_INFO_NAME, kept_infos))
+                kept = set(map(info_name, kept_infos))
                 failed = result.failed_instance_types
                 for info in candidates:
                     if info.name not in kept and info.name not in log:
@@ -219,7 +219,7 @@ def template_slices(
         memo = {}
     out = []
     # Those without templates are passed over before sorting (a stable sort: the same order).
-    for info in sorted(filter(_TEMPLATES, infos), key=_INFO_NAME):
+    for info in sorted(filter(_TEMPLATES, infos), key=info_name):
         templates = info.it.resource_slice_templates
         hit = memo.get(info.name)
         if hit is None or hit[0] is not templates:
