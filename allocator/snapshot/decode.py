@@ -338,7 +338,7 @@ def _written_within_bounds(objects: list[tuple[Any, int]]) -> bytes | None:
         return None
 
 
-def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
+def _yaml_rs_verdict(docs: list[Any], text: str, non_finite: bool | None = None) -> int:
     """``_diverges`` and the bounds of ``bounds.check_document`` without a Python walk over
     the values yaml-rs read from ``text``: orjson writes the file's objects (refusing
     non-string keys, integers past 64 bits and nesting past MAX_DEPTH, see _DEPTH_PAD) and
@@ -346,8 +346,9 @@ def _yaml_rs_verdict(docs: list[Any], text: str) -> int:
     diverge only where the text holds them plain (``_plain_somewhere``). An infinity or NaN
     (orjson writes null) is looked for in the text (``_may_read_non_finite``); an object whose
     JSON is longer than MAX_STRING_CHARS may hold a string past the bound. Whatever orjson
-    refuses or may hide is ``_UNSURE``: the exact walks decide and word it."""
-    if _may_read_non_finite(text):
+    refuses or may hide is ``_UNSURE``: the exact walks decide and word it. ``non_finite``:
+    ``_may_read_non_finite(text)`` when the caller read it already."""
+    if non_finite if non_finite is not None else _may_read_non_finite(text):
         return _UNSURE
     if any(type(d) is not dict and type(d) is not list for d in docs if d is not None):
         return _UNSURE
@@ -408,13 +409,15 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     is already known to be within the bounds)."""
     if _unsafe_for_yaml_rs(text):
         return None, False
+    non_finite = None
     if len(text) < _OVERLAP_FROM:
         if _read_otherwise(text):
             return None, False
         result = _yaml_rs_reading(text)
     else:
         # yaml-rs parses with the interpreter's lock released for much of its time: the scan
-        # for what YAML 1.1 reads otherwise runs meanwhile (10 MB: 0.39 -> 0.29 s), and a
+        # for what YAML 1.1 reads otherwise, and for what yaml-rs may read as an infinity,
+        # runs meanwhile (10 MB: 0.40 -> 0.29 s), and a
         # text it sends to PyYAML costs a parse on the other core only. Imported here: every
         # process would pay its 5 ms, most never read a file this large.
         from concurrent.futures import ThreadPoolExecutor
@@ -422,6 +425,7 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
         with ThreadPoolExecutor(max_workers=1) as parser:
             parsing = parser.submit(_yaml_rs_reading, text)
             otherwise = _read_otherwise(text)
+            non_finite = None if otherwise else _may_read_non_finite(text)
             result = parsing.result()
         if otherwise:
             return None, False
@@ -430,7 +434,7 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     # yaml-rs returns a multi-document stream as a list and one document as itself; both
     # flatten to the same objects (a top-level list is a list of objects either way).
     docs = result if isinstance(result, list) else [result]
-    verdict = _yaml_rs_verdict(docs, text)
+    verdict = _yaml_rs_verdict(docs, text, non_finite)
     if verdict == _WITHIN:
         return docs, True
     if verdict == _DIVERGES or _diverges(docs):
