@@ -16,6 +16,7 @@ import sys
 from typing import TextIO
 
 from allocator import jsonwrite
+from allocator.collector import collector_paused
 from allocator.edits import object_patches
 from allocator.features.gates import (
     KUBERNETES_VERSIONS,
@@ -176,7 +177,7 @@ def _load(paths: list[str], one_shot: bool = False):
     """The snapshot of ``paths``. In a one-shot process it is then frozen (``gc.freeze``): it
     lives until the process ends, so the collector's passes need never walk its millions of
     objects again (the first one after a 5,000-node load took 0.17 s)."""
-    from allocator.snapshot import SnapshotError, collector_paused, load_paths
+    from allocator.snapshot import SnapshotError, load_paths
 
     for path in paths:
         if os.path.isdir(path):

@@ -8,6 +8,7 @@
 document decoded elsewhere (the web API's JSON bodies).
 """
 
+from allocator.collector import collector_paused
 from allocator.snapshot.bounds import (
     MAX_ALIAS_NODES,
     MAX_DEPTH,
@@ -18,7 +19,6 @@ from allocator.snapshot.bounds import (
 from allocator.snapshot.errors import BoundError, SnapshotError
 from allocator.snapshot.loader import (
     KINDS,
-    collector_paused,
     load_documents,
     load_files,
     load_paths,

@@ -131,6 +131,7 @@ _SEXAGESIMAL_STARTS = frozenset("+-0123456789")
 
 
 def _needs_pyyaml(text: str) -> bool:
+    """Whether PyYAML must read the text: the two guards ``_fast_yaml_read`` asks in turn."""
     return _unsafe_for_yaml_rs(text) or _read_otherwise(text)
 
 

@@ -8,13 +8,12 @@ fields are kept in ``raw`` and never rejected.
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from allocator.collector import collector_paused
 from allocator.model import Snapshot
 from allocator.snapshot import apps, core, karpenter, resource, storage
 from allocator.snapshot.decode import RawObject, decode_file
@@ -283,22 +282,6 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
             for raw in decode_file(name, content, problems):
                 _load_object(raw, snapshot, problems, seen, skipped)
     return _finish(snapshot, problems, skipped)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cycle collector off while a snapshot is decoded, built (and, by the web service,
-    stored): millions of objects and no reference cycles (self-referring YAML aliases are
-    refused), so its passes over them are pure cost, about a fifth of a 10 MB load and a third
-    of building a stored 1,000-node snapshot again. Nested pauses keep it off to the outer
-    one's end; the objects are freed by reference counting before collecting resumes."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _finish(snapshot: Snapshot, problems: list[str], skipped: SkippedKinds) -> Snapshot:

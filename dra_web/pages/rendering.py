@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.template.context import make_context
 
-from allocator.snapshot.loader import collector_paused
+from allocator.collector import collector_paused
 
 
 def reads_result(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

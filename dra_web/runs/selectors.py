@@ -14,7 +14,7 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from allocator import jsonwrite
-from allocator.snapshot.loader import collector_paused
+from allocator.collector import collector_paused
 from allocator.trace import parse_new_nodeclaim_label
 from dra_web import blobs
 from dra_web.runs import diff

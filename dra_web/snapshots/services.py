@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from allocator import snapshot as snapshot_loader
 from allocator.catalog import aws as aws_catalog
 from allocator.catalog.render import to_yaml
+from allocator.collector import collector_paused
 from allocator.model import Snapshot as LoadedSnapshot
 from dra_web import blobs
 from dra_web.snapshots.models import Snapshot
@@ -164,7 +165,7 @@ def create_snapshot(
 
     The returned object carries ``existing`` (True when it was already stored).
     """
-    with snapshot_loader.collector_paused():
+    with collector_paused():
         return _create_snapshot(
             owner,
             files,
@@ -250,9 +251,7 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
     """The allocator's typed snapshot, built from the decoded documents stored at upload (no
     YAML parse again); the stored files are the fallback for documents that do not load."""
     try:
-        with (
-            snapshot_loader.collector_paused()
-        ):  # decoding the stored documents makes millions of objects
+        with collector_paused():  # decoding the stored documents makes millions of objects
             documents = snapshot.documents()
         loaded = snapshot_loader.load_documents(documents)
         # Skipped documents (unknown kinds) are not stored: their warnings are, with the
