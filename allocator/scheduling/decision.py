@@ -38,6 +38,9 @@ class Refusal:
     # A deferred refusal of a NodeClaim's instance type filter, as the filter recorded it: its
     # words come from there (nothing else refused, no funnel), not from an attempt again.
     unfit: NoInstanceType | None = None
+    # What only the node and the pod decide refused it (``ExistingNode._local``): that node
+    # refuses every later pod of the pod's shape in the loop too (scheduling/lasting.py).
+    lasting: bool = False
 
 
 @dataclass(slots=True)

@@ -204,27 +204,31 @@ class ExistingNode:
         label = self.trace_label
         if self.unschedulable:
             reason = state.refused(pod_node, label, "unschedulable", "node is unschedulable")
-            return Refusal(reason, "unschedulable")
+            return Refusal(reason, "unschedulable", lasting=True)
         # Karpenter's ExistingNode.CanAdd order: taints, volume limits, host ports, then the
         # resources left (the words of a node refusing for several reasons are Karpenter's).
         taint = untolerated_taint(pod.pod.tolerations, self.taints)
         if taint is not None:
             reason = f"did not tolerate taint {format_taint(taint)}"
-            return Refusal(state.refused(pod_node, label, "taint", reason), "taint")
+            return Refusal(state.refused(pod_node, label, "taint", reason), "taint", lasting=True)
         if pod.volumes and self.volume_usage is not None:
             exceeded = self.volume_usage.exceeds_limits(pod.volumes)
             if exceeded is not None:
                 reason = f"checking volume usage, {exceeded}"
-                return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
+                return Refusal(
+                    state.refused(pod_node, label, "volumes", reason), "volumes", lasting=True
+                )
         if pod.host_ports and self.host_port_usage is not None:
             conflict = self.host_port_usage.conflicts(pod.pod, pod.host_ports)
             if conflict is not None:
                 reason = f"checking host port usage, {conflict}"
-                return Refusal(state.refused(pod_node, label, "host-ports", reason), "host-ports")
+                return Refusal(
+                    state.refused(pod_node, label, "host-ports", reason), "host-ports", lasting=True
+                )
         if not fits(requests, self.available):
             words = state.exceeds(requests, self.available)
             reason = state.refused(pod_node, label, "resources", words)
-            return Refusal(reason, "resources")
+            return Refusal(reason, "resources", lasting=True)
         allow = _NO_STRICT if self.strict_labels else WELL_KNOWN_LABELS
         requirements = self.requirements
         term = pod.terms[0]
@@ -233,12 +237,16 @@ class ExistingNode:
             if term is None:
                 reason = f"incompatible requirements, {reason}"
                 return Refusal(
-                    state.refused(pod_node, label, "requirements", reason), "requirements"
+                    state.refused(pod_node, label, "requirements", reason),
+                    "requirements",
+                    lasting=True,
                 )
         if pod.volume_requirements:
             requirements, reason = _volume_alternative(requirements, pod.volume_requirements, allow)
             if requirements is None:
-                return Refusal(state.refused(pod_node, label, "volumes", reason), "volumes")
+                return Refusal(
+                    state.refused(pod_node, label, "volumes", reason), "volumes", lasting=True
+                )
         return term, requirements
 
     def _search(

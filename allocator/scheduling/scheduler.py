@@ -33,6 +33,7 @@ from allocator.scheduling.fit import (
 from allocator.scheduling.gosort import slice_sort_by_key
 from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.lasting import LastingRefusals
 from allocator.scheduling.nodeclaim import NodeClaim
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
 from allocator.scheduling.poddata import PodData, PodOutcome
@@ -77,6 +78,8 @@ class Scheduler:
         self._untaken = UntakenTargets()
         # Pod shape -> the cache's epoch when every existing node refused a pod of it.
         self._refused_by_all: dict[tuple, int] = {}
+        # Per pod shape, the existing nodes not known to refuse it for good (lasting.py).
+        self._lasting = LastingRefusals()
 
     def claim_state(self, claim: ResourceClaim) -> str:
         return self.state.claim_state(claim)
@@ -341,6 +344,14 @@ class Scheduler:
         refused_by_all = self._refused_by_all_key(pod, trial) if needed else None
         if refused_by_all is not None and self._refused_by_all.get(refused_by_all) == cache.epoch:
             nodes = []  # they still refuse it (see _refused_by_all_key)
+        # An attempt without words passes over the nodes that refused this shape for good.
+        lasting = (
+            self._try_shape(pod)
+            if not explain and not trial and taken is None and nodes and not state.trace.enabled
+            else None
+        )
+        if lasting is not None:
+            nodes = self._lasting.left(lasting, self.existing)
         searched_from = state.allocator.dfs_nodes
         asked = (
             not_taken(nodes, taken, _HOSTNAME)
@@ -354,6 +365,8 @@ class Scheduler:
                 continue
             found = node.can_add(pod, state, bounds)
             if isinstance(found, Refusal):
+                if lasting is not None and found.lasting:
+                    self._lasting.refused(lasting, self.existing, node)
                 reasons.append((node.reason_target, found.reason))
                 if found.topology is not None:
                     outcome.reason_kinds[node.reason_target] = topology_kind(found.topology)
@@ -669,6 +682,7 @@ class Scheduler:
         """Forget every cached refusal and replayable attempt: call it after changing the
         allocation state other than through a placement (a trial that frees devices ...)."""
         self.state.invalidate_caches()
+        self._lasting.clear()
         for node in self.existing:
             node.refusals.clear()
 

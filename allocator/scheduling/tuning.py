@@ -14,8 +14,9 @@ class Tuning:
     # pod's requests cannot be met is refused without running Allocate there) and skip a
     # retry in an unchanged state; selector refusals worded once per values read; existing
     # nodes alike share one count stage (allocator/nodealike.py); in attempts without words,
-    # nodes without enough free devices passed over and a pod shape every node refused not
-    # asked of them again.
+    # nodes without enough free devices passed over, a pod shape every node refused not
+    # asked of them again, and nodes that refused a pod shape for good not asked again
+    # (scheduling/lasting.py).
     funnel_refusal: bool = True
     # NodeClaims of this run and new ones: a refusal is first found without its words
     # (Allocate's ``explain`` off) and explained only when the pod fails everywhere;

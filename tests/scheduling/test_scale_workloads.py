@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -140,12 +141,16 @@ def test_karpenter_benchmark_shapes_decide_as_the_plain_path(
         assert run(docs, tuning=tuning) == fast, tuning
 
 
-def test_busy_nodes_workload_fails_the_pods_too_big_for_any_node_as_the_plain_path() -> None:
-    docs = busy_nodes(nodes=140, pods=60)
+@pytest.mark.parametrize("selector", [False, True])
+def test_busy_nodes_workload_fails_the_pods_too_big_for_any_node_as_the_plain_path(
+    selector: bool,
+) -> None:
+    docs = busy_nodes(nodes=140, pods=60, selector=selector)
     fast = run(docs)
     assert fast == run(docs, tuning=PLAIN)
     failed = sorted(p["pod"] for p in fast["pods"] if not p["scheduled"])
-    # Every 20th pod asks 16 vCPU; the nodes have 8. The 40 full nodes refuse the others.
+    # Every 20th pod asks 16 vCPU; the nodes have 8. The 40 full nodes (or, with the
+    # selector, the 40 of another node group) refuse the others.
     assert failed == [
         "ml-training/storefront-19",
         "ml-training/storefront-39",
