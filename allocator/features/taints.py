@@ -209,6 +209,8 @@ class TaintIndex:
     def taints(self, device_id: DeviceID, device: Device) -> tuple[DeviceTaint, ...]:
         if not self._on:
             return ()
+        if not self.rules:  # the device's own, as they are (no cache entry per device)
+            return tuple(device.taints) if device.taints else ()
         key = (device_id, id(device))
         cached = self._cache.get(key)
         if cached is not None:
