@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from allocator.model import DeviceID
@@ -238,31 +238,14 @@ def _template_slices_entry(name: str, templates: list) -> dict:
     }
 
 
-def held_devices_of(pod: str, claim: dict) -> list[dict]:
-    return [
-        {
-            "pod": pod,
-            "claim": claim["claim"],
-            "request": d["request"],
-            "driver": d["driver"],
-            "pool": d["pool"],
-            "device": d["device"],
-            "source": d["source"],
-            "instanceType": d["instanceType"],
-        }
-        for d in claim["devices"]
-    ]
+_DRIVER_AND_REQUEST = itemgetter("driver", "request")
 
 
-def held_devices(pods: list[str], pod_entries: dict[str, dict]) -> list[dict]:
-    """Every device the NodeClaim's pods hold, per pod and claim (template devices once per
-    kept instance type, as the pods' entries list them)."""
-    return [
-        d
-        for pod in pods
-        for claim in pod_entries[pod]["claims"]
-        for d in held_devices_of(pod, claim)
-    ]
+def held_claims(pods: list[str], pod_entries: dict[str, dict]) -> list[tuple[str, dict]]:
+    """(pod, claim entry) of every claim the pods hold: their devices are the entries'
+    ``devices`` (template devices once per kept instance type, 400 per claim in Karpenter's
+    benchmark: read where they stand, not copied)."""
+    return [(pod, claim) for pod in pods for claim in pod_entries[pod]["claims"]]
 
 
 def _toleration_matches(tol: dict, taint) -> bool:
@@ -339,13 +322,16 @@ def _request_tolerations(claim, request_name: str) -> list:
     return []
 
 
-def _tolerated(held: list[dict], pod_entries: dict[str, dict], devices: _Devices) -> list[dict]:
-    """For each held device whose entry printed tolerations: the blocking taints of the
-    device that one of them covered (effect None is informational: nothing to tolerate)."""
+def _tolerated(
+    held: list[tuple[str, dict]], pod_entries: dict[str, dict], devices: _Devices
+) -> list[dict]:
+    """For each held device (``held_claims``) whose entry printed tolerations: the blocking
+    taints of the device that one of them covered (effect None is informational: nothing to
+    tolerate)."""
     from allocator.features.taints import BLOCKING_EFFECTS
 
     printed: dict[tuple, list] = {}
-    for pod in {d["pod"] for d in held}:
+    for pod in dict.fromkeys(pod for pod, _ in held):
         for c in pod_entries[pod]["claims"]:
             for x in c["devices"]:
                 if x.get("tolerations"):
@@ -354,47 +340,53 @@ def _tolerated(held: list[dict], pod_entries: dict[str, dict], devices: _Devices
     out, seen = [], set()
     if not printed:
         return out
-    for d in held:
-        tols = printed.get(
-            (d["pod"], d["claim"], d["request"], d["driver"], d["pool"], d["device"])
-            + (d["instanceType"],)
-        )
-        if not tols:
-            continue
-        device_id = DeviceID(d["driver"], d["pool"], d["device"])
-        for taint in devices.taints(d["instanceType"], device_id):
-            if taint.effect not in BLOCKING_EFFECTS:
-                continue
-            tol = next((t for t in tols if _toleration_matches(t, taint)), None)
-            if tol is None:
-                continue
-            key = (d["pod"], d["claim"], d["request"], device_id, _taint_text(taint), taint.effect)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(
-                {
-                    "pod": d["pod"],
-                    "claim": d["claim"],
-                    "request": d["request"],
-                    "driver": d["driver"],
-                    "pool": d["pool"],
-                    "device": d["device"],
-                    "taint": _taint_text(taint),
-                    "effect": taint.effect,
-                    "toleration": tol,
-                }
+    for pod, claim in held:
+        claim_key = claim["claim"]
+        for d in claim["devices"]:
+            tols = printed.get(
+                (pod, claim_key, d["request"], d["driver"], d["pool"], d["device"])
+                + (d["instanceType"],)
             )
+            if not tols:
+                continue
+            device_id = DeviceID(d["driver"], d["pool"], d["device"])
+            for taint in devices.taints(d["instanceType"], device_id):
+                if taint.effect not in BLOCKING_EFFECTS:
+                    continue
+                tol = next((t for t in tols if _toleration_matches(t, taint)), None)
+                if tol is None:
+                    continue
+                key = (pod, claim_key, d["request"], device_id, _taint_text(taint), taint.effect)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(
+                    {
+                        "pod": pod,
+                        "claim": claim_key,
+                        "request": d["request"],
+                        "driver": d["driver"],
+                        "pool": d["pool"],
+                        "device": d["device"],
+                        "taint": _taint_text(taint),
+                        "effect": taint.effect,
+                        "toleration": tol,
+                    }
+                )
     return out
 
 
-def _requests_by_driver(held: list[dict], claims: dict) -> dict[str, dict[tuple[str, str], list]]:
-    """Per driver: the requests (claim key, request name) that took devices of that driver,
-    with their tolerations. ``claims``: claim key -> ResourceClaim."""
+def _requests_by_driver(
+    held: list[tuple[str, dict]], claims: dict
+) -> dict[str, dict[tuple[str, str], list]]:
+    """Per driver: the requests (claim key, request name) that took devices of that driver
+    (``held_claims``), with their tolerations. ``claims``: claim key -> ResourceClaim."""
     by_driver: dict[str, dict[tuple[str, str], list]] = {}
     # A request's devices on 400 instance types name it 400 times: each is looked at once.
     for driver, claim_key, request in dict.fromkeys(
-        (d["driver"], d["claim"], d["request"]) for d in held
+        (driver, claim["claim"], request)
+        for _, claim in held
+        for driver, request in dict.fromkeys(map(_DRIVER_AND_REQUEST, claim["devices"]))
     ):
         claim = claims.get(claim_key)
         if claim is None:
@@ -466,7 +458,7 @@ def _excluded(
 
 
 def device_taints(
-    nc, pod_entries, held: list[dict], devices: _Devices, allocator, pod_claims: dict
+    nc, pod_entries, held: list[tuple[str, dict]], devices: _Devices, allocator, pod_claims: dict
 ) -> dict:
     """``tolerated``: for each held device, the taints a toleration of its request covered.
     ``excluded``: devices the NodeClaim could reach with a taint that a request of its pods'
@@ -497,7 +489,7 @@ def extend_pod_claims(pod_entries: list[dict], outcomes, run, snapshot) -> None:
         claims = {c.key: c for c in outcome.pod_claims.claims}
         one = {entry["pod"]: entry}
         for claim_entry in entry["claims"]:
-            held = held_devices_of(entry["pod"], claim_entry)
+            held = [(entry["pod"], claim_entry)]
             tolerated_list = _tolerated(held, one, devices)
             excluded = []
             if claim_entry["state"] in ("unallocated", "reallocated"):
@@ -571,7 +563,7 @@ def extend_node_claims(entries: list[dict], run, snapshot, pod_entries: dict[str
     slices_memo: dict[str, tuple[list, dict]] = {}
     for entry in entries:
         nc = by_name[entry["name"]]
-        held = held_devices(entry["pods"], pod_entries)
+        held = held_claims(entry["pods"], pod_entries)
         entry["instanceTypesPruned"] = log.for_claim(nc.id, entry["instanceTypes"])
         entry["requirementsBeforeDRA"] = _requirements_json(log.before_dra.get(nc.id))
         entry["templateSlices"] = template_slices(nc.candidates, slices_memo)

@@ -216,6 +216,11 @@ def test_device_taints_on_a_new_node_claim():
         (t["pod"], t["device"], t["taint"], t["effect"], json.dumps(t["toleration"]))
         for t in nc["deviceTaints"]["tolerated"]
     }
+    # Each names the claim whose request tolerated it.
+    assert {(t["pod"], t["claim"], t["request"]) for t in nc["deviceTaints"]["tolerated"]} == {
+        ("ml-training/train-0", "ml-training/train-0-gpu", "gpu"),
+        ("ml-training/train-1", "ml-training/train-1-gpu", "gpu"),
+    }
     # The rule "dry-run" (effect None) is informational and never listed as tolerated.
     assert tolerated == {
         (
