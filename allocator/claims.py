@@ -44,7 +44,8 @@ class AllocatedDevice:
             "source": self.source,
             "instanceType": self.instance_type,
         }
-        out.update(self.extra)
+        if self.extra:
+            out.update(self.extra)
         return out
 
 

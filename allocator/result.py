@@ -204,8 +204,12 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
     target = outcome.target
     claims_json = []
     if outcome.scheduled:
-        final_its = set(target.instance_types) if isinstance(target, NodeClaim) else None
-        its = sorted(final_its) if final_its is not None else None
+        # The NodeClaim's instance types at the end of the run (devices_for keeps theirs).
+        its = (
+            target.instance_types
+            if outcome.claim_outcomes and isinstance(target, NodeClaim)
+            else None
+        )
         claims = {c.key: c for c in outcome.pod_claims.claims}
         for co in outcome.claim_outcomes:
             devices = [d.to_json() for d in co.devices_for(its)]
