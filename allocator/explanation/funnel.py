@@ -295,6 +295,14 @@ def count_message(claim_key: str, request: str, needed: int, funnel: Funnel) -> 
     )
 
 
+def renamed(words: str, names: Mapping[str, str]) -> str:
+    """Words naming claims (``claim <key>``) with each key of ``names`` replaced by its value:
+    a refusal of claims of one spec is another pod's with its own claims named."""
+    for old, new in names.items():
+        words = words.replace(f"claim {old}", f"claim {new}")
+    return words
+
+
 def cause_suffix(funnel: Funnel) -> str:
     """``cause_text`` as the end of a message: after a space, or nothing."""
     cause = cause_text(funnel)

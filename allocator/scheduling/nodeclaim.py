@@ -14,7 +14,7 @@ from functools import partial
 
 from allocator.allocator import narrowed
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import names_any
+from allocator.explanation.funnel import names_any, renamed
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
@@ -40,7 +40,7 @@ from allocator.scheduling.hooks import HostPortUsage
 from allocator.scheduling.hostports import HostPortConflict
 from allocator.scheduling.hostports import HostPortUsage as PortUsage
 from allocator.scheduling.poddata import PodData
-from allocator.scheduling.refusalcache import ExplainedRefusal, WordedRefusal, renamed
+from allocator.scheduling.refusalcache import ExplainedRefusal, WordedRefusal
 from allocator.scheduling.report import DRA_STAGE, FILTER_STAGE
 from allocator.scheduling.runstate import RunState, dra_node_resources, pod_level_problem
 from allocator.scheduling.topology import TopologyError

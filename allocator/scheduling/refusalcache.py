@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import sub
 
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import Funnel, count_message
+from allocator.explanation.funnel import Funnel, count_message, renamed
 from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
@@ -60,14 +60,6 @@ class NodeClaimRefusal:
     # Its words and funnels, built in full for the first pod of this shape that failed
     # everywhere while this refusal held (the state it read is the same for the next one).
     explained: ExplainedRefusal | None = None
-
-
-def renamed(words: str, names: Mapping[str, str]) -> str:
-    """Words naming claims (``claim <key>``) with each key of ``names`` replaced by its value:
-    a refusal of claims of one spec is another pod's with its own claims named."""
-    for old, new in names.items():
-        words = words.replace(f"claim {old}", f"claim {new}")
-    return words
 
 
 @dataclass(slots=True)

@@ -69,6 +69,7 @@ class RunState:
             self.allocator.fresh_funnels.clear()
         if self.allocator.alike_funnels is not None:
             self.allocator.alike_funnels.clear()
+        self.allocator.fresh_allocations.clear()
 
     def commit(self, result, claims: list[ResourceClaim]) -> None:
         """Commit an allocation the scheduler decided on (design: Commit Protocol)."""

@@ -30,7 +30,8 @@ class Tuning:
     # not from a full attempt asked again.
     explain_recorded: bool = True
     # Instance types of one device-template shape and state share one search of a NodeClaim
-    # (Allocate without words; allocator/templateshapes.py).
+    # (Allocate without words; allocator/templateshapes.py), and NodeClaims that hold nothing
+    # and are alike share one Allocate (Allocator.fresh_allocations).
     shape_memo: bool = True
 
 
