@@ -404,25 +404,8 @@ class Allocator:
                     by_it,
                 )
             result_its = [r.instance_type for r in succeeded if r.instance_type]
-            allocation = Allocation(
-                self,
-                node_claim.id,
-                per_it,
-                superset,
-                [(c.claim.key, c.index) for c in to_dfs],
-                {c.index: outcomes[c.index] for c in to_dfs},
-            )
-            result = AllocationResult(
-                result_its,
-                dfs.requirements,
-                allocation,
-                [outcomes[i] for i in range(len(claims))],
-                {r.instance_type: r.reason or "" for r in results if not r.ok},
-                dfs.nodes,
-            )
-            result.node_resources = self._node_resources(
-                claims, result.claims, per_it, pod, slices_by_it
-            )
+            failed = {r.instance_type: r.reason or "" for r in results if not r.ok}
+            fresh = None
             if (
                 fresh_key is not None
                 and not superset
@@ -432,10 +415,10 @@ class Allocator:
             ):
                 if len(self.fresh_allocations) >= MAX_FRESH_ALLOCATIONS:
                     self.fresh_allocations.clear()  # many kinds of NodeClaims: memory bounded
-                self.fresh_allocations[fresh_key] = FreshAllocation(
+                fresh = self.fresh_allocations[fresh_key] = FreshAllocation(
                     per_it,
                     list(result_its),
-                    dict(result.failed_instance_types),
+                    dict(failed),
                     dfs.nodes,
                     [
                         (outcomes[c.index].devices, outcomes[c.index].devices_by_instance_type)
@@ -443,6 +426,26 @@ class Allocator:
                     ],
                     [c.claim.key for c in to_dfs],
                 )
+            allocation = Allocation(
+                self,
+                node_claim.id,
+                per_it,
+                superset,
+                [(c.claim.key, c.index) for c in to_dfs],
+                {c.index: outcomes[c.index] for c in to_dfs},
+                fresh,
+            )
+            result = AllocationResult(
+                result_its,
+                dfs.requirements,
+                allocation,
+                [outcomes[i] for i in range(len(claims))],
+                failed,
+                dfs.nodes,
+            )
+            result.node_resources = self._node_resources(
+                claims, result.claims, per_it, pod, slices_by_it
+            )
             return result
         finally:
             dfs.release()
@@ -522,6 +525,7 @@ class Allocator:
             [],
             [(c.claim.key, c.index) for c in to_dfs],
             outcomes,
+            found,
         )
         result = AllocationResult(
             list(found.instance_types),
@@ -1007,6 +1011,7 @@ class FreshAllocation:
     # Per claim searched (in order): its devices, and those of each instance type.
     claims: list[tuple[list[AllocatedDevice], dict[str, list[AllocatedDevice]]]]
     claim_keys: list[str]  # the claims searched, as the refused instance types' words name them
+    rows: CommitRows | None = None  # worked out by the first commit (``Allocation.commit``)
 
 
 class Allocation:
@@ -1020,13 +1025,17 @@ class Allocation:
         superset: list[Pool] | None,
         claims: list[tuple[str, int]],
         outcomes: dict[int, ClaimOutcome],
+        shared: FreshAllocation | None = None,
     ) -> None:
+        """``shared``: the fresh allocation ``per_it`` is, when it is one (its commit rows are
+        worked out once for every NodeClaim alike)."""
         self._allocator = allocator
         self.node_claim_id = node_claim_id
         self._per_it = per_it
         self._superset = superset
         self._claims = claims
         self._outcomes = outcomes
+        self._shared = shared
         self.committed = False
 
     def device_ids(self) -> dict[str, list[DeviceID]]:
@@ -1040,29 +1049,13 @@ class Allocation:
         node_claim_id = self.node_claim_id
         tracker = a.tracker
         features = a.features
-        # Per claim, in one pass over the paths: whether it took template devices, and its
-        # devices that carry topology (a term, or an in-cluster device's node): a template
-        # device without a term adds none (``_claim_requirements``).
-        topology: dict[int, list[PathEntry]] = {index: [] for _, index in self._claims}
-        templated: set[int] = set()
-        held: list[tuple[str, list[DeviceID], list[DeviceID]]] = []
-        for it, path in self._per_it.items():
-            cluster: list[DeviceID] = []
-            template: list[DeviceID] = []
-            for e in path:
-                cand = e.cand
-                extra = e.extra
-                if cand.source == TEMPLATE:
-                    templated.add(e.claim_index)
-                    if "_term" in extra:
-                        topology[e.claim_index].append(e)
-                else:
-                    topology[e.claim_index].append(e)
-                # Admin access and shares of multi-allocatable devices reserve nothing.
-                if extra.get("_no_reserve"):
-                    continue
-                (template if cand.source == TEMPLATE else cluster).append(cand.id)
-            held.append((it, cluster, template))
+        shared = self._shared
+        rows = shared.rows if shared is not None else None
+        if rows is None:
+            rows = _commit_rows(self._per_it, [index for _, index in self._claims])
+            if shared is not None:  # NodeClaims alike commit the same rows
+                shared.rows = rows
+        held, topology, templated = rows
         tracker.record_instance_types(node_claim_id, held)
         if features is not None:
             features.commit_paths(node_claim_id, self._per_it)
@@ -1080,6 +1073,41 @@ class Allocation:
                 devices_by_instance_type=dict(outcome.devices_by_instance_type),
                 node_selector=outcome.node_selector,
             )
+
+
+# What a commit records of an allocation's paths: per instance type its in-cluster and
+# template devices held; per claim index its devices carrying topology; the claims that took
+# template devices.
+CommitRows = tuple[
+    list[tuple[str, list[DeviceID], list[DeviceID]]], dict[int, list[PathEntry]], set[int]
+]
+
+
+def _commit_rows(per_it: Mapping[str, list[PathEntry]], indexes: list[int]) -> CommitRows:
+    """In one pass over the paths: per claim whether it took template devices and its devices
+    that carry topology (a term, or an in-cluster device's node: a template device without a
+    term adds none, ``_claim_requirements``), and per instance type the devices held."""
+    topology: dict[int, list[PathEntry]] = {index: [] for index in indexes}
+    templated: set[int] = set()
+    held: list[tuple[str, list[DeviceID], list[DeviceID]]] = []
+    for it, path in per_it.items():
+        cluster: list[DeviceID] = []
+        template: list[DeviceID] = []
+        for e in path:
+            cand = e.cand
+            extra = e.extra
+            if cand.source == TEMPLATE:
+                templated.add(e.claim_index)
+                if "_term" in extra:
+                    topology[e.claim_index].append(e)
+            else:
+                topology[e.claim_index].append(e)
+            # Admin access and shares of multi-allocatable devices reserve nothing.
+            if extra.get("_no_reserve"):
+                continue
+            (template if cand.source == TEMPLATE else cluster).append(cand.id)
+        held.append((it, cluster, template))
+    return held, topology, templated
 
 
 MAX_NAMED_INSTANCE_TYPES = 3  # instance types named per kind of refusal; the others counted

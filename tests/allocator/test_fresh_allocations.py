@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+from allocator import allocator as allocator_module
 from allocator.dfs import DFSContext
 from allocator.model import DeviceID
 from tests.allocator.builders import (
@@ -125,3 +126,27 @@ def test_a_capacity_share_naming_its_claim_is_not_another_claims():
     [one] = first.claims[0].devices
     [two] = second.claims[0].devices
     assert one.extra["shareID"] != two.extra["shareID"]
+
+
+def test_nodeclaims_alike_commit_the_rows_worked_out_once():
+    a = sharing_allocator()
+    first = a.allocate(in_flight("gpu-pool-1", [P5, P4D]), [claim("train-0-gpu", exact("gpu"))])
+    second = a.allocate(in_flight("gpu-pool-2", [P5, P4D]), [claim("train-1-gpu", exact("gpu"))])
+    rows = allocator_module._commit_rows
+    worked_out = []
+
+    def counting(*args):
+        worked_out.append(args)
+        return rows(*args)
+
+    with mock.patch.object(allocator_module, "_commit_rows", counting):
+        first.allocation.commit()
+        second.allocation.commit()
+    assert len(worked_out) == 1
+    gpu0 = {DeviceID("gpu.nvidia.com", "p5-gpus", "gpu-0")}
+    for nc in ("gpu-pool-1", "gpu-pool-2"):
+        assert a.tracker.templates[nc]["p5.48xlarge"] == gpu0
+    for key, nc in (("default/train-0-gpu", "gpu-pool-1"), ("default/train-1-gpu", "gpu-pool-2")):
+        meta = a.claim_metadata[key]
+        assert meta.node_claim_id == nc and meta.used_templates
+        assert sorted(meta.devices_by_instance_type) == ["p4d.24xlarge", "p5.48xlarge"]
