@@ -203,15 +203,20 @@ class Allocator:
                 )
         to_dfs = [c for c in classified if c.needs_dfs]
         instance_types = list(node_claim.instance_types)
+        slices_by_it = node_claim.resource_slices()
         fresh_key = (
-            self._fresh_key(node_claim, to_dfs, effective, instance_types, explain, word_refusals)
+            self._fresh_key(
+                node_claim, to_dfs, effective, instance_types, slices_by_it, explain, word_refusals
+            )
             if to_dfs and len(to_dfs) == len(claims) and not trace.enabled
             else None
         )
         if fresh_key is not None:
             found_before = self.fresh_allocations.get(fresh_key)
             if found_before is not None:
-                return self._fresh_result(found_before, node_claim, claims, to_dfs, effective, pod)
+                return self._fresh_result(
+                    found_before, node_claim, claims, to_dfs, effective, slices_by_it, pod
+                )
         if not to_dfs:
             result = AllocationResult(
                 instance_types,
@@ -220,7 +225,7 @@ class Allocator:
                 [outcomes[i] for i in range(len(claims))],
             )
             result.node_resources = self._node_resources(
-                claims, result.claims, {}, pod, node_claim.resource_slices()
+                claims, result.claims, {}, pod, slices_by_it
             )
             return result
 
@@ -243,7 +248,6 @@ class Allocator:
             superset = refilter(cached, variants)
         else:
             superset = self.universe.gather(node_claim.node_name, variants)
-        slices_by_it = node_claim.resource_slices()
         templates = self._template_devices(slices_by_it)
         matcher = SelectorMatcher(self.engine)
         claim_data = []
@@ -456,6 +460,7 @@ class Allocator:
         to_dfs: list,
         effective: Requirements,
         instance_types: list[str],
+        slices_by_it: Mapping[str, list],
         explain: bool,
         word_refusals: bool,
     ) -> tuple | None:
@@ -481,13 +486,12 @@ class Allocator:
             or features.capacity.shares
         ):
             return None
-        slices = node_claim.resource_slices()
         return (
             tuple((c.claim.namespace, repr(c.claim.spec)) for c in to_dfs),
             node_claim.node_pool,
             tuple(item for item in effective.content_key() if item[0] != LABEL_HOSTNAME),
             tuple(instance_types),
-            tuple(id(slices.get(it)) for it in instance_types),
+            tuple(id(slices_by_it.get(it)) for it in instance_types),
             explain,
             word_refusals,
         )
@@ -499,6 +503,7 @@ class Allocator:
         claims: list[ResourceClaim],
         to_dfs: list,
         effective: Requirements,
+        slices_by_it: Mapping[str, list],
         pod: Any,
     ) -> AllocationResult:
         """The result Allocate gave on a NodeClaim alike (``_fresh_key``), for this one and
@@ -536,7 +541,7 @@ class Allocator:
             found.dfs_nodes,
         )
         result.node_resources = self._node_resources(
-            claims, result.claims, found.per_it, pod, node_claim.resource_slices()
+            claims, result.claims, found.per_it, pod, slices_by_it
         )
         return result
 

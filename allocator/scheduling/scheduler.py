@@ -345,13 +345,13 @@ class Scheduler:
         if refused_by_all is not None and self._refused_by_all.get(refused_by_all) == cache.epoch:
             nodes = []  # they still refuse it (see _refused_by_all_key)
         # An attempt without words passes over the nodes that refused this shape for good.
-        lasting = (
+        lasting_shape = (
             self._try_shape(pod)
             if not explain and not trial and taken is None and nodes and not state.trace.enabled
             else None
         )
-        if lasting is not None:
-            nodes = self._lasting.left(lasting, self.existing)
+        if lasting_shape is not None:
+            nodes = self._lasting.left(lasting_shape, self.existing)
         searched_from = state.allocator.dfs_nodes
         asked = (
             not_taken(nodes, taken, _HOSTNAME)
@@ -365,8 +365,8 @@ class Scheduler:
                 continue
             found = node.can_add(pod, state, bounds)
             if isinstance(found, Refusal):
-                if lasting is not None and found.lasting:
-                    self._lasting.refused(lasting, self.existing, node)
+                if lasting_shape is not None and found.lasting:
+                    self._lasting.refused(lasting_shape, self.existing, node)
                 reasons.append((node.reason_target, found.reason))
                 if found.topology is not None:
                     outcome.reason_kinds[node.reason_target] = topology_kind(found.topology)
