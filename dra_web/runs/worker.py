@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -22,7 +23,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 import allocator
-from allocator.collector import collector_for_a_run
+from allocator.collector import collector_for_a_run, collector_paused
 from allocator.model import Snapshot
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError
@@ -218,8 +219,7 @@ def execute_run(run_id: int, task_id: str | None = None) -> Run | None:
             collector_for_a_run() as keep_loaded,
         ):
             with _TimeLimit(settings.DRA_WEB_RUN_TIME_LIMIT_SECONDS):
-                loaded = load_snapshot(run.snapshot)
-                keep_loaded()  # the collector never walks the snapshot during the run
+                loaded = _load_kept(run.snapshot, keep_loaded)
                 options = SimulationOptions.from_json(run.options)
                 output = simulate(loaded, options, progress=progress)
             # The time limit is the simulation's; the store of a finished search completes.
@@ -305,6 +305,16 @@ def store_output(
     except _Superseded:
         return False
     return True
+
+
+def _load_kept(snapshot, keep: Callable[[], None]) -> Snapshot:
+    """The run's snapshot, kept (frozen) for the collector before collecting resumes, so it
+    never walks the snapshot: resuming with millions of young objects alive costs a pass over
+    them at the next allocation (two passes, 0.11 s of a 10 MB snapshot's 0.46 s load)."""
+    with collector_paused():
+        loaded = load_snapshot(snapshot)
+        keep()
+    return loaded
 
 
 def _page_facts(run_id: int, result: dict, loaded: Snapshot | None) -> PageFacts | None:

@@ -251,9 +251,10 @@ def load_snapshot(snapshot: Snapshot) -> LoadedSnapshot:
     """The allocator's typed snapshot, built from the decoded documents stored at upload (no
     YAML parse again); the stored files are the fallback for documents that do not load."""
     try:
-        with collector_paused():  # decoding the stored documents makes millions of objects
-            documents = snapshot.documents()
-        loaded = snapshot_loader.load_documents(documents)
+        # Decoding the stored documents makes millions of objects: collecting resumes once,
+        # after the build (between the two, it walked every document).
+        with collector_paused():
+            loaded = snapshot_loader.load_documents(snapshot.documents())
         # Skipped documents (unknown kinds) are not stored: their warnings are, with the
         # snapshot, and the result reports them as a run on the files would.
         loaded.warnings[:0] = list(snapshot.warnings or [])

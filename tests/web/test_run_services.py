@@ -67,6 +67,33 @@ def test_a_run_tunes_the_collector_for_its_length_and_puts_it_back(run, monkeypa
     assert gc.get_freeze_count() == frozen
 
 
+def test_a_run_loads_its_snapshot_without_a_collector_pass(user):
+    # Collecting resumed with the decoded documents alive walked all of them at the next
+    # allocation, and again after the build: the snapshot is kept (frozen) before it resumes.
+    import gc
+
+    from allocator.collector import RUN_THRESHOLDS, collector_for_a_run
+
+    cluster = synthetic_cluster(nodes=200, running_pods=800, pending_pods=20)
+    snapshot = create_snapshot(user, [("cluster.yaml", to_yaml(cluster))], "200 nodes")
+    passes = []
+
+    def count(phase, info):
+        if phase == "stop":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with collector_for_a_run() as keep:
+            loaded = worker._load_kept(snapshot, keep)
+            assert gc.get_count()[0] < 10
+            frozen = gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(count)
+    assert passes == []
+    assert len(loaded.nodes) == 200 and frozen > RUN_THRESHOLDS[0]
+
+
 def test_storing_again_replaces_the_trace(run):
     worker.execute_run(run.pk)
     worker.store_output(
