@@ -19,6 +19,9 @@ from allocator.snapshot.bounds import (
 from allocator.snapshot.errors import BoundError, SnapshotError
 from allocator.snapshot.loader import (
     KINDS,
+    Decoded,
+    decode_files,
+    load_decoded,
     load_documents,
     load_files,
     load_paths,
@@ -34,6 +37,9 @@ __all__ = [
     "BoundError",
     "SnapshotError",
     "check_document",
+    "Decoded",
+    "decode_files",
+    "load_decoded",
     "load_documents",
     "load_files",
     "load_paths",

@@ -273,13 +273,48 @@ def _catalog_duplicate(
 
 def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
     """Load (file name, content) pairs; raise SnapshotError listing every problem."""
+    with collector_paused():
+        return load_decoded(decode_files(files))
+
+
+@dataclass(slots=True)
+class Decoded:
+    """Files decoded (``decode_files``): per file, its objects in order and its problems."""
+
+    files: list[tuple[list[RawObject], list[str]]]
+
+    @property
+    def objects(self) -> list[RawObject]:
+        return [raw for objects, _ in self.files for raw in objects]
+
+    @property
+    def refused(self) -> bool:
+        return any(problems for _, problems in self.files)
+
+
+def decode_files(files: list[tuple[str, bytes | str]]) -> Decoded:
+    """The first half of ``load_files``: each file decoded and held to the bounds, nothing
+    built yet (``load_decoded`` builds the objects and raises the problems)."""
+    decoded = []
+    with collector_paused():
+        for name, content in files:
+            problems: list[str] = []
+            decoded.append((decode_file(name, content, problems), problems))
+    return Decoded(decoded)
+
+
+def load_decoded(decoded: Decoded) -> Snapshot:
+    """The second half of ``load_files``: the typed snapshot of decoded files, problems in
+    file order. The decoded objects are read, never changed: a document kept as decoded is
+    the very object."""
     problems: list[str] = []
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
     skipped = SkippedKinds()
     with collector_paused():
-        for name, content in files:
-            for raw in decode_file(name, content, problems):
+        for objects, refused in decoded.files:
+            problems.extend(refused)
+            for raw in objects:
                 _load_object(raw, snapshot, problems, seen, skipped)
     return _finish(snapshot, problems, skipped)
 

@@ -1,0 +1,146 @@
+"""What an upload stores of its documents and files (content hash, compressed documents and
+files) is the same whether a forked child wrote it while the snapshot was built or the
+request wrote it after: byte for byte, for every way a document may not be kept as decoded."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+import pytest
+
+from allocator import snapshot as loader
+from bench.workloads import synthetic_cluster, to_yaml
+from dra_web import forked
+from dra_web.snapshots import services
+
+pytestmark = pytest.mark.django_db
+
+
+def _cluster() -> list[dict]:
+    return synthetic_cluster(nodes=4, running_pods=8, pending_pods=4)
+
+
+def _skipped_kind() -> list[dict]:
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpu-feature-flags"}}
+    return [*_cluster(), config]
+
+
+def _priced_in_exponent() -> list[dict]:
+    # orjson writes 1e-05 where the standard library writes 1e-05 too, but 0.00001 otherwise:
+    # such a number sends the documents to canonical's careful reading.
+    docs = _cluster()
+    instance_type = next(d for d in docs if d["kind"] == "InstanceType")
+    instance_type["spec"]["offerings"][0]["price"] = 0.00001
+    return docs
+
+
+def _kwok_instance_type() -> list[dict]:
+    # Karpenter's kwok instance type list is converted into InstanceType documents.
+    kwok = {
+        "name": "g6e.2xlarge",
+        "offerings": [
+            {
+                "Price": 2.24,
+                "Available": True,
+                "Requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                    {
+                        "key": "topology.kubernetes.io/zone",
+                        "operator": "In",
+                        "values": ["us-west-2a"],
+                    },
+                ],
+            }
+        ],
+        "architecture": "amd64",
+        "operatingSystems": ["linux"],
+        "resources": {"cpu": "8", "memory": "64Gi", "pods": "58"},
+    }
+    return [*_cluster(), kwok]
+
+
+def _forms_in_the_request(user, files, monkeypatch) -> services.StoredForms:
+    with monkeypatch.context() as m:
+        m.setattr(forked, "fork_aside", lambda compute: None)
+        snap = services.create_snapshot(user, files, "in the request")
+    return services.StoredForms(snap.content_hash, snap.documents_blob, snap.files_blob)
+
+
+@pytest.mark.parametrize(
+    "documents, by_the_child",
+    [
+        (_cluster, True),
+        (_skipped_kind, False),
+        (_priced_in_exponent, False),
+        (_kwok_instance_type, False),
+    ],
+    ids=["kept-as-decoded", "skipped-kind", "careful-reading", "converted"],
+)
+def test_the_stored_forms_do_not_depend_on_who_wrote_them(
+    user, django_user_model, monkeypatch, documents, by_the_child
+):
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+    files = [("cluster.yaml", to_yaml(documents()).encode())]
+    written_here = []
+    in_the_request = services._stored_forms
+
+    def watched(loaded, texts):
+        written_here.append(len(loaded.documents))
+        return in_the_request(loaded, texts)
+
+    monkeypatch.setattr(services, "_stored_forms", watched)
+    snap = services.create_snapshot(user, files, "aside")
+    assert bool(written_here) is not by_the_child
+    other = django_user_model.objects.create_user("reviewer")
+    expected = _forms_in_the_request(other, files, monkeypatch)
+    assert snap.content_hash == expected.content_hash
+    assert bytes(snap.documents_blob) == bytes(expected.documents_blob)
+    assert bytes(snap.files_blob) == bytes(expected.files_blob)
+    stored = json.loads(zlib.decompress(bytes(snap.documents_blob)))
+    assert stored == [[k, d] for k, d in loader.load_files(files).documents]
+
+
+def test_a_failed_child_leaves_the_request_to_write_them(user, monkeypatch):
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+
+    def fails(objects, texts):
+        raise MemoryError("the child ran out of memory")
+
+    monkeypatch.setattr(services, "_forms_as_decoded", fails)
+    files = [("cluster.yaml", to_yaml(_cluster()).encode())]
+    snap = services.create_snapshot(user, files, "child failed")
+    loaded = loader.load_documents(snap.documents())
+    assert snap.content_hash == services.content_hash(loaded)
+    assert len(loaded.nodes) == 4
+
+
+def test_an_upload_refused_while_the_child_writes_stops_the_child(user, monkeypatch):
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+    children = []
+    fork_aside = forked.fork_aside
+
+    def watched(compute):
+        aside = fork_aside(compute)
+        children.append(aside._pid)
+        return aside
+
+    monkeypatch.setattr(forked, "fork_aside", watched)
+    docs = _cluster()
+    next(d for d in docs if d["kind"] == "Node")["metadata"]["name"] = "Not_A_DNS_Name"
+    with pytest.raises(services.SnapshotUploadError) as err:
+        services.create_snapshot(user, [("cluster.yaml", to_yaml(docs).encode())])
+    assert "Not_A_DNS_Name" in str(err.value)
+    assert len(children) == 1
+    with pytest.raises(ChildProcessError):  # reaped: no child left behind
+        os.waitpid(children[0], os.WNOHANG)
+
+
+def test_small_uploads_fork_no_child(user, monkeypatch):
+    def no_fork(compute):
+        raise AssertionError("a child was forked for a small upload")
+
+    monkeypatch.setattr(forked, "fork_aside", no_fork)
+    snap = services.create_snapshot(user, [("cluster.yaml", to_yaml(_cluster()))])
+    assert snap.content_hash
