@@ -95,11 +95,12 @@ def parse_files(files: Sequence[tuple[str, bytes | str]]) -> LoadedSnapshot:
 @dataclass(frozen=True, slots=True)
 class StoredForms:
     """What an upload stores of its content: the documents' hash (``canonical_documents``),
-    the documents and the files, each compressed."""
+    the documents and the files, each compressed, and the documents' index."""
 
     content_hash: str
     documents_blob: bytes
     files_blob: bytes
+    object_index: dict[str, list[list]]
 
 
 # From this size on, a forked child writes the stored forms of an upload while the typed
@@ -140,16 +141,19 @@ def _kept_as_decoded(loaded: LoadedSnapshot, objects: list) -> bool:
 def _forms_as_decoded(objects: list, texts: Sequence[tuple[str, bytes]]) -> StoredForms | None:
     """The stored forms if every decoded object is kept as decoded (``_kept_as_decoded``);
     None when a document needs ``canonical``'s careful reading."""
-    written = blobs.canonical_all([[raw.obj.get("kind"), raw.obj] for raw in objects])
+    documents = [(raw.obj.get("kind"), raw.obj) for raw in objects]
+    written = blobs.canonical_all([[kind, document] for kind, document in documents])
     if written is None:
         return None
     digest, array = _hashed(*written)
-    return StoredForms(digest, zlib.compress(array, 1), _files_blob(texts))
+    return StoredForms(digest, zlib.compress(array, 1), _files_blob(texts), object_index(documents))
 
 
 def _stored_forms(loaded: LoadedSnapshot, texts: Sequence[tuple[str, bytes]]) -> StoredForms:
     digest, array = canonical_documents(loaded)
-    return StoredForms(digest, zlib.compress(array, 1), _files_blob(texts))
+    return StoredForms(
+        digest, zlib.compress(array, 1), _files_blob(texts), object_index(loaded.documents)
+    )
 
 
 def _files_blob(texts: Sequence[tuple[str, bytes]]) -> bytes:
@@ -303,7 +307,7 @@ def _create_snapshot(
         files_blob=forms.files_blob,
         documents_blob=forms.documents_blob,
         object_counts=loaded.object_counts(),
-        object_index=object_index(loaded.documents),
+        object_index=forms.object_index,
         warnings=warnings,
         unsimulated=list(loaded.unsimulated),
         kubernetes_version=kubernetes_version[:64],

@@ -65,7 +65,9 @@ def _forms_in_the_request(user, files, monkeypatch) -> services.StoredForms:
     with monkeypatch.context() as m:
         m.setattr(forked, "fork_aside", lambda compute: None)
         snap = services.create_snapshot(user, files, "in the request")
-    return services.StoredForms(snap.content_hash, snap.documents_blob, snap.files_blob)
+    return services.StoredForms(
+        snap.content_hash, snap.documents_blob, snap.files_blob, snap.object_index
+    )
 
 
 @pytest.mark.parametrize(
@@ -98,6 +100,7 @@ def test_the_stored_forms_do_not_depend_on_who_wrote_them(
     assert snap.content_hash == expected.content_hash
     assert bytes(snap.documents_blob) == bytes(expected.documents_blob)
     assert bytes(snap.files_blob) == bytes(expected.files_blob)
+    assert snap.object_index == expected.object_index
     stored = json.loads(zlib.decompress(bytes(snap.documents_blob)))
     assert stored == [[k, d] for k, d in loader.load_files(files).documents]
 
