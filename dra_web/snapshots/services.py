@@ -85,13 +85,6 @@ def _loader_errors() -> Iterator[None]:
         raise SnapshotUploadError(f"could not read the snapshot: {exc}") from None
 
 
-def parse_files(files: Sequence[tuple[str, bytes | str]]) -> LoadedSnapshot:
-    """Run the allocator's loader; every failure becomes a SnapshotUploadError (400)."""
-    texts = _checked_texts(files)
-    with _loader_errors():
-        return snapshot_loader.load_files(texts)
-
-
 @dataclass(frozen=True, slots=True)
 class StoredForms:
     """What an upload stores of its content: the documents' hash (``canonical_documents``),
@@ -104,15 +97,16 @@ class StoredForms:
 
 
 # From this size on, a forked child writes the stored forms of an upload while the typed
-# snapshot is built (10 MB: the request 1.0 -> 0.85 s); below it, forking costs more than
+# snapshot is built (10 MB: the request 1.0 -> 0.9 s); below it, forking costs more than
 # it saves. The child is a shortcut: late, failed or not possible, the parent writes them.
 _FORMS_ASIDE_FROM = 1 << 20
 _FORMS_ASIDE_TIMEOUT = 60.0
 
 
 def _parsed(files: Sequence[tuple[str, bytes | str]]) -> tuple[LoadedSnapshot, StoredForms]:
-    """``parse_files`` and the forms to store; every document kept as it was decoded (the
-    common case) lets a child write them from the decoded objects, before the build."""
+    """The allocator's typed snapshot of an upload (every failure a SnapshotUploadError,
+    400) and the forms to store: when every document is kept as it was decoded (the common
+    case), a child writes them from the decoded objects while the snapshot is built."""
     texts = _checked_texts(files)
     with _loader_errors():
         decoded = snapshot_loader.decode_files(texts)

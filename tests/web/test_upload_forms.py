@@ -147,3 +147,14 @@ def test_small_uploads_fork_no_child(user, monkeypatch):
     monkeypatch.setattr(forked, "fork_aside", no_fork)
     snap = services.create_snapshot(user, [("cluster.yaml", to_yaml(_cluster()))])
     assert snap.content_hash
+
+
+def test_a_loader_bug_is_a_refused_upload_not_a_server_error(user, monkeypatch):
+    def broken(decoded):
+        raise KeyError("allocatedResourcesStatus")
+
+    monkeypatch.setattr(loader, "load_decoded", broken)
+    with pytest.raises(services.SnapshotUploadError) as err:
+        services.create_snapshot(user, [("cluster.yaml", to_yaml(_cluster()))])
+    assert err.value.status == 400
+    assert "could not read the snapshot" in str(err.value)
