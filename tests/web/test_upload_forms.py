@@ -4,11 +4,14 @@ request wrote it after: byte for byte, for every way a document may not be kept 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import zlib
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from allocator import snapshot as loader
 from bench.workloads import synthetic_cluster, to_yaml
@@ -158,3 +161,57 @@ def test_a_loader_bug_is_a_refused_upload_not_a_server_error(user, monkeypatch):
         services.create_snapshot(user, [("cluster.yaml", to_yaml(_cluster()))])
     assert err.value.status == 400
     assert "could not read the snapshot" in str(err.value)
+
+
+_OWNERS = itertools.count()  # each example's uploads by owners of their own
+
+# Values a document may hold that the stored forms must write alike: numbers orjson writes
+# otherwise than the standard library, text a database refuses, YAML 1.1 words.
+_VALUES = st.one_of(
+    st.sampled_from(["on", "yes", "0755", "1:30", "\x00", "é", "", "~"]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=12),
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    annotations=st.dictionaries(st.text(min_size=1, max_size=8), _VALUES, max_size=3),
+    extra=st.sampled_from([None, "skipped-kind", "converted"]),
+    as_json=st.booleans(),
+)
+def test_the_child_and_the_request_store_the_same_for_any_annotations(
+    user, django_user_model, monkeypatch, annotations, extra, as_json
+):
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+    docs = {None: _cluster, "skipped-kind": _skipped_kind, "converted": _kwok_instance_type}[
+        extra
+    ]()
+    docs[0]["metadata"]["annotations"] = annotations
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}) if as_json else None
+    files = [("cluster.json" if as_json else "cluster.yaml", text or to_yaml(docs))]
+    outcomes = []
+    for who, fork in (("child", forked.fork_aside), ("request", lambda compute: None)):
+        owner = django_user_model.objects.create_user(f"{who}-{next(_OWNERS)}")
+        with monkeypatch.context() as m:
+            m.setattr(forked, "fork_aside", fork)
+            try:
+                snap = services.create_snapshot(owner, files)
+            except services.SnapshotUploadError as err:
+                outcomes.append(("refused", err.problems))
+                continue
+        outcomes.append(
+            (
+                snap.content_hash,
+                bytes(snap.documents_blob),
+                bytes(snap.files_blob),
+                snap.object_index,
+            )
+        )
+    assert outcomes[0] == outcomes[1]
