@@ -27,6 +27,7 @@ from operator import sub
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, count_message, renamed
 from allocator.model import Pod, PoolKey, ResourceClaim
+from allocator.pools import TEMPLATE
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
 from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType, info_name
@@ -212,18 +213,27 @@ class RefusalCache:
     # --- what changed ----------------------------------------------------------------------
 
     def committed(self, result) -> None:
-        """An allocation was committed: every pool a device is in and the target's own
-        templates changed."""
-        versions = self._pool_versions
-        # Each pool once (a NodeClaim's claim lists its devices once per instance type).
-        for driver, pool in {(d.driver, d.pool) for claim in result.claims for d in claim.devices}:
-            key = PoolKey(driver, pool)
-            versions[key] = versions.get(key, 0) + 1
+        """An allocation was committed: every in-cluster pool a device is in and the target's
+        own templates changed. Template devices change no pool another target reaches (a
+        refusal's reach lists in-cluster pools only): the target's version says they did."""
         nc_id = result.allocation.node_claim_id
         self._target_versions[nc_id] = self._target_versions.get(nc_id, 0) + 1
-        if any(d.source != "template" for claim in result.claims for d in claim.devices):
-            self._cluster_version += 1  # in-cluster devices taken (NodeClaim refusals)
-            self._holds_in_cluster.add(nc_id)
+        # Each pool once; a NodeClaim's claim lists its template devices once per instance
+        # type (400 in Karpenter's benchmark), none of them counted here.
+        in_cluster = {
+            (d.driver, d.pool)
+            for claim in result.claims
+            for d in claim.devices
+            if d.source != TEMPLATE
+        }
+        if not in_cluster:
+            return
+        versions = self._pool_versions
+        for driver, pool in in_cluster:
+            key = PoolKey(driver, pool)
+            versions[key] = versions.get(key, 0) + 1
+        self._cluster_version += 1  # in-cluster devices taken (NodeClaim refusals)
+        self._holds_in_cluster.add(nc_id)
 
     def nodeclaim_changed(self, nc_id: str) -> None:
         self._nc_versions[nc_id] = self._nc_versions.get(nc_id, 0) + 1

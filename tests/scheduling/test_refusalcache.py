@@ -8,6 +8,8 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.claims import AllocatedDevice
+from allocator.model import PoolKey
 from allocator.scheduling.refusalcache import RefusalCache
 
 
@@ -63,3 +65,42 @@ def test_templates_left_answers_as_the_plain_count(asks):
             for gpus, shared, taken in sizes
         }
         assert cache.templates_left(its, held) == plain(its, held)
+
+
+def _committed(node_claim_id: str, *devices: AllocatedDevice) -> SimpleNamespace:
+    claim = SimpleNamespace(devices=list(devices))
+    return SimpleNamespace(claims=[claim], allocation=SimpleNamespace(node_claim_id=node_claim_id))
+
+
+def _template_gpu(instance_type: str, device: str) -> AllocatedDevice:
+    pool = f"{instance_type}-gpus"
+    return AllocatedDevice("gpu", "gpu.nvidia.com", pool, device, "template", instance_type)
+
+
+def test_a_template_commit_changes_its_own_nodeclaim_and_no_pool_another_target_reaches():
+    # Another target's refusal reads the in-cluster pools in its reach, and its own
+    # templates: NodeClaims of one instance type share a template pool's name, not devices.
+    cache = RefusalCache()
+    in_cluster = PoolKey("gpu.nvidia.com", "ip-10-1-0-14.us-west-2.compute.internal")
+    named_alike = PoolKey("gpu.nvidia.com", "p5.48xlarge-gpus")
+    reach = (in_cluster, named_alike)
+    seen = (cache.version("nodeclaim-b", reach), cache.reach_version(reach))
+    before = (*seen, cache.reach_version(None))
+    own = cache.version("nodeclaim-a", reach)
+    cache.committed(_committed("nodeclaim-a", _template_gpu("p5.48xlarge", "gpu-0")))
+    seen = (cache.version("nodeclaim-b", reach), cache.reach_version(reach))
+    assert (*seen, cache.reach_version(None)) == before
+    assert cache.version("nodeclaim-a", reach) > own
+
+
+def test_an_in_cluster_commit_changes_the_pools_it_took_from():
+    cache = RefusalCache()
+    in_cluster = PoolKey("gpu.nvidia.com", "ip-10-1-0-14.us-west-2.compute.internal")
+    other = PoolKey("gpu.nvidia.com", "ip-10-1-0-15.us-west-2.compute.internal")
+    before = cache.version("node-b", (in_cluster,)), cache.reach_version((other,))
+    cluster = cache.reach_version(None)  # what NodeClaims reaching any pool read
+    held = AllocatedDevice("gpu", "gpu.nvidia.com", in_cluster.pool, "gpu-3", "in-cluster")
+    cache.committed(_committed("node-a", held, _template_gpu("p5.48xlarge", "gpu-0")))
+    assert cache.version("node-b", (in_cluster,)) > before[0]
+    assert cache.reach_version((other,)) == before[1]
+    assert cache.reach_version(None) != cluster
