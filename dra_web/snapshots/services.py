@@ -139,20 +139,23 @@ def _forms_as_decoded(objects: list, texts: Sequence[tuple[str, bytes]]) -> Stor
     written = blobs.canonical_all([[kind, document] for kind, document in documents])
     if written is None:
         return None
-    digest, array = _hashed(*written)
-    return StoredForms(digest, zlib.compress(array, 1), _files_blob(texts), object_index(documents))
+    return _forms(documents, _hashed(*written), texts)
 
 
 def _stored_forms(loaded: LoadedSnapshot, texts: Sequence[tuple[str, bytes]]) -> StoredForms:
-    digest, array = canonical_documents(loaded)
+    return _forms(loaded.documents, canonical_documents(loaded), texts)
+
+
+def _forms(
+    documents: Sequence[tuple[str, dict]],
+    hashed: tuple[str, bytes],
+    texts: Sequence[tuple[str, bytes]],
+) -> StoredForms:
+    """The forms of ``documents``, given their hash and canonical JSON (``_hashed``)."""
+    digest, array = hashed
+    files = [{"name": name, "content": content.decode("utf-8")} for name, content in texts]
     return StoredForms(
-        digest, zlib.compress(array, 1), _files_blob(texts), object_index(loaded.documents)
-    )
-
-
-def _files_blob(texts: Sequence[tuple[str, bytes]]) -> bytes:
-    return blobs.pack(
-        [{"name": name, "content": content.decode("utf-8")} for name, content in texts], level=1
+        digest, zlib.compress(array, 1), blobs.pack(files, level=1), object_index(documents)
     )
 
 
