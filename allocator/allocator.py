@@ -973,6 +973,8 @@ def _claim_requirements(path: list[PathEntry]) -> Requirements:
 
 @dataclass(slots=True)
 class AllocationResult:
+    """Allocate's answer on a target: the instance types that held and the devices."""
+
     instance_types: list[str]  # ITs whose DFS succeeded (all of them when nothing to allocate)
     requirements: Requirements  # accumulated: allocated claims' and picked devices' topology
     allocation: Allocation

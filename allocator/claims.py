@@ -102,6 +102,8 @@ def merge_devices(
 
 @dataclass(slots=True)
 class ClassifiedClaim:
+    """A claim as classified before the search: its state and the topology it brings."""
+
     index: int
     claim: ResourceClaim
     state: str

@@ -178,6 +178,8 @@ ConstraintParser = Callable[[DeviceConstraint, "ConstraintParseContext"], Constr
 
 @dataclass(slots=True)
 class ConstraintParseContext:
+    """What a constraint parser reads: the claim, its request names, the gates."""
+
     claim_key: str
     request_names: list[str]  # the claim's request names, for scoping checks
     gates: FeatureGates  # the run's, from its pipeline

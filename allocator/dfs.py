@@ -93,6 +93,8 @@ def _chain(shared: LazyCandidates, rest: Sequence[DeviceWithID]):
 
 @dataclass(slots=True)
 class ITOutcome:
+    """The search on one instance type: whether it held, the path taken, or why not."""
+
     instance_type: str
     ok: bool
     path: list[PathEntry] = field(default_factory=list)

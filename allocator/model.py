@@ -43,6 +43,8 @@ class DeviceID(NamedTuple):
 # ``version`` type; list-typed attributes (DRAListTypeAttributes) are tuples of those.
 @dataclass(slots=True, frozen=True)
 class Version:
+    """A ``version``-typed device attribute (semantic version), compared as semver by CEL."""
+
     value: str  # semantic version, as published (no leading "v")
 
     def __str__(self) -> str:
@@ -57,6 +59,8 @@ AttributeValue = bool | int | str | Version | tuple
 
 @dataclass(slots=True)
 class DeviceTaint:
+    """A device's taint (resource.k8s.io DeviceTaint), published or from a DeviceTaintRule."""
+
     key: str
     value: str | None
     effect: str  # NoSchedule | NoExecute | None
@@ -65,6 +69,8 @@ class DeviceTaint:
 
 @dataclass(slots=True)
 class CounterConsumption:
+    """What a device draws from a shared counter set (``consumesCounters``)."""
+
     counter_set: str
     counters: dict[str, Quantity]
     compatibility_groups: tuple[str, ...] = ()
@@ -72,12 +78,16 @@ class CounterConsumption:
 
 @dataclass(slots=True)
 class CounterSet:
+    """A slice's shared counters (``sharedCounters``) that devices draw from."""
+
     name: str
     counters: dict[str, Quantity]
 
 
 @dataclass(slots=True)
 class RequestPolicy:
+    """How a consumable capacity may be requested (``requestPolicy``: default, values, range)."""
+
     default: Quantity | None = None
     valid_values: tuple[Quantity, ...] = ()
     valid_range_min: Quantity | None = None
@@ -87,6 +97,8 @@ class RequestPolicy:
 
 @dataclass(slots=True)
 class DeviceCapacity:
+    """One capacity of a device: its value and, when consumable, its request policy."""
+
     value: Quantity
     request_policy: RequestPolicy | None = None
 
@@ -114,6 +126,8 @@ class Device:
 
 @dataclass(slots=True)
 class ResourceSlice:
+    """A ResourceSlice: one driver's devices of one pool, and where they are reachable."""
+
     name: str
     driver: str
     pool: str
@@ -138,12 +152,16 @@ class ResourceSlice:
 
 @dataclass(slots=True)
 class DeviceSelector:
+    """One selector of a DeviceClass or request: a CEL expression."""
+
     cel: str | None  # None: a selector of a kind other than CEL (rejected by validation)
     raw: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class DeviceClass:
+    """A DeviceClass: selectors every request of the class adds, and its extended resource."""
+
     name: str
     selectors: list[DeviceSelector] = field(default_factory=list)
     extended_resource_name: str | None = None
@@ -152,6 +170,8 @@ class DeviceClass:
 
 @dataclass(slots=True)
 class DeviceToleration:
+    """A request's toleration of device taints."""
+
     key: str | None = None
     operator: str = "Equal"  # Equal | Exists
     value: str | None = None
@@ -161,6 +181,8 @@ class DeviceToleration:
 
 @dataclass(slots=True)
 class CapacityRequirements:
+    """What a request asks of a device's consumable capacity (``capacity.requests``)."""
+
     requests: dict[str, Quantity] = field(default_factory=dict)
 
 
@@ -179,12 +201,16 @@ class ExactDeviceRequest:
 
 @dataclass(slots=True)
 class DeviceSubRequest:
+    """One ``firstAvailable`` alternative of a request, named ``<request>/<sub>``."""
+
     name: str
     request: ExactDeviceRequest
 
 
 @dataclass(slots=True)
 class DeviceRequest:
+    """A claim's request: ``exactly`` one shape, or ``firstAvailable`` alternatives."""
+
     name: str
     exactly: ExactDeviceRequest | None = None
     first_available: list[DeviceSubRequest] = field(default_factory=list)
@@ -192,6 +218,8 @@ class DeviceRequest:
 
 @dataclass(slots=True)
 class DeviceConstraint:
+    """A claim's constraint across requests: matchAttribute or distinctAttribute."""
+
     requests: list[str] = field(default_factory=list)  # empty: all requests of the claim
     match_attribute: str | None = None
     distinct_attribute: str | None = None
@@ -200,6 +228,8 @@ class DeviceConstraint:
 
 @dataclass(slots=True)
 class DeviceRequestAllocationResult:
+    """One allocated device of a claim (``status.allocation.devices.results``)."""
+
     request: str  # "<request>" or "<request>/<subrequest>"
     driver: str
     pool: str
@@ -226,6 +256,8 @@ class AllocationResult:
 
 @dataclass(slots=True)
 class ConsumerReference:
+    """Who a claim is reserved for (``status.reservedFor``): a pod, by name and UID."""
+
     resource: str  # "pods" for pods
     name: str
     uid: str | None = None
@@ -234,6 +266,8 @@ class ConsumerReference:
 
 @dataclass(slots=True)
 class ResourceClaimSpec:
+    """What a claim asks for: requests, constraints and opaque config."""
+
     requests: list[DeviceRequest] = field(default_factory=list)
     constraints: list[DeviceConstraint] = field(default_factory=list)
     config: list[dict] = field(default_factory=list)
@@ -241,6 +275,8 @@ class ResourceClaimSpec:
 
 @dataclass(slots=True)
 class ResourceClaim:
+    """A ResourceClaim, from the cluster or generated from a pod's template."""
+
     namespace: str
     name: str
     spec: ResourceClaimSpec
@@ -258,6 +294,8 @@ class ResourceClaim:
 
 @dataclass(slots=True)
 class ResourceClaimTemplate:
+    """A ResourceClaimTemplate: the spec a pod's generated claim gets."""
+
     namespace: str
     name: str
     spec: ResourceClaimSpec
@@ -266,6 +304,8 @@ class ResourceClaimTemplate:
 
 @dataclass(slots=True)
 class DeviceTaintRule:
+    """A DeviceTaintRule: a taint put on the devices its selector names."""
+
     name: str
     taint: DeviceTaint
     device_class_name: str | None = None
@@ -280,6 +320,8 @@ class DeviceTaintRule:
 
 @dataclass(slots=True)
 class Namespace:
+    """A Namespace: its labels, read by namespace selectors."""
+
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
@@ -287,6 +329,8 @@ class Namespace:
 
 @dataclass(slots=True)
 class Taint:
+    """A node's taint."""
+
     key: str
     value: str | None
     effect: str  # NoSchedule | PreferNoSchedule | NoExecute
@@ -294,6 +338,8 @@ class Taint:
 
 @dataclass(slots=True)
 class Toleration:
+    """A pod's toleration of node taints."""
+
     key: str | None = None
     operator: str = "Equal"
     value: str | None = None
@@ -303,6 +349,8 @@ class Toleration:
 
 @dataclass(slots=True)
 class Node:
+    """A Node: labels, allocatable resources, taints and whether it takes pods."""
+
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -316,6 +364,8 @@ class Node:
 
 @dataclass(slots=True, frozen=True)
 class OwnerReference:
+    """A pod's owner (``metadata.ownerReferences``): tells DaemonSet pods and IsOwnedBy."""
+
     kind: str
     name: str
     api_version: str = ""
@@ -348,6 +398,8 @@ class ContainerHostPort:
 
 @dataclass(slots=True, frozen=True)
 class PodCondition:
+    """One of a pod's ``status.conditions`` (PodScheduled tells a pending pod)."""
+
     type: str
     status: str = ""
     reason: str = ""
@@ -356,6 +408,8 @@ class PodCondition:
 
 @dataclass(slots=True)
 class PodResourceClaim:
+    """A pod's claim entry: a claim by name, or a template to generate one from."""
+
     name: str
     resource_claim_name: str | None = None
     resource_claim_template_name: str | None = None
@@ -369,6 +423,8 @@ class PodResourceClaim:
 
 @dataclass(slots=True, frozen=True)
 class LabelSelectorRequirement:
+    """One ``matchExpressions`` entry of a label selector."""
+
     key: str
     operator: str  # In | NotIn | Exists | DoesNotExist
     values: tuple[str, ...] = ()
@@ -408,6 +464,8 @@ class LabelSelector:
 
 @dataclass(slots=True, frozen=True)
 class PodAffinityTerm:
+    """A pod (anti-)affinity term: the pods it selects and the topology key it counts by."""
+
     topology_key: str
     label_selector: LabelSelector | None = None
     namespaces: tuple[str, ...] = ()
@@ -418,6 +476,8 @@ class PodAffinityTerm:
 
 @dataclass(slots=True, frozen=True)
 class WeightedPodAffinityTerm:
+    """A preferred pod (anti-)affinity term with its weight."""
+
     weight: int
     term: PodAffinityTerm
 
@@ -432,12 +492,16 @@ class PodAffinity:
 
 @dataclass(slots=True, frozen=True)
 class PreferredSchedulingTerm:
+    """A preferred node affinity term with its weight."""
+
     weight: int
     preference: dict  # raw NodeSelectorTerm (validated on load)
 
 
 @dataclass(slots=True, frozen=True)
 class TopologySpreadConstraint:
+    """A pod's topology spread constraint."""
+
     max_skew: int
     topology_key: str
     when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
@@ -450,6 +514,8 @@ class TopologySpreadConstraint:
 
 @dataclass(slots=True)
 class Pod:
+    """A Pod: what the scheduler reads of it (requests, claims, affinity, spread, volumes)."""
+
     namespace: str
     name: str
     uid: str
@@ -499,6 +565,8 @@ class Pod:
 
 @dataclass(slots=True)
 class PersistentVolumeClaim:
+    """A PersistentVolumeClaim: the volume or storage class a pod's volume binds to."""
+
     namespace: str
     name: str
     storage_class_name: str | None = None  # None: unset; "": dynamic provisioning disabled
@@ -515,6 +583,8 @@ class PersistentVolumeClaim:
 
 @dataclass(slots=True)
 class PersistentVolume:
+    """A PersistentVolume: the node affinity and driver that pin its pods."""
+
     name: str
     node_affinity: dict | None = None  # spec.nodeAffinity.required, a raw v1.NodeSelector
     csi_driver: str | None = None  # spec.csi.driver
@@ -527,12 +597,16 @@ class PersistentVolume:
 
 @dataclass(slots=True, frozen=True)
 class TopologySelectorRequirement:
+    """One ``allowedTopologies`` expression of a StorageClass."""
+
     key: str
     values: tuple[str, ...]
 
 
 @dataclass(slots=True)
 class StorageClass:
+    """A StorageClass: its provisioner, binding mode and allowed topologies."""
+
     name: str
     provisioner: str
     # API defaulting: Immediate when unset.
@@ -548,6 +622,8 @@ class StorageClass:
 
 @dataclass(slots=True, frozen=True)
 class CSINodeDriver:
+    """One driver of a CSINode, with the volumes a node may attach."""
+
     name: str
     # spec.drivers[].allocatable.count; None when the driver states no allocatable at all.
     # An allocatable without a count reads as 0, as Karpenter reads it.
@@ -556,6 +632,8 @@ class CSINodeDriver:
 
 @dataclass(slots=True)
 class CSINode:
+    """A CSINode: per CSI driver, how many volumes the node may attach."""
+
     name: str  # the node's name
     drivers: list[CSINodeDriver] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
@@ -566,6 +644,8 @@ class CSINode:
 
 @dataclass(slots=True)
 class DaemonSet:
+    """A DaemonSet: the pod it runs on every node it tolerates (overhead of new nodes)."""
+
     namespace: str
     name: str
     uid: str = ""
@@ -584,6 +664,8 @@ class DaemonSet:
 
 @dataclass(slots=True)
 class NodePool:
+    """A Karpenter NodePool: requirements, template, taints, limits and weight."""
+
     name: str
     weight: int = 0
     # spec.template.spec.requirements, raw NodeSelectorRequirementWithMinValues dicts.
@@ -597,6 +679,8 @@ class NodePool:
 
 @dataclass(slots=True)
 class NodeClaim:
+    """A Karpenter NodeClaim already in the cluster (launched, or its node not registered yet)."""
+
     name: str
     node_pool: str | None = None  # label karpenter.sh/nodepool
     node_name: str | None = None  # status.nodeName
@@ -612,6 +696,8 @@ class NodeClaim:
 
 @dataclass(slots=True)
 class Offering:
+    """An instance type's offering: zone, capacity type, price and availability."""
+
     zone: str
     capacity_type: str
     price: float
@@ -634,12 +720,16 @@ class ResourceSliceTemplate:
 
 @dataclass(slots=True)
 class AttributeBindingDecl:
+    """Devices of an instance type that will report the same value of ``attribute``."""
+
     attribute: str
     devices: list[DeviceID] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class InstanceType:
+    """An instance type a NodePool may launch: capacity, requirements, offerings and devices."""
+
     name: str
     capacity: dict[str, Quantity] = field(default_factory=dict)
     requirements: list[dict] = field(default_factory=list)  # raw NodeSelectorRequirements

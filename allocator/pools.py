@@ -50,6 +50,8 @@ class DeviceWithID:
 
 @dataclass(slots=True, eq=False)
 class Pool:
+    """A device pool (driver, pool name): its slices' devices, and whether it is usable."""
+
     key: PoolKey
     slices: list[ResourceSlice]
     devices: list[DeviceWithID]
@@ -84,6 +86,8 @@ class PoolInfo:
 
 @dataclass(slots=True, eq=False)
 class _SliceEntry:
+    """A slice of a pool with its node terms and its devices."""
+
     slice: ResourceSlice
     terms: tuple[Requirements, ...] | None
     devices: list[DeviceWithID]

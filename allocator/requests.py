@@ -21,6 +21,8 @@ ALL = "All"
 
 @dataclass(slots=True, eq=False)
 class RequestData:
+    """A request (or subrequest) prepared for the search: class, selectors, count, devices."""
+
     name: str  # "<request>" or "<request>/<subrequest>"
     device_class: DeviceClass | None
     num_devices: int  # ExactCount
@@ -57,6 +59,8 @@ class RequestData:
 
 @dataclass(slots=True)
 class ClaimData:
+    """A claim prepared for the search: its requests and constraints."""
+
     index: int
     key: str
     claim: ResourceClaim

@@ -40,6 +40,8 @@ _OPTION_FIELDS = {
 
 @dataclass(slots=True)
 class SimulationOptions:
+    """A run's options: timeout, feature gates, disruption, trace, suggestions."""
+
     timeout: float = 5.0
     gates: FeatureGates = ALL_ON  # effective: the preset's defaults with the overrides applied
     # The release whose gate defaults ``gates`` started from; None: every gate on.
@@ -122,6 +124,8 @@ class SimulationOptions:
 
 @dataclass(slots=True)
 class SimulationOutput:
+    """A run's result document, and its trace when asked for."""
+
     result: dict
     trace: dict | None
 

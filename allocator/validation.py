@@ -50,6 +50,8 @@ class ValidationRules(Protocol):
 
 @dataclass(slots=True)
 class ValidationContext:
+    """What a claim's validators read: the claim, pools, devices and the run's rules."""
+
     claim: ResourceClaim
     claim_index: int
     pools: Sequence[Pool]

@@ -36,6 +36,8 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CatalogOptions:
+    """How catalog instance types are written: MIG, capacity types, names."""
+
     # MIG partitions as partitionable devices (the GPU driver's DynamicMIG mode) for the GPUs
     # that support MIG; off: full GPUs only (the driver's default mode).
     mig: bool = True

@@ -34,12 +34,16 @@ class CelCompileError(ValueError):
 
 @dataclass(slots=True)
 class MatchOutcome:
+    """A selector's answer for one device: matched, or the runtime error."""
+
     matched: bool
     error: str | None = None  # the runtime error's message when evaluation failed
 
 
 @dataclass(slots=True, eq=False)
 class CompiledSelector:
+    """A checked and compiled selector, with the device fields it reads."""
+
     expression: str
     program: Callable[[dict], Any]  # the expression's closure over an activation
     fields: tuple[tuple, ...] | None  # sorted device fields read; None: the whole device

@@ -35,6 +35,8 @@ MAX_VALUES = 4  # values a selector cause names
 
 @dataclass(frozen=True, slots=True)
 class Cause:
+    """A failed pod's decisive cause, in words, with its reason code."""
+
     reason: str  # a funnel reason code, or "request", "count", "no-devices", "no-nodepool"
     message: str
     no_nodepool: bool = False  # the snapshot has no NodePool (said in the message too)

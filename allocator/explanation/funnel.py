@@ -57,6 +57,8 @@ def is_state(reason: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RejectionGroup:
+    """Devices refused for one reason at one stage of a funnel, with examples."""
+
     reason: str  # the trace's reason code (allocated, selector, taint, counter, ...)
     devices: int
     message: str  # names the cause (expression and values read, holder, counter ...)
@@ -67,6 +69,8 @@ class RejectionGroup:
 
 @dataclass(frozen=True, slots=True)
 class Funnel:
+    """Why a request found too few devices: candidates, usable, and each refusal counted."""
+
     claim: str
     request: str
     needed: int

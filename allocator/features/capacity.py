@@ -238,6 +238,8 @@ def shared_devices_in_cluster(claims: Iterable[ResourceClaim]) -> set[DeviceID]:
 
 @dataclass(slots=True)
 class _Share:
+    """Capacity of a shared device taken by a NodeClaim's pods on one of its instance types."""
+
     node_claim_id: str
     instance_type: str
     amounts: dict[str, Quantity]

@@ -146,6 +146,8 @@ def _container_requests(container: dict) -> dict[str, Quantity]:
 
 @dataclass(slots=True)
 class _Request:
+    """A pod's extended resource served by DRA, and how many it asks for."""
+
     name: str
     count: int
 

@@ -48,6 +48,8 @@ class NodeAllocatableError(ValueError):
 
 @dataclass(slots=True, frozen=True)
 class ResourceMapping:
+    """A device capacity that becomes a node resource, times a multiplier."""
+
     resource: str
     capacity_key: str | None
     multiplier: Quantity
@@ -55,6 +57,8 @@ class ResourceMapping:
 
 @dataclass(slots=True, frozen=True)
 class ResourceOverhead:
+    """A node resource a device's pods add per pod or per container."""
+
     resource: str
     per_pod: Quantity | None
     per_container: Quantity | None
@@ -62,6 +66,8 @@ class ResourceOverhead:
 
 @dataclass(slots=True)
 class NodeAllocatable:
+    """A device's node resources (DRANodeAllocatableResources): mappings and overheads."""
+
     mappings: list[ResourceMapping] = field(default_factory=list)
     overheads: list[ResourceOverhead] = field(default_factory=list)
 

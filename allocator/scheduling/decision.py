@@ -71,12 +71,16 @@ class Decision:
 
 @dataclass(slots=True)
 class ExistingNodeDecision(Decision):
+    """An existing node takes the pod: what it charges and the claims committed."""
+
     requests: Resources = field(default_factory=dict)  # charged against what the node has left
     claims: list[ResourceClaim] = field(default_factory=list)  # committed with ``result``
 
 
 @dataclass(slots=True)
 class NodeClaimDecision(Decision):
+    """A NodeClaim takes the pod: its plan, and whether the NodeClaim is new."""
+
     plan: Plan | None = None
     # A NodeClaim to create (NodeClaimTemplate.can_add): the instance types it started from
     # and what its NodePool's limits left (the NodeClaim report's first stage).

@@ -294,6 +294,8 @@ def _values_key(reqs: Requirements, key: str) -> tuple | None:
 
 @dataclass(slots=True)
 class FilterOutcome:
+    """The instance types left by a filter, and counts of why the others were not."""
+
     remaining: list[InstanceTypeInfo]  # in try order: cheapest allowed offering, then name
     # Why the others were left out; counted when none remained (a memo's fast answer with
     # some remaining does not count them: only ``failure_reason`` reads them).

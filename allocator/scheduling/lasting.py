@@ -28,6 +28,8 @@ class _Node(Protocol):
 
 @dataclass(slots=True)
 class _Left:
+    """The existing nodes not yet known to refuse a pod shape for good."""
+
     nodes: list  # the run's existing nodes this was built from
     left: list  # those not known to refuse the shape, in their order
     refused: set[str] = field(default_factory=set)  # ids refused since ``left`` was built

@@ -37,6 +37,8 @@ FunnelEntry = tuple[str, "Funnel", str | None]
 
 @dataclass(slots=True)
 class PodOutcome:
+    """One pod's outcome: where it went, its claims, or every target's refusal."""
+
     pod: Pod
     pod_claims: PodClaims
     scheduled: bool = False

@@ -56,6 +56,8 @@ class Relaxation:
 
 @dataclass(slots=True, frozen=True)
 class Preferences:
+    """Karpenter's preference relaxation: what is dropped from a pod, one at a time."""
+
     # Whether relaxing may tolerate PreferNoSchedule taints: only when a NodePool has one.
     tolerate_prefer_no_schedule: bool = False
 

@@ -64,6 +64,8 @@ class IgnoreReason:
 
 @dataclass(frozen=True, slots=True)
 class IgnoredPod:
+    """A pod Karpenter does not provision for, and why."""
+
     pod: Pod
     reason: IgnoreReason
 

@@ -141,6 +141,8 @@ class ShapeAttempt:
 
 @dataclass(slots=True)
 class RefusalCache:
+    """Refusals remembered while nothing they read changed (speed only)."""
+
     enabled: bool = True  # count-stage funnels, retry skipping, replay (SimulationOptions)
     nodeclaim_caches: bool = True  # NodeClaim refusals found without words first, remembered
     # A NodeClaim's refusal by its instance type filter, found without words, is worded from

@@ -26,6 +26,8 @@ MAX_RESOURCE_WORDS = 20_000  # remembered "exceeds node resources" words; memory
 
 @dataclass(slots=True, eq=False)
 class RunState:
+    """What a run's targets share: the allocator, caches, topology, trace."""
+
     allocator: object  # allocator.Allocator
     cache: RefusalCache
     deleting_pods: set[str]

@@ -46,6 +46,8 @@ from allocator.trace import Trace
 
 @dataclass(slots=True)
 class Run:
+    """A run as composed: scheduler, allocator, pipeline and the pods to place."""
+
     scheduler: Scheduler
     allocator: Allocator
     pipeline: Pipeline  # the run's features (``pipeline.gates``) and checks

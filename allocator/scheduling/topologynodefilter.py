@@ -35,6 +35,8 @@ def _toleration_identity(t: Toleration) -> tuple:
 
 @dataclass(slots=True, frozen=True)
 class TopologyNodeFilter:
+    """The nodes a topology group counts domains on (its node affinity and taint policies)."""
+
     # One per ORed required node affinity term (each with the node selector); empty: any node.
     requirements: tuple[Requirements, ...] = ()
     taint_policy: str = ""  # Honor | Ignore; "" for pod (anti-)affinity

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class TrialTargets:
+    """The targets a suggestion's change reaches, where its trial is asked."""
+
     nodes: frozenset[str] = frozenset()  # existing nodes by name (unregistered NodeClaims')
     node_claims: frozenset[str] = frozenset()  # NodeClaims of this run, by name
     node_pools: frozenset[str] = frozenset()  # new NodeClaims of these NodePools

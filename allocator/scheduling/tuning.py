@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Tuning:
+    """The scheduler's fast paths, each switched off only to compare it with the plain path."""
+
     # Refuse by the cached refusal funnel (an existing target whose cached count stage shows a
     # pod's requests cannot be met is refused without running Allocate there) and skip a
     # retry in an unchanged state; selector refusals worded once per values read; existing

@@ -406,6 +406,8 @@ def csi_limits(csi_node: CSINode | None) -> dict[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class VolumeLimitExceeded:
+    """A CSI driver's attach limit that the pod's volumes would pass."""
+
     driver: str
     count: int  # distinct claims of the driver with the pod added
     limit: int

@@ -19,6 +19,8 @@ from allocator.scheduling.preferences import strict_pod_requirements
 
 @dataclass(frozen=True, slots=True)
 class ZonePin:
+    """What pins a new NodeClaim's zone, for the result and the run page."""
+
     source: str  # nodepool | pod | volume | topology | devices
     detail: str
     pod: str | None = None

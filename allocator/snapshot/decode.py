@@ -224,6 +224,8 @@ def _diverges(docs: list[Any]) -> bool:
 
 @dataclass(slots=True)
 class RawObject:
+    """A decoded object and where it came from (file, place in the file)."""
+
     file: str
     index: int  # 1-based, per file
     obj: Any

@@ -27,6 +27,8 @@ SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
 
 @dataclass(frozen=True, slots=True)
 class KindSpec:
+    """How one kind is read: its API group, whether namespaced, its builder and store."""
+
     group: str
     namespaced: bool
     build: Callable[[Context, dict], Any]

@@ -41,6 +41,8 @@ def _nonempty(*path: str) -> Callable[[dict], bool]:
 
 @dataclass(frozen=True, slots=True)
 class FieldRow:
+    """A field the simulation reads otherwise than the cluster, and how to find it."""
+
     kind: str
     field: str  # where a user finds it in the object
     why: str  # what the simulation does instead, and what that changes
@@ -50,6 +52,8 @@ class FieldRow:
 
 @dataclass(frozen=True, slots=True)
 class KindRow:
+    """A kind the simulation does not read, and what that changes."""
+
     kind: str
     group: str  # API group ("" for core/v1)
     why: str
@@ -108,6 +112,8 @@ def _label(obj: dict) -> str:
 
 @dataclass(slots=True)
 class _Seen:
+    """How many objects showed a field, and the first few named."""
+
     count: int = 0
     examples: list[str] = field(default_factory=list)
 

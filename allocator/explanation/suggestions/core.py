@@ -80,6 +80,8 @@ MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders .
 
 @dataclass(slots=True)
 class SuggestionReport:
+    """The verified suggestions per pod, and what finding them cost."""
+
     by_pod: dict[str, list[dict]] = field(default_factory=dict)
     trials: int = 0
     reruns: int = 0  # whole-loop re-runs (``wholeloop``)
@@ -88,6 +90,8 @@ class SuggestionReport:
 
 @dataclass(slots=True)
 class _Candidate:
+    """A change that may place a pod, before a trial verifies it."""
+
     kind: str
     change: dict
     message: str  # the change in words; the verified target is appended
