@@ -410,12 +410,26 @@ def _fast_yaml_docs(text: str) -> list[Any] | None:
 def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     """(yaml-rs' reading or None when PyYAML must read the file, whether every object of it
     is already known to be within the bounds)."""
-    if _unsafe_for_yaml_rs(text):
+    docs, non_finite = _fast_yaml_parse(text)
+    if docs is None:
         return None, False
+    verdict = _yaml_rs_verdict(docs, text, non_finite)
+    if verdict == _WITHIN:
+        return docs, True
+    if verdict == _DIVERGES or _diverges(docs):
+        return None, False
+    return docs, False
+
+
+def _fast_yaml_parse(text: str) -> tuple[list[Any] | None, bool | None]:
+    """yaml-rs' reading before its verdict (None when PyYAML must read the file: the text
+    says so, or yaml-rs refused it), and ``_may_read_non_finite(text)`` when it was read."""
+    if _unsafe_for_yaml_rs(text):
+        return None, None
     non_finite = None
     if len(text) < _OVERLAP_FROM:
         if _read_otherwise(text):
-            return None, False
+            return None, None
         result = _yaml_rs_reading(text)
     else:
         # yaml-rs parses with the interpreter's lock released for much of its time: the scan
@@ -431,18 +445,12 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
             non_finite = None if otherwise else _may_read_non_finite(text)
             result = parsing.result()
         if otherwise:
-            return None, False
+            return None, None
     if result is _REFUSED:
-        return None, False
+        return None, None
     # yaml-rs returns a multi-document stream as a list and one document as itself; both
     # flatten to the same objects (a top-level list is a list of objects either way).
-    docs = result if isinstance(result, list) else [result]
-    verdict = _yaml_rs_verdict(docs, text, non_finite)
-    if verdict == _WITHIN:
-        return docs, True
-    if verdict == _DIVERGES or _diverges(docs):
-        return None, False
-    return docs, False
+    return (result if isinstance(result, list) else [result]), non_finite
 
 
 # Texts from this size on are scanned while yaml-rs parses them (a thread per file: below it,
@@ -497,15 +505,43 @@ def _has_long_number(text: str, data: bytes | None) -> bool:
     )
 
 
+@dataclass(slots=True)
+class Unchecked:
+    """A file yaml-rs read, before its verdict (``_yaml_rs_verdict``): its objects as read
+    stand only if ``within`` says so; otherwise ``settle`` reads the file as ``decode_file``
+    does."""
+
+    name: str
+    text: str
+    docs: list[Any]
+    non_finite: bool | None
+    objects: list[RawObject]  # yaml-rs' objects, numbered as decode_file numbers them
+
+    def within(self) -> bool:
+        """Whether yaml-rs' reading is the file's, and every object is within the bounds:
+        ``objects`` are then what ``decode_file`` gives, the very objects."""
+        return _yaml_rs_verdict(self.docs, self.text, self.non_finite) == _WITHIN
+
+
 def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[RawObject]:
     """Decode one file; malformed content adds a problem naming the file and line."""
+    objects, unchecked = read_file(name, content, problems)
+    return objects if unchecked is None else settle(unchecked, problems)
+
+
+def read_file(
+    name: str, content: bytes | str, problems: list[str]
+) -> tuple[list[RawObject], Unchecked | None]:
+    """``decode_file`` but for yaml-rs' verdict: a file yaml-rs read comes back with its
+    objects as read and its ``Unchecked`` (``settle`` finishes it), any other file decoded
+    (None)."""
     data: bytes | None = None
     if isinstance(content, bytes):
         try:
             text = content.decode("utf-8-sig")
         except UnicodeDecodeError as err:
             problems.append(f"{name}: not UTF-8 text (byte {err.start})")
-            return []
+            return [], None
         data = content if not content.startswith(b"\xef\xbb\xbf") else None
     else:
         text = content
@@ -513,7 +549,6 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
     docs: list[Any] | None
     exact_text = True  # whether strings may hold lone surrogates (json, PyYAML)
     by_orjson = False
-    within_bounds = False  # every object known to be within the bounds (yaml-rs' verdict)
     if stripped[:1] in ("{", "["):
         docs, by_orjson = _json_docs(name, text, data, problems)
         if docs == []:
@@ -524,11 +559,40 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
         elif by_orjson:
             exact_text = False
     else:
-        docs, within_bounds = _fast_yaml_read(text)
-        if docs is None:
-            docs = _pyyaml_docs(name, text, problems)
-        else:
-            exact_text = False
+        docs, non_finite = _fast_yaml_parse(text)
+        if docs is not None:
+            try:
+                flat = _flatten(docs)
+            except BoundError:
+                flat = []  # nothing to build before the verdict, which refuses it
+            objects = [RawObject(name, i, obj) for i, (obj, _) in enumerate(flat, start=1)]
+            return objects, Unchecked(name, text, docs, non_finite, objects)
+        docs = _pyyaml_docs(name, text, problems)
+    return _objects(name, docs, problems, exact_text=exact_text, by_orjson=by_orjson), None
+
+
+def settle(unchecked: Unchecked, problems: list[str]) -> list[RawObject]:
+    """A file yaml-rs read, as ``decode_file`` decodes it: yaml-rs' objects when its verdict
+    says they stand, else the file read again by PyYAML or each object held to the bounds."""
+    docs: list[Any] | None = unchecked.docs
+    verdict = _yaml_rs_verdict(unchecked.docs, unchecked.text, unchecked.non_finite)
+    if verdict == _WITHIN:
+        return unchecked.objects
+    if verdict == _DIVERGES or _diverges(unchecked.docs):
+        docs = _pyyaml_docs(unchecked.name, unchecked.text, problems)
+        return _objects(unchecked.name, docs, problems, exact_text=True)
+    return _objects(unchecked.name, docs, problems, exact_text=False)
+
+
+def _objects(
+    name: str,
+    docs: list[Any] | None,
+    problems: list[str],
+    *,
+    exact_text: bool,
+    by_orjson: bool = False,
+) -> list[RawObject]:
+    """A file's documents as numbered objects, each held to the bounds (a refusal: none)."""
     if docs is None:
         return []
     try:
@@ -538,7 +602,7 @@ def decode_file(name: str, content: bytes | str, problems: list[str]) -> list[Ra
         return []
     # orjson reads only string keys, 64-bit integers and finite floats: depth and string
     # lengths are all its objects may break.
-    if within_bounds or (by_orjson and _written_within_bounds(flat) is not None):
+    if by_orjson and _written_within_bounds(flat) is not None:
         return [RawObject(name, i, obj) for i, (obj, _) in enumerate(flat, start=1)]
     out = []
     for i, (obj, depth) in enumerate(flat, start=1):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from allocator.collector import collector_paused
 from allocator.model import Snapshot
 from allocator.snapshot import apps, core, karpenter, resource, storage
-from allocator.snapshot.decode import RawObject, decode_file
+from allocator.snapshot.decode import RawObject, Unchecked, decode_file, read_file, settle
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context, check_metadata
 from allocator.snapshot.names import DNS_LABEL, DNS_SUBDOMAIN, NAME_RULES, name_problem
@@ -281,9 +281,14 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
 
 @dataclass(slots=True)
 class Decoded:
-    """Files decoded (``decode_files``): per file, its objects in order and its problems."""
+    """Files decoded (``decode_files``): per file, its objects in order and its problems.
+
+    Decoded with ``check=False``, a file yaml-rs read holds its objects as read and its
+    ``Unchecked`` verdict in ``unchecked``: ``within`` tells whether those objects stand,
+    ``settled`` finishes every such file as ``decode_file`` does."""
 
     files: list[tuple[list[RawObject], list[str]]]
+    unchecked: list[Unchecked | None] = field(default_factory=list)  # per file, or empty
 
     @property
     def objects(self) -> list[RawObject]:
@@ -293,22 +298,53 @@ class Decoded:
     def refused(self) -> bool:
         return any(problems for _, problems in self.files)
 
+    @property
+    def checked(self) -> bool:
+        return not any(self.unchecked)
 
-def decode_files(files: list[tuple[str, bytes | str]]) -> Decoded:
+    def within(self) -> bool:
+        """Whether every file's objects stand as decoded: ``settled`` would change nothing."""
+        return all(u.within() for u in self.unchecked if u is not None)
+
+    def settled(self) -> Decoded:
+        """Every file as ``decode_files`` decodes it (the same objects where they stand)."""
+        if self.checked:
+            return self
+        files = []
+        for (objects, problems), unchecked in zip(self.files, self.unchecked, strict=True):
+            if unchecked is not None:
+                problems = list(problems)
+                objects = settle(unchecked, problems)
+            files.append((objects, problems))
+        return Decoded(files)
+
+
+def decode_files(files: list[tuple[str, bytes | str]], *, check: bool = True) -> Decoded:
     """The first half of ``load_files``: each file decoded and held to the bounds, nothing
-    built yet (``load_decoded`` builds the objects and raises the problems)."""
+    built yet (``load_decoded`` builds the objects and raises the problems). ``check=False``
+    leaves yaml-rs' verdicts to come (``Decoded.within``, ``Decoded.settled``): a caller
+    with a second core asks them there while it builds."""
     decoded = []
+    pending: list[Unchecked | None] = []
     with collector_paused():
         for name, content in files:
             problems: list[str] = []
-            decoded.append((decode_file(name, content, problems), problems))
-    return Decoded(decoded)
+            if check:
+                decoded.append((decode_file(name, content, problems), problems))
+                continue
+            objects, unchecked = read_file(name, content, problems)
+            decoded.append((objects, problems))
+            pending.append(unchecked)
+    return Decoded(decoded, pending)
 
 
-def load_decoded(decoded: Decoded) -> Snapshot:
+def load_decoded(decoded: Decoded, *, unchecked: bool = False) -> Snapshot:
     """The second half of ``load_files``: the typed snapshot of decoded files, problems in
     file order. The decoded objects are read, never changed: a document kept as decoded is
-    the very object."""
+    the very object. ``unchecked``: built before yaml-rs' verdicts (``decode_files`` with
+    ``check=False``); it stands only if ``decoded.within()``."""
+    if not unchecked and not decoded.checked:
+        raise ValueError("decoded files with yaml-rs' verdicts to come: settle them first")
     problems: list[str] = []
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}

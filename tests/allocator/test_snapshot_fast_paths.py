@@ -14,9 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from allocator.model import DeviceRequestAllocationResult
-from allocator.snapshot import bounds, decode, fields, resource
+from allocator.snapshot import bounds, decode, fields, loader, resource
 from allocator.snapshot.decode import _has_long_number
-from allocator.snapshot.errors import BoundError
+from allocator.snapshot.errors import BoundError, SnapshotError
 from allocator.snapshot.fields import Context
 from allocator.snapshot.resource import read_attributes, read_attributes_checked
 from tests.allocator.test_snapshot_hardening import pyyaml_reading
@@ -568,14 +568,70 @@ def test_a_file_decodes_as_pyyaml_decodes_it(documents):
         for doc in documents
     )
     fast = _decoded(text)
-    original = decode._fast_yaml_read
-    decode._fast_yaml_read = lambda text: (None, False)
+    original = decode._fast_yaml_parse
+    decode._fast_yaml_parse = lambda text: (None, None)
     try:
         plain = _decoded(text)
     finally:
-        decode._fast_yaml_read = original
+        decode._fast_yaml_parse = original
     assert fast[0] == plain[0], text
     assert bool(fast[1]) is bool(plain[1]), (text, fast[1], plain[1])
+
+
+def _configmaps(documents: list[list[tuple[str, str]]]) -> str:
+    return "".join(
+        "---\napiVersion: v1\nkind: ConfigMap\n"
+        + "".join(entry.format(i=i, v=value) + "\n" for i, (entry, value) in enumerate(doc))
+        for doc in documents
+    )
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from(["{}", "kind: Namespace\nmetadata: {name: ml}\n"]),
+)
+def test_a_file_read_before_its_verdict_settles_as_decode_file_decodes_it(documents, other):
+    """The upload builds from yaml-rs' objects before its verdict: ``within`` holds only when
+    those very objects are decode_file's, and ``settle`` (or ``Decoded.settled``) gives the
+    objects and problems decode_file gives, whatever the verdict."""
+    text = _configmaps(documents)
+    expected: list[str] = []
+    objects = decode.decode_file("cluster.yaml", text.encode(), expected)
+    problems: list[str] = []
+    read, unchecked = decode.read_file("cluster.yaml", text.encode(), problems)
+    if unchecked is None:  # PyYAML read it: decoded at once
+        assert ([o.obj for o in read], problems) == ([o.obj for o in objects], expected)
+        return
+    assert read is unchecked.objects
+    settled = decode.settle(unchecked, problems)
+    assert [(o.index, o.obj) for o in settled] == [(o.index, o.obj) for o in objects], text
+    assert problems == expected
+    if unchecked.within():  # the upload's snapshot built before the verdict stands
+        assert settled is read
+    files = [("other.json" if other == "{}" else "other.yaml", other), ("cluster.yaml", text)]
+    unsettled = loader.decode_files(files, check=False)
+    at_once = loader.decode_files(files)
+    assert unsettled.settled().files == at_once.files
+    assert unsettled.within() is unchecked.within()
+
+
+def test_a_build_before_the_verdicts_is_asked_for_by_name():
+    text = (
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: gpu-node-1\nspec:\n  unschedulable: yes\n"
+    )
+    unsettled = loader.decode_files([("nodes.yaml", text)], check=False)
+    with pytest.raises(ValueError, match="settle them first"):
+        loader.load_decoded(unsettled)
+    # yaml-rs reads "yes", a string the Node refuses; YAML 1.1 (Kubernetes' go-yaml) reads true.
+    assert not unsettled.within()
+    with pytest.raises(SnapshotError, match="must be true or false"):
+        loader.load_decoded(unsettled, unchecked=True)
+    assert loader.load_decoded(unsettled.settled()).nodes["gpu-node-1"].unschedulable
 
 
 # --- the typed readers' exact-type fast paths ------------------------------------------------

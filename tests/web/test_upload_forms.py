@@ -108,6 +108,47 @@ def test_the_stored_forms_do_not_depend_on_who_wrote_them(
     assert stored == [[k, d] for k, d in loader.load_files(files).documents]
 
 
+# yaml-rs reads ``yes`` as a string, which the Node refuses; YAML 1.1 (Kubernetes' go-yaml,
+# PyYAML) reads true.
+_NODE_UNSCHEDULABLE_YES = (
+    "apiVersion: v1\nkind: Node\nmetadata:\n  name: gpu-node-9\nspec:\n  unschedulable: yes\n"
+)
+
+
+@pytest.mark.parametrize("child", [True, False], ids=["child", "no-child"])
+def test_a_build_the_verdict_overturns_is_built_again_from_the_careful_reading(
+    user, monkeypatch, child
+):
+    """The snapshot is built from yaml-rs' objects before its verdict; here that build fails,
+    the verdict (the child's, or the request's without one) sends the file to PyYAML, and
+    the snapshot is built again as a plain load builds it."""
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+    if not child:
+        monkeypatch.setattr(forked, "fork_aside", lambda compute: None)
+    files = [("cluster.yaml", (to_yaml(_cluster()) + "---\n" + _NODE_UNSCHEDULABLE_YES).encode())]
+    snap = services.create_snapshot(user, files, "overturned")
+    loaded = loader.load_documents(snap.documents())
+    assert loaded.nodes["gpu-node-9"].unschedulable is True
+    stored = json.loads(zlib.decompress(bytes(snap.documents_blob)))
+    assert stored == [[k, d] for k, d in loader.load_files(files).documents]
+    assert snap.content_hash == services.content_hash(loaded)
+
+
+@pytest.mark.parametrize("child", [True, False], ids=["child", "no-child"])
+def test_a_file_past_the_bounds_is_refused_as_a_plain_load_refuses_it(user, monkeypatch, child):
+    monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
+    if not child:
+        monkeypatch.setattr(forked, "fork_aside", lambda compute: None)
+    text = _NODE_UNSCHEDULABLE_YES.replace("unschedulable: yes", "unschedulable: .inf")
+    files = [("cluster.yaml", (to_yaml(_cluster()) + "---\n" + text).encode())]
+    with pytest.raises(loader.SnapshotError) as plain:
+        loader.load_files(files)
+    with pytest.raises(services.SnapshotUploadError) as err:
+        services.create_snapshot(user, files, "past the bounds")
+    assert err.value.status == 400
+    assert err.value.problems == plain.value.problems
+
+
 def test_a_failed_child_leaves_the_request_to_write_them(user, monkeypatch):
     monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
 
