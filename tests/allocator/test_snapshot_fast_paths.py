@@ -550,23 +550,29 @@ def _decoded(text: str) -> tuple[list, list[str]]:
     return [(o.index, o.obj) for o in objects], problems
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
-@given(
-    st.lists(
-        st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
-        min_size=1,
-        max_size=3,
-    )
+# ConfigMaps of entries, each spelling one of the scalars above somewhere.
+_configmap_entries = st.lists(
+    st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
+    min_size=1,
+    max_size=3,
 )
-def test_a_file_decodes_as_pyyaml_decodes_it(documents):
-    """decode_file with its fast paths (yaml-rs, orjson's checks) gives the objects it gives
-    when PyYAML reads every file, and refuses what it refuses (worded by the bound's field on
-    the fast path, by PyYAML's line otherwise)."""
-    text = "".join(
+
+
+def _configmaps(documents: list[list[tuple[str, str]]]) -> str:
+    return "".join(
         "---\napiVersion: v1\nkind: ConfigMap\n"
         + "".join(entry.format(i=i, v=value) + "\n" for i, (entry, value) in enumerate(doc))
         for doc in documents
     )
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(_configmap_entries)
+def test_a_file_decodes_as_pyyaml_decodes_it(documents):
+    """decode_file with its fast paths (yaml-rs, orjson's checks) gives the objects it gives
+    when PyYAML reads every file, and refuses what it refuses (worded by the bound's field on
+    the fast path, by PyYAML's line otherwise)."""
+    text = _configmaps(documents)
     fast = _decoded(text)
     original = decode._fast_yaml_parse
     decode._fast_yaml_parse = lambda text: (None, None)
@@ -578,21 +584,9 @@ def test_a_file_decodes_as_pyyaml_decodes_it(documents):
     assert bool(fast[1]) is bool(plain[1]), (text, fast[1], plain[1])
 
 
-def _configmaps(documents: list[list[tuple[str, str]]]) -> str:
-    return "".join(
-        "---\napiVersion: v1\nkind: ConfigMap\n"
-        + "".join(entry.format(i=i, v=value) + "\n" for i, (entry, value) in enumerate(doc))
-        for doc in documents
-    )
-
-
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
 @given(
-    st.lists(
-        st.lists(st.tuples(st.sampled_from(_ENTRIES), st.sampled_from(_SCALARS)), max_size=4),
-        min_size=1,
-        max_size=3,
-    ),
+    _configmap_entries,
     st.sampled_from(["{}", "kind: Namespace\nmetadata: {name: ml}\n"]),
 )
 def test_a_file_read_before_its_verdict_settles_as_decode_file_decodes_it(documents, other):
