@@ -413,12 +413,20 @@ def _fast_yaml_read(text: str) -> tuple[list[Any] | None, bool]:
     docs, non_finite = _fast_yaml_parse(text)
     if docs is None:
         return None, False
-    verdict = _yaml_rs_verdict(docs, text, non_finite)
-    if verdict == _WITHIN:
-        return docs, True
-    if verdict == _DIVERGES or _diverges(docs):
+    verdict = _decided_verdict(docs, text, non_finite)
+    if verdict == _DIVERGES:
         return None, False
-    return docs, False
+    return docs, verdict == _WITHIN
+
+
+def _decided_verdict(docs: list[Any], text: str, non_finite: bool | None) -> int:
+    """``_yaml_rs_verdict`` with the exact walk deciding divergence where it is unsure:
+    _WITHIN (yaml-rs' objects stand), _DIVERGES (PyYAML must read the file) or _UNSURE (each
+    object is held to the bounds by ``check_document``)."""
+    verdict = _yaml_rs_verdict(docs, text, non_finite)
+    if verdict == _UNSURE and _diverges(docs):
+        return _DIVERGES
+    return verdict
 
 
 def _fast_yaml_parse(text: str) -> tuple[list[Any] | None, bool | None]:
@@ -574,14 +582,13 @@ def read_file(
 def settle(unchecked: Unchecked, problems: list[str]) -> list[RawObject]:
     """A file yaml-rs read, as ``decode_file`` decodes it: yaml-rs' objects when its verdict
     says they stand, else the file read again by PyYAML or each object held to the bounds."""
-    docs: list[Any] | None = unchecked.docs
-    verdict = _yaml_rs_verdict(unchecked.docs, unchecked.text, unchecked.non_finite)
+    verdict = _decided_verdict(unchecked.docs, unchecked.text, unchecked.non_finite)
     if verdict == _WITHIN:
         return unchecked.objects
-    if verdict == _DIVERGES or _diverges(unchecked.docs):
+    if verdict == _DIVERGES:
         docs = _pyyaml_docs(unchecked.name, unchecked.text, problems)
         return _objects(unchecked.name, docs, problems, exact_text=True)
-    return _objects(unchecked.name, docs, problems, exact_text=False)
+    return _objects(unchecked.name, unchecked.docs, problems, exact_text=False)
 
 
 def _objects(

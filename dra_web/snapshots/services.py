@@ -97,8 +97,8 @@ class StoredForms:
 
 
 # From this size on, the typed snapshot is built from yaml-rs' objects as read while a forked
-# child asks yaml-rs' verdicts and writes the stored forms (10 MB: the request 1.0 -> 0.9 s for
-# the forms, 0.85 -> 0.77 s for the verdicts); below it, forking costs more than it saves. The
+# child asks yaml-rs' verdicts and writes the stored forms (10 MB: the request 1.0 -> 0.88 s for
+# the forms, 0.88 -> 0.82 s for the verdicts); below it, forking costs more than it saves. The
 # child is a shortcut: late, failed or not possible, the request asks and writes them itself.
 _FORMS_ASIDE_FROM = 1 << 20
 _FORMS_ASIDE_TIMEOUT = 60.0
