@@ -644,7 +644,7 @@ class CSINode:
 
 @dataclass(slots=True)
 class DaemonSet:
-    """A DaemonSet: the pod it runs on every node it tolerates (overhead of new nodes)."""
+    """A DaemonSet: the pod it runs on every node it tolerates (overhead, room kept)."""
 
     namespace: str
     name: str

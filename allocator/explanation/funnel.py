@@ -57,7 +57,7 @@ def is_state(reason: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RejectionGroup:
-    """Devices refused for one reason at one stage of a funnel, with examples."""
+    """Devices a funnel refused for one reason: the cause in words, and examples."""
 
     reason: str  # the trace's reason code (allocated, selector, taint, counter, ...)
     devices: int
