@@ -16,7 +16,7 @@ from typing import Any
 from allocator.collector import collector_paused
 from allocator.model import Snapshot
 from allocator.snapshot import apps, core, karpenter, resource, storage
-from allocator.snapshot.decode import RawObject, Unchecked, decode_file, read_file, settle
+from allocator.snapshot.decode import RawObject, Unchecked, read_file, settle
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context, check_metadata
 from allocator.snapshot.names import DNS_LABEL, DNS_SUBDOMAIN, NAME_RULES, name_problem
@@ -329,10 +329,9 @@ def decode_files(files: list[tuple[str, bytes | str]], *, check: bool = True) ->
     with collector_paused():
         for name, content in files:
             problems: list[str] = []
-            if check:
-                decoded.append((decode_file(name, content, problems), problems))
-                continue
             objects, unchecked = read_file(name, content, problems)
+            if check and unchecked is not None:
+                objects, unchecked = settle(unchecked, problems), None
             decoded.append((objects, problems))
             pending.append(unchecked)
     return Decoded(decoded, pending)
