@@ -132,7 +132,11 @@ def phases(path: str) -> None:
     from allocator.trace import NULL_TRACE
 
     imported = time.perf_counter()
-    snapshot = load_paths([path])
+    # As the command line loads (a long YAML stream read by a forked reader beside the build).
+    if "read_beside" in inspect.signature(load_paths).parameters:  # this tree
+        snapshot = load_paths([path], read_beside=True)
+    else:
+        snapshot = load_paths([path])
     loaded = time.perf_counter()
     options = SimulationOptions()
     try:  # the run's pipeline from its gates

@@ -513,6 +513,73 @@ def _has_long_number(text: str, data: bytes | None) -> bool:
     )
 
 
+# A long YAML stream is read in pieces by a second process while this one builds
+# (``allocator.snapshot.beside``). A "---" line at a line's start always starts a document
+# (YAML 1.2 forbids it inside any node; where that would cut a node, a piece fails to parse
+# and the file is decoded whole), so the pieces' documents, one after another, are the
+# stream's. Each piece holds two such lines at least: yaml-rs then returns its documents as a
+# list, never one document that is itself a list.
+_DOCUMENT_MARKER = "\n---\n"
+
+
+def stream_pieces(content: bytes | str, size: int) -> list[str] | None:
+    """A YAML stream of more than ``2 * size`` characters cut before "---" lines into pieces
+    of about ``size`` characters (``read_piece`` reads each); None when it cannot be cut, or
+    is not a UTF-8 YAML stream: ``decode_file`` decodes it (and words what is wrong)."""
+    if len(content) < 2 * size:
+        return None
+    if isinstance(content, bytes):
+        try:
+            text = content.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            return None
+    else:
+        text = content
+    if text.lstrip()[:1] in ("{", "["):
+        return None  # JSON
+    pieces: list[str] = []
+    start = search = 0
+    while True:
+        marker = text.find(_DOCUMENT_MARKER, max(search, start + size))
+        if marker < 0:
+            break
+        cut = marker + 1
+        if not _two_markers(text, start, cut):
+            search = cut  # one document so far: cut at a later marker
+            continue
+        if not _two_markers(text, cut, len(text)):
+            break
+        pieces.append(text[start:cut])
+        start = search = cut
+    if not pieces:
+        return None
+    pieces.append(text[start:])
+    return pieces
+
+
+def _two_markers(text: str, start: int, end: int) -> bool:
+    """Whether two "---" lines start in ``text[start:end]`` (``start``: 0 or a line's start)."""
+    found = 1 if text.startswith(_DOCUMENT_MARKER[1:], start) else 0
+    at = start
+    while found < 2:
+        marker = text.find(_DOCUMENT_MARKER, at, end)
+        if marker < 0:
+            return False
+        found += 1
+        at = marker + 1
+    return True
+
+
+def read_piece(text: str) -> list[Any] | None:
+    """The objects of one of ``stream_pieces`` (Lists flattened), when yaml-rs' reading of it
+    stands as ``decode_file`` keeps it (the verdict ``_WITHIN``); None when the stream must be
+    decoded whole: PyYAML reads it, or its objects are each held to the bounds."""
+    docs, non_finite = _fast_yaml_parse(text)
+    if docs is None or _decided_verdict(docs, text, non_finite) != _WITHIN:
+        return None
+    return [obj for obj, _ in _flatten(docs)]  # within the bounds: _flatten raises nothing
+
+
 @dataclass(slots=True)
 class Unchecked:
     """A file yaml-rs read, before its verdict (``_yaml_rs_verdict``): its objects as read

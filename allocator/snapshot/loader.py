@@ -9,14 +9,14 @@ fields are kept in ``raw`` and never rejected.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from allocator.collector import collector_paused
 from allocator.model import Snapshot
-from allocator.snapshot import apps, core, karpenter, resource, storage
-from allocator.snapshot.decode import RawObject, Unchecked, read_file, settle
+from allocator.snapshot import apps, beside, core, karpenter, resource, storage
+from allocator.snapshot.decode import RawObject, Unchecked, decode_file, read_file, settle
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.fields import Context, check_metadata
 from allocator.snapshot.names import DNS_LABEL, DNS_SUBDOMAIN, NAME_RULES, name_problem
@@ -344,12 +344,17 @@ def load_decoded(decoded: Decoded, *, unchecked: bool = False) -> Snapshot:
     ``check=False``); it stands only if ``decoded.within()``."""
     if not unchecked and not decoded.checked:
         raise ValueError("decoded files with yaml-rs' verdicts to come: settle them first")
+    return _build(decoded.files)
+
+
+def _build(files: Iterable[tuple[Iterable[RawObject], list[str]]]) -> Snapshot:
+    """The typed snapshot of files' objects and decoding problems, in file order."""
     problems: list[str] = []
     snapshot = Snapshot()
     seen: dict[tuple[str, str], str] = {}
     skipped = SkippedKinds()
     with collector_paused():
-        for objects, refused in decoded.files:
+        for objects, refused in files:
             problems.extend(refused)
             for raw in objects:
                 _load_object(raw, snapshot, problems, seen, skipped)
@@ -397,8 +402,11 @@ def _expand(path: str) -> list[str]:
     return [path]
 
 
-def load_paths(paths: list[str]) -> Snapshot:
-    """Load files (directories: their .yaml/.yml/.json files, sorted)."""
+def load_paths(paths: list[str], *, read_beside: bool = False) -> Snapshot:
+    """Load files (directories: their .yaml/.yml/.json files, sorted). ``read_beside``: a
+    process with nothing else running in it (the command line) has long YAML streams read by
+    a forked reader while it builds (``allocator.snapshot.beside``); the snapshot is the
+    same."""
     files: list[tuple[str, bytes | str]] = []
     problems: list[str] = []
     for path in paths:
@@ -410,4 +418,24 @@ def load_paths(paths: list[str]) -> Snapshot:
                 problems.append(f"{file}: cannot read: {err.strerror or err}")
     if problems:
         raise SnapshotError(problems)
+    if read_beside:
+        try:
+            return _build(_decoded_beside(files))
+        except beside.ReadWhole:
+            pass  # a piece's reading does not stand: every file decoded the usual way
     return load_files(files)
+
+
+def _decoded_beside(
+    files: list[tuple[str, bytes | str]],
+) -> Iterator[tuple[Iterable[RawObject], list[str]]]:
+    """``decode_files``' files, the long YAML streams read by a forked reader while the
+    caller builds the objects before them; iterating raises ``beside.ReadWhole`` where that
+    reading does not stand."""
+    for name, content in files:
+        pieces = beside.pieces_of(content)
+        if pieces is not None:
+            yield beside.read_beside(name, pieces), []
+        else:
+            problems: list[str] = []
+            yield decode_file(name, content, problems), problems
