@@ -528,6 +528,11 @@ def stream_pieces(content: bytes | str, size: int) -> list[str] | None:
     is not a UTF-8 YAML stream: ``decode_file`` decodes it (and words what is wrong)."""
     if len(content) < 2 * size:
         return None
+    head = content[:4096]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8-sig", "ignore")
+    if head.lstrip()[:1] in ("{", "["):
+        return None  # JSON (which holds no "---" line either: it is only found sooner)
     if isinstance(content, bytes):
         try:
             text = content.decode("utf-8-sig")
@@ -535,8 +540,6 @@ def stream_pieces(content: bytes | str, size: int) -> list[str] | None:
             return None
     else:
         text = content
-    if text.lstrip()[:1] in ("{", "["):
-        return None  # JSON
     pieces: list[str] = []
     start = search = 0
     while True:

@@ -308,3 +308,28 @@ def test_the_command_line_reads_long_streams_beside_the_build(tmp_path, monkeypa
     )
     assert ran.stdout == plain
     assert "ok: 3000 objects" in plain
+
+
+def test_files_around_a_long_stream_keep_their_order_and_problems(tmp_path, forks, monkeypatch):
+    """A catalog before the stream and a file with a problem after it: the problems and the
+    documents in the order of the files, as the plain load gives them."""
+    monkeypatch.setattr(beside, "PIECE_CHARS", 2_000)
+    catalog = tmp_path / "a-classes.yaml"
+    catalog.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: gpu.nvidia.com\n"
+        "spec:\n  selectors:\n  - cel:\n      expression: device.driver == 'gpu.nvidia.com'\n"
+    )
+    cluster = tmp_path / "b-cluster.yaml"
+    cluster.write_text(_stream([0, 1, 2, 2, 2] * 60, start_marker=False))
+    broken = tmp_path / "c-pod.json"
+    broken.write_text('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Name"}}')
+    paths = [str(catalog), str(cluster), str(broken)]
+    with pytest.raises(SnapshotError) as beside_error:
+        load_paths(paths, read_beside=True)
+    with pytest.raises(SnapshotError) as plain_error:
+        load_paths(paths)
+    assert beside_error.value.problems == plain_error.value.problems
+    assert any("Bad_Name" in p for p in plain_error.value.problems)
+    assert forks and all(_reaped(pid) for pid in forks)
+    fine = paths[:2]
+    assert load_paths(fine, read_beside=True).documents == load_paths(fine).documents
