@@ -923,6 +923,7 @@ KARPENTER_SHAPES = {
 }
 KINDS = (
     "existing",
+    "existing-yaml",
     "held",
     "busy",
     "busy-selector",
@@ -937,7 +938,7 @@ KINDS = (
 
 def documents(kind: str, scale: float = 1.0) -> list[dict]:
     """The snapshot documents of a benchmark shape (not ``upload``, which is YAML text)."""
-    if kind == "existing":
+    if kind in ("existing", "existing-yaml"):
         return existing_nodes(int(5000 * scale), int(1000 * scale))
     if kind == "held":
         return held_devices(int(1000 * scale), int(1000 * scale))
@@ -959,8 +960,21 @@ def documents(kind: str, scale: float = 1.0) -> list[dict]:
     raise SystemExit(f"unknown workload {kind!r}")
 
 
+# Shapes written as YAML streams (the others as JSON).
+YAML_KINDS = ("upload", "existing-yaml")
+
+
+def suffix(kind: str) -> str:
+    return ".yaml" if kind in YAML_KINDS else ".json"
+
+
 def write(kind: str, path: Path, scale: float = 1.0) -> int:
-    text = upload_yaml(10.0 * scale) if kind == "upload" else json.dumps(documents(kind, scale))
+    if kind == "upload":
+        text = upload_yaml(10.0 * scale)
+    elif kind in YAML_KINDS:
+        text = to_yaml(documents(kind, scale))
+    else:
+        text = json.dumps(documents(kind, scale))
     path.write_text(text)
     return len(text)
 
@@ -971,8 +985,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()
-    suffix = ".yaml" if args.kind == "upload" else ".json"
-    out = args.out or Path(f"/tmp/bench-{args.kind}{suffix}")
+    out = args.out or Path(f"/tmp/bench-{args.kind}{suffix(args.kind)}")
     size = write(args.kind, out, args.scale)
     print(f"{out}: {size / 1e6:.1f} MB")
 
