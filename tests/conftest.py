@@ -6,8 +6,11 @@ tests/integration/conftest.py.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from allocator import forking
 from bench.workloads import synthetic_cluster, to_json, to_yaml
 
 
@@ -25,6 +28,38 @@ def cluster_yaml(cluster_docs) -> str:
 @pytest.fixture
 def cluster_json(cluster_docs) -> str:
     return to_json(cluster_docs)
+
+
+class Forks:
+    """The children ``allocator.forking`` forked during a test, by pid."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+
+    def reaped(self) -> bool:
+        """Whether every one is gone, reaped (no zombie, nothing left running)."""
+        for pid in self.pids:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            return False
+        return True
+
+
+@pytest.fixture
+def forks(monkeypatch) -> Forks:
+    recorded = Forks()
+    fork = os.fork
+
+    def recording_fork() -> int:
+        pid = fork()
+        if pid:
+            recorded.pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(forking.os, "fork", recording_fork)
+    return recorded
 
 
 @pytest.fixture

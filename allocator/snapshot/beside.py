@@ -13,21 +13,21 @@ For a process that runs one load and nothing beside it (the command line): it fo
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import marshal
 import os
 import select
-import signal
 from collections.abc import Iterator
-from typing import NoReturn
+from functools import partial
 
+from allocator.forking import Child, fork_writer, write_all
 from allocator.snapshot.decode import RawObject, read_piece, stream_pieces
 
 # Pieces of about this many characters: the first reaches the builder after some 20 ms; a
 # stream shorter than two pieces is read in this process.
 PIECE_CHARS = 256 * 1024
 _LENGTH_BYTES = 8
+# A pipe that holds a few pieces' objects: the reader goes on while the builder builds (a
+# 64 kB pipe held it to one piece ahead).
 _PIPE_BYTES = 1 << 20
 
 
@@ -48,43 +48,29 @@ def read_beside(name: str, pieces: list[str]) -> Iterator[RawObject]:
     from the first on; whenever its next piece is not ready, this process reads one from the
     last back itself instead of waiting, so the two meet wherever their speeds put them. The
     reader is stopped and reaped when the iteration ends, however it ends."""
-    read_end, write_end = os.pipe()
-    _widen(write_end)
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        _read(pieces, write_end)
-    os.close(write_end)
+    reader = fork_writer(partial(_read, pieces), _PIPE_BYTES)
+    if reader is None:
+        raise ReadWhole  # no process could be forked
     index = 0
     try:
         received, back = 0, len(pieces)
         own: list[list] = []  # the pieces read here, the last first
         while received < back:
-            if received < back - 1 and not _ready(read_end):
+            if received < back - 1 and not _ready(reader):
                 back -= 1
                 own.append(_stands(read_piece(pieces[back])))
                 continue
-            for obj in _received(read_end):
+            for obj in _received(reader):
                 index += 1
                 yield RawObject(name, index, obj)
             received += 1
-        reader, pid = pid, 0
-        _stop(reader, read_end)  # what it reads now, this process has read
+        reader.stop()  # what it reads now, this process has read
         for objects in reversed(own):
             for obj in objects:
                 index += 1
                 yield RawObject(name, index, obj)
     finally:
-        if pid:
-            _stop(pid, read_end)
-
-
-def _widen(fd: int) -> None:
-    """A pipe that holds a few pieces' objects: the reader goes on while this process builds
-    (a 64 kB pipe held it to one piece ahead)."""
-    # Not Linux, or above the system's pipe-max-size: the narrow pipe works too.
-    with contextlib.suppress(AttributeError, OSError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        reader.stop()
 
 
 def _stands(objects: list | None) -> list:
@@ -93,13 +79,13 @@ def _stands(objects: list | None) -> list:
     return objects
 
 
-def _ready(fd: int) -> bool:
-    return bool(select.select([fd], [], [], 0)[0])
+def _ready(reader: Child) -> bool:
+    return bool(select.select([reader.fd], [], [], 0)[0])
 
 
-def _received(fd: int) -> list:
-    length = int.from_bytes(_read_exactly(fd, _LENGTH_BYTES), "little")
-    return _stands(marshal.loads(_read_exactly(fd, length)) if length else None)
+def _received(reader: Child) -> list:
+    length = int.from_bytes(_read_exactly(reader.fd, _LENGTH_BYTES), "little")
+    return _stands(marshal.loads(_read_exactly(reader.fd, length)) if length else None)
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
@@ -113,30 +99,14 @@ def _read_exactly(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read(pieces: list[str], fd: int) -> NoReturn:
+def _read(pieces: list[str], fd: int) -> None:
     """The reader: each piece's objects, or an empty frame for a piece that does not stand
-    (then nothing more); it goes on until killed when the parent reads the last ones itself.
-    Never returns: it leaves without the parent's exit handlers."""
-    status = 1
-    try:
-        with os.fdopen(fd, "wb") as pipe:
-            for piece in pieces:
-                objects = read_piece(piece)
-                payload = b"" if objects is None else marshal.dumps(objects)
-                pipe.write(len(payload).to_bytes(_LENGTH_BYTES, "little"))
-                pipe.write(payload)
-                pipe.flush()
-                if objects is None:
-                    break
-        status = 0
-    finally:
-        os._exit(status)
-
-
-def _stop(pid: int, read_end: int) -> None:
-    """Close the pipe and reap the reader, stopping it if it still reads."""
-    os.close(read_end)
-    done, _ = os.waitpid(pid, os.WNOHANG)
-    if done == 0:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    (then nothing more); it goes on until stopped when the builder reads the last ones
+    itself."""
+    for piece in pieces:
+        objects = read_piece(piece)
+        payload = b"" if objects is None else marshal.dumps(objects)
+        write_all(fd, len(payload).to_bytes(_LENGTH_BYTES, "little"))
+        write_all(fd, payload)
+        if objects is None:
+            return

@@ -99,30 +99,6 @@ def _loaded(path: Path, *, read_beside: bool):
     return ("loaded", snapshot.documents, snapshot.warnings, snapshot.unsimulated)
 
 
-@pytest.fixture
-def forks(monkeypatch):
-    """The readers forked, by pid (each must be gone when a load returns)."""
-    pids: list[int] = []
-    fork = os.fork
-
-    def recording_fork() -> int:
-        pid = fork()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(beside.os, "fork", recording_fork)
-    return pids
-
-
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
 # --- the pieces ------------------------------------------------------------------------------
 
 
@@ -199,7 +175,7 @@ def test_a_stream_read_beside_loads_as_the_plain_load(
     path = tmp_path_factory.mktemp("beside") / "cluster.yaml"
     path.write_text(_stream(kinds, start_marker))
     assert _loaded(path, read_beside=True) == _loaded(path, read_beside=False)
-    assert all(_reaped(pid) for pid in forks)
+    assert forks.reaped()
 
 
 @pytest.fixture
@@ -233,7 +209,7 @@ def test_the_builder_reads_pieces_from_the_back_while_the_reader_is_slow(
     problems: list[str] = []
     whole = decode.decode_file("cluster.yaml", cluster.read_bytes(), problems)
     assert [(o.index, o.obj) for o in objects] == [(o.index, o.obj) for o in whole]
-    assert all(_reaped(pid) for pid in forks)
+    assert forks.reaped()
 
 
 def test_a_reader_that_dies_leaves_the_file_to_the_plain_load(cluster, forks, monkeypatch):
@@ -252,7 +228,7 @@ def test_a_reader_that_dies_leaves_the_file_to_the_plain_load(cluster, forks, mo
     with pytest.raises(beside.ReadWhole):
         list(beside.read_beside("cluster.yaml", pieces))
     assert _loaded(cluster, read_beside=True) == _loaded(cluster, read_beside=False)
-    assert all(_reaped(pid) for pid in forks)
+    assert forks.reaped()
 
 
 def test_a_builder_that_stops_early_stops_its_reader(cluster, forks, monkeypatch):
@@ -260,7 +236,7 @@ def test_a_builder_that_stops_early_stops_its_reader(cluster, forks, monkeypatch
     objects = beside.read_beside("cluster.yaml", beside.pieces_of(cluster.read_bytes()))
     assert next(objects).obj["kind"] == "Node"
     objects.close()
-    assert forks and all(_reaped(pid) for pid in forks)
+    assert forks.pids and forks.reaped()
 
 
 def test_a_plain_yes_in_a_late_piece_is_read_as_kubernetes_reads_it(tmp_path, forks, monkeypatch):
@@ -330,6 +306,6 @@ def test_files_around_a_long_stream_keep_their_order_and_problems(tmp_path, fork
         load_paths(paths)
     assert beside_error.value.problems == plain_error.value.problems
     assert any("Bad_Name" in p for p in plain_error.value.problems)
-    assert forks and all(_reaped(pid) for pid in forks)
+    assert forks.pids and forks.reaped()
     fine = paths[:2]
     assert load_paths(fine, read_beside=True).documents == load_paths(fine).documents

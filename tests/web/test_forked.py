@@ -10,14 +10,6 @@ import pytest
 from dra_web import forked
 
 
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
 def test_the_child_reads_what_the_parent_held_and_sends_its_value_back():
     nodes = {f"gpu-node-{i}": {"gpus": 8, "zone": "us-west-2a"} for i in range(1000)}
     with forked.fork_aside(lambda: sum(n["gpus"] for n in nodes.values())) as aside:
@@ -44,19 +36,18 @@ def test_a_child_that_dies_gives_none():
         assert aside.result(timeout=30) is None
 
 
-def test_a_late_child_gives_none_and_is_stopped():
+def test_a_late_child_gives_none_and_is_stopped(forks):
     aside = forked.fork_aside(lambda: time.sleep(60))
-    pid = aside._pid
     started = time.monotonic()
     assert aside.result(timeout=0.2) is None
     assert time.monotonic() - started < 5
-    assert _reaped(pid)
+    assert forks.pids and forks.reaped()
 
 
-def test_leaving_the_block_unread_stops_and_reaps_the_child():
+def test_leaving_the_block_unread_stops_and_reaps_the_child(forks):
     with forked.fork_aside(lambda: time.sleep(60)) as aside:
-        pid = aside._pid
-    assert _reaped(pid)
+        assert not forks.reaped()
+    assert forks.pids and forks.reaped()
     assert aside.result(timeout=1) is None
 
 

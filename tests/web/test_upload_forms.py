@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import zlib
 
 import pytest
@@ -163,25 +162,15 @@ def test_a_failed_child_leaves_the_request_to_write_them(user, monkeypatch):
     assert len(loaded.nodes) == 4
 
 
-def test_an_upload_refused_while_the_child_writes_stops_the_child(user, monkeypatch):
+def test_an_upload_refused_while_the_child_writes_stops_the_child(user, monkeypatch, forks):
     monkeypatch.setattr(services, "_FORMS_ASIDE_FROM", 0)
-    children = []
-    fork_aside = forked.fork_aside
-
-    def watched(compute):
-        aside = fork_aside(compute)
-        children.append(aside._pid)
-        return aside
-
-    monkeypatch.setattr(forked, "fork_aside", watched)
     docs = _cluster()
     next(d for d in docs if d["kind"] == "Node")["metadata"]["name"] = "Not_A_DNS_Name"
     with pytest.raises(services.SnapshotUploadError) as err:
         services.create_snapshot(user, [("cluster.yaml", to_yaml(docs).encode())])
     assert "Not_A_DNS_Name" in str(err.value)
-    assert len(children) == 1
-    with pytest.raises(ChildProcessError):  # reaped: no child left behind
-        os.waitpid(children[0], os.WNOHANG)
+    assert len(forks.pids) == 1
+    assert forks.reaped()  # no child left behind
 
 
 def test_small_uploads_fork_no_child(user, monkeypatch):
