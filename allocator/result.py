@@ -14,6 +14,12 @@ from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
 from allocator.explanation.cause import ClaimSlot, cause_of, request_funnels
 from allocator.explanation.funnel import MAX_FUNNELS, Funnel, FunnelGroup, funnel_groups
+from allocator.explanation.karpenter_search import (
+    LongSearch,
+    all_mode_requests,
+    longest_search,
+    stall_warning,
+)
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.resultbudget import within_budget
 from allocator.scheduling.explain import MAX_PLAIN_REASONS, grouped_reasons, target_kinds
@@ -127,6 +133,7 @@ class _LogReading:
     kinds: dict[str, tuple]  # scheduling/explain.py target_kinds
     groups: list[tuple[ClaimSlot | None, FunnelGroup]]  # explanation/funnel.py funnel_groups
     requests: dict[tuple[ClaimSlot, str], list[tuple[Funnel, int]]]  # cause.py request_funnels
+    longest: LongSearch | None  # explanation/karpenter_search.py longest_search
 
 
 @dataclass(slots=True)
@@ -144,6 +151,8 @@ class _Memos:
     # Grouped reasons per reasons (their length and ends, then compared whole), kinds and
     # reason kinds: failed replicas of one workload are refused alike by the same targets.
     grouped: dict[tuple, tuple] = field(default_factory=dict)
+    # Failed pods and where Karpenter's own search would walk longest (their readings').
+    searches: list[tuple[str, LongSearch]] = field(default_factory=list)
 
     def grouped_reasons(self, outcome, kinds: Mapping[str, tuple] | None) -> list[dict]:
         """``explain.grouped_reasons`` of the pod, worked out once per reasons alike (4,000
@@ -191,6 +200,7 @@ class _Memos:
                 target_kinds(entries, self.signatures),
                 funnel_groups(entries, self.signatures),
                 request_funnels(entries, self.causes),
+                longest_search(entries, all_mode_requests(outcome.pod_claims.claims)),
             )
         return found, claim_keys
 
@@ -244,6 +254,8 @@ def _pod_entry(outcome, run, options, lookup: _DeviceLookup, memos: _Memos) -> d
             reading, claim_keys = memos.reading(outcome)
         except Exception as error:  # noqa: BLE001  an explanation never breaks a run
             run.allocator.wording.failed(f"the explanation of pod {outcome.pod.key}", error)
+    if not outcome.scheduled and reading is not None and reading.longest is not None:
+        memos.searches.append((outcome.pod.key, reading.longest))
     entry["reasons"] = memos.grouped_reasons(
         outcome, reading.kinds if reading is not None else None
     )
@@ -380,6 +392,13 @@ def build_result(
         _add_suggestions(result, suggestions, snapshot)
     failures = run.allocator.wording.failures
     known = len(failures)
+    try:
+        stall = stall_warning(memos.searches)
+    except Exception as error:  # noqa: BLE001  an estimate in words never breaks a run
+        run.allocator.wording.failed("the estimate of Karpenter's own device search", error)
+    else:
+        if stall is not None:
+            result["warnings"].append(stall)
     for entry in result["pods"]:
         if not entry["scheduled"]:
             try:
