@@ -135,5 +135,5 @@ def test_the_run_page_lists_what_is_not_simulated(browser_client, maria, capture
     assert run.status == "succeeded", run.error
     assert any("priorityClassName" in w for w in run.result["warnings"])
     html = browser_client.get(reverse("pages:run", args=[run.pk])).content.decode()
-    assert "2 snapshot warnings" in html
+    assert "2 warnings (snapshot and run)" in html
     assert "not simulated: Pod spec.priorityClassName on 2 pending pods" in html
