@@ -304,7 +304,9 @@ def _simulate(args, stdout: TextIO, stderr: TextIO, one_shot: bool) -> int:
                 fh.write(jsonwrite.to_bytes(output.trace))
         except OSError as err:
             raise UsageError(f"--trace: {args.trace}: {err.strerror or err}") from None
-    _print_warnings([*snapshot.warnings, *snapshot.unsimulated], stderr)
+    # The snapshot's warnings, then the run's (words that could not be built, where
+    # Karpenter's own search could stall): the result's.
+    _print_warnings(output.result["warnings"], stderr)
     if args.json or args.output == "json":
         _write_json(stdout, output.result)
     else:
@@ -329,9 +331,9 @@ MAX_WARNINGS_SHOWN = 10
 
 
 def _print_warnings(warnings: list[str], stderr: TextIO) -> None:
-    """What was skipped (unknown kinds, legacy keys...) on standard error, as kubectl warns,
-    so standard output stays the summary or the JSON; a long list is cut short (every one is
-    in the result's ``warnings``)."""
+    """What was skipped (unknown kinds, legacy keys...) and what the run warns of, on standard
+    error, as kubectl warns, so standard output stays the summary or the JSON; a long list is
+    cut short (every one is in the result's ``warnings``)."""
     for warning in warnings[:MAX_WARNINGS_SHOWN]:
         print(f"warning: {warning}", file=stderr)
     if len(warnings) > MAX_WARNINGS_SHOWN:

@@ -4,12 +4,15 @@ every ordering of them; the run says so in a warning, and decides as before."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from allocator import cli
 from allocator import result as result_module
 from allocator.explanation.funnel import Funnel
 from allocator.explanation.karpenter_search import (
@@ -21,7 +24,7 @@ from allocator.explanation.karpenter_search import (
 )
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_documents
-from bench.workloads import karpenter_benchmark
+from bench.workloads import karpenter_benchmark, to_json
 
 
 @pytest.mark.parametrize(
@@ -129,3 +132,14 @@ def test_the_warning_names_the_first_pod_past_the_threshold_and_counts_the_other
         "it asks for 16 devices where node gpu-node-7 offers at most 10"
     )
     assert "tries about 9,864,101 device placements" in warning
+
+
+def test_the_command_line_warns_on_standard_error(tmp_path):
+    path = tmp_path / "cluster.json"
+    path.write_text(to_json(karpenter_benchmark(40, topology=False, dra=True, failing_every=10)))
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["simulate", str(path), "--json"], out, err) == 0
+    assert "warning: Karpenter's own device search could stall on pod default/pod-00019" in (
+        err.getvalue()
+    )
+    assert json.loads(out.getvalue())["warnings"][-1] in err.getvalue()
