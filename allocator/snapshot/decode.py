@@ -131,7 +131,7 @@ _SEXAGESIMAL_STARTS = frozenset("+-0123456789")
 
 
 def _needs_pyyaml(text: str) -> bool:
-    """Whether PyYAML must read the text: the two guards ``_fast_yaml_read`` asks in turn."""
+    """Whether PyYAML must read the text: the two guards ``_fast_yaml_parse`` asks in turn."""
     return _unsafe_for_yaml_rs(text) or _read_otherwise(text)
 
 
@@ -159,7 +159,7 @@ def _unsafe_for_yaml_rs(text: str) -> bool:
 def _read_otherwise(text: str) -> bool:
     """Whether YAML 1.1 (PyYAML) may read the text otherwise than yaml-rs (YAML 1.2) does, or
     refuse it: numbers, directives, characters libyaml refuses, YAML 1.1's own line breaks.
-    Read-only over the text: it may run while yaml-rs parses it (``_fast_yaml_read``)."""
+    Read-only over the text: it may run while yaml-rs parses it (``_fast_yaml_parse``)."""
     head = "\n" + text[:256]  # the guards look for a boundary before each token
     if any(rx.search(text) or rx.search(head) for rx in _TEXT_GUARDS):
         return True
@@ -577,8 +577,8 @@ def read_piece(text: str) -> list[Any] | None:
     """The objects of one of ``stream_pieces`` (Lists flattened), when yaml-rs' reading of it
     stands as ``decode_file`` keeps it (the verdict ``_WITHIN``); None when the stream must be
     decoded whole: PyYAML reads it, or its objects are each held to the bounds."""
-    docs, non_finite = _fast_yaml_parse(text)
-    if docs is None or _decided_verdict(docs, text, non_finite) != _WITHIN:
+    docs, within = _fast_yaml_read(text)
+    if docs is None or not within:
         return None
     return [obj for obj, _ in _flatten(docs)]  # within the bounds: _flatten raises nothing
 
