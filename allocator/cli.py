@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_catalog_parser(sub) -> None:
-    from allocator.catalog.aws import DEFAULT_REGION
+    from allocator.catalog import DEFAULT_REGION
 
     cat = sub.add_parser(
         "catalog",

@@ -269,3 +269,27 @@ def test_summary_names_the_decisive_cause_of_a_failed_pod():
     cause_line = block.splitlines()[1]
     assert cause_line.startswith("  cause: no device in reach matches the selector")
     assert "NVIDIA A100-SXM4-40GB" in cause_line
+
+
+def test_a_json_snapshot_runs_without_the_yaml_readers_or_the_catalog(tmp_path):
+    # A process pays for what it imports: PyYAML alone costs 10 ms (its reader compiles a
+    # large character class), the catalog 8 ms. A JSON snapshot needs neither YAML reader,
+    # and the help's default region must not load the catalog.
+    import yaml
+
+    snapshot = tmp_path / "demo.json"
+    snapshot.write_text(json.dumps(list(yaml.safe_load_all(open(DEMO)))))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import io, sys; from allocator.cli import main; "
+            f"code = main(['simulate', {str(snapshot)!r}, '--json'], stdout=io.StringIO()); "
+            "print(code, *sorted({'yaml', 'yaml_rs', 'allocator.catalog.aws'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.stdout.split() == ["0"], proc.stderr

@@ -6,3 +6,7 @@ with capacity, Karpenter's labels, offerings and the devices their DRA drivers p
 DRA driver and of the Neuron DRA driver; ``pairing``: which catalog instance types a cluster
 snapshot needs. Pure: no network, no clock.
 """
+
+# The catalog's default region, here so that the command line's help names it without loading
+# the catalog (8 ms a process).
+DEFAULT_REGION = "us-east-1"

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from allocator.catalog import neuron, nvidia
+from allocator.catalog import DEFAULT_REGION, neuron, nvidia
 
 API_VERSION = "dra-web.io/v1alpha1"
-DEFAULT_REGION = "us-east-1"
 CAPACITY_TYPES = ("on-demand", "spot")
 # Extended resources of the device plugins that the DRA drivers replace on a node: a node
 # running the DRA driver does not offer them, so a catalog for DRA leaves them out.

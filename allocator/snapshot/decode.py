@@ -29,44 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import yaml
-import yaml_rs
 
 from allocator import jsonread
 from allocator.snapshot import bounds
 from allocator.snapshot.errors import BoundError
-
-_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
-
-
-class _Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
-    """Safe loader that keeps timestamps as strings, as Kubernetes' JSON does, and refuses
-    integers longer than the bounds before Python converts them (a 5,000-digit integer would
-    otherwise raise a bare ValueError).
-
-    An unquoted ``creationTimestamp: 2026-12-01T10:00:00Z`` must stay a string: the queue
-    orders by it and raw documents must stay JSON-serialisable.
-    """
-
-    def construct_yaml_int(self, node):  # type: ignore[no-untyped-def]
-        digits = sum(c.isdigit() for c in node.value)
-        if digits > bounds.MAX_NUMBER_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"integer of {digits:,} digits, more than {bounds.MAX_NUMBER_DIGITS} "
-                "(bound MAX_NUMBER_DIGITS)",
-                node.start_mark,
-            )
-        return super().construct_yaml_int(node)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in _BASE_LOADER.yaml_implicit_resolvers.items()
-}
-_YAML_LOADER: Any = _Loader
 
 # The fast YAML path. yaml-rs reads YAML 1.2, PyYAML 1.1; a file goes the fast way only when
 # neither the text scan below nor the check of yaml-rs' strings (``_diverges``) finds a scalar
@@ -260,29 +226,10 @@ def _flatten(docs: list[Any]) -> list[tuple[Any, int]]:
 
 
 def _pyyaml_docs(name: str, text: str, problems: list[str]) -> list[Any] | None:
-    try:
-        docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problems.append(f"{name}{line}: malformed YAML: {err.problem or err}")
-        return None
-    except yaml.YAMLError as err:
-        problems.append(f"{name}: malformed YAML: {err}")
-        return None
-    except RecursionError:
-        problems.append(f"{name}: YAML {bounds._depth_problem()[1]}")
-        return None
-    except (ValueError, TypeError, OverflowError) as err:
-        # A constructor refusing a scalar (e.g. a float key that is not hashable).
-        problems.append(f"{name}: malformed YAML: {err}")
-        return None
-    try:
-        bounds.check_expansion(docs, name)
-    except BoundError as err:
-        problems.extend(err.problems)
-        return None
-    return docs
+    # PyYAML is imported only for a file it must read (10 ms a process, JSON needs none).
+    from allocator.snapshot.pyyaml import pyyaml_docs
+
+    return pyyaml_docs(name, text, problems)
 
 
 # What yaml-rs' reading of a file is (``_yaml_rs_verdict``).
@@ -468,6 +415,8 @@ _REFUSED = object()  # yaml-rs refused the text: PyYAML decides, and words the m
 
 
 def _yaml_rs_reading(text: str) -> Any:
+    import yaml_rs  # only for YAML: a JSON snapshot's process need not load it
+
     try:
         return yaml_rs.loads(
             text,

@@ -23,6 +23,7 @@ from allocator.snapshot import (
     check_document,
     decode,
     load_files,
+    pyyaml,
 )
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
@@ -268,7 +269,7 @@ TOKENS = [
 def pyyaml_reading(text: str) -> list | None:
     """The documents PyYAML (the exact path) reads from ``text``; None when it refuses it."""
     try:
-        return list(yaml.load_all(text, Loader=decode._YAML_LOADER))
+        return list(yaml.load_all(text, Loader=pyyaml.LOADER))
     except yaml.YAMLError:
         return None
 
