@@ -79,9 +79,15 @@ def allocated_device_seed(
     return seed
 
 
-def node_pool_instance_types(snapshot: Snapshot) -> dict[str, list[InstanceTypeInfo]]:
-    """Instance types each NodePool may launch: compatible with its template requirements."""
-    infos = [instance_type_info(it) for it in sorted(snapshot.instance_types.values(), key=_name)]
+def node_pool_instance_types(
+    snapshot: Snapshot, infos_by_name: dict[str, InstanceTypeInfo] | None = None
+) -> dict[str, list[InstanceTypeInfo]]:
+    """Instance types each NodePool may launch: compatible with its template requirements.
+    ``infos_by_name``: the run's (worked out once per run); by default worked out here."""
+    if infos_by_name is None:
+        infos_by_name = {n: instance_type_info(it) for n, it in snapshot.instance_types.items()}
+    by_name = sorted(snapshot.instance_types.items(), key=lambda item: item[1].name)
+    infos = [infos_by_name[key] for key, _ in by_name]
     out: dict[str, list[InstanceTypeInfo]] = {}
     for name, pool in sorted(snapshot.node_pools.items()):
         reqs = node_pool_requirements(pool)
@@ -108,10 +114,6 @@ def binding_instance_types(
             known.add(it_name)
             out.setdefault(pool, []).append(snapshot.instance_types[it_name])
     return out
-
-
-def _name(obj) -> str:
-    return obj.name
 
 
 # --- claims of pods --------------------------------------------------------------------------

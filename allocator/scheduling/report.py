@@ -125,6 +125,8 @@ class PruneLog:
         for stage in stages:
             if stage[0] == FILTER_STAGE:
                 _, candidates, reqs, requests, remaining = stage
+                if len(remaining) == len(candidates):
+                    continue  # the filter keeps a part of its candidates: it dropped none
                 kept = set(map(info_name, remaining))
                 for info in candidates:
                     if info.name not in kept and info.name not in log:

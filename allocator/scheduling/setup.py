@@ -84,7 +84,8 @@ def build_run(
     seed = allocated_device_seed(
         snapshot.resource_claims, pods.deleting, pipeline.reallocation_predicates
     )
-    per_pool = node_pool_instance_types(snapshot)
+    infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
+    per_pool = node_pool_instance_types(snapshot, infos)
     bindings = AttributeBindings.build(binding_instance_types(snapshot, per_pool))
     allocator = Allocator(
         universe,
@@ -104,7 +105,6 @@ def build_run(
     pod_claims = {pod.key: resolve_pod_claims(pod, snapshot, generated) for pod in pods.pending}
     _attach_extended_claims(snapshot, pipeline.gates, pods.pending, pod_claims)
 
-    infos = {name: instance_type_info(it) for name, it in snapshot.instance_types.items()}
     # As Karpenter's NewScheduler: the NodePools ask which DaemonSet pods their instance types
     # run first, the existing nodes after them (DaemonPods says why the order matters).
     daemons = DaemonPods(daemon_pods(snapshot.daemon_sets, snapshot.pods))
