@@ -296,16 +296,28 @@ def _canonical(exact: Fraction, fmt_in: str) -> str:
     """Kubernetes' canonical text of a quantity. Printed again and again (a result lists the
     requests of every pod and the resources of every NodeClaim, a repeated pod's shape names
     its requests): a few hundred distinct values, each worked out once."""
-    value = _round_up_nano(exact)
-    if value == 0:
+    value = _round_up_nano(exact)  # a multiple of 1n: its denominator divides 10**9
+    return canonical_nanos(value.numerator * (10**9 // value.denominator), fmt_in)
+
+
+def canonical_milli(milli: int, fmt: str) -> str:
+    """The canonical text of ``milli`` thousandths, without building a Quantity: the
+    scheduler words resources it counts in milli-units (a NodeClaim's report words those of
+    hundreds of instance types, nearly all distinct)."""
+    return canonical_nanos(milli * 1_000_000, fmt)
+
+
+def canonical_nanos(nanos: int, fmt_in: str) -> str:
+    """Kubernetes' canonical text of ``nanos`` billionths in the format ``fmt_in``."""
+    if nanos == 0:
         return "0"
     fmt = fmt_in if fmt_in in FORMATS else DECIMAL_EXPONENT
-    if fmt == BINARY_SI and (-1024 < value < 1024 or value.denominator != 1):
-        fmt = DECIMAL_SI
-    sign = "-" if value < 0 else ""
-    magnitude = abs(value)
+    sign = "-" if nanos < 0 else ""
+    magnitude = -nanos if nanos < 0 else nanos
+    if fmt == BINARY_SI and (magnitude < 1024 * 10**9 or magnitude % 10**9):
+        fmt = DECIMAL_SI  # a binary suffix only for whole values of 1024 and more
     if fmt == BINARY_SI:
-        number = magnitude.numerator
+        number = magnitude // 10**9
         exponent = 0
         while exponent < 6 and number % 1024 == 0:
             number //= 1024
@@ -313,14 +325,8 @@ def _canonical(exact: Fraction, fmt_in: str) -> str:
         return f"{sign}{number}{_BINARY_BY_EXPONENT.get(exponent, '')}"
     # Decimal: mantissa * 10**exponent with the exponent a multiple of 3, as large as
     # possible while the mantissa stays an integer.
-    den = magnitude.denominator
-    exponent = 0
-    # The value is a multiple of 1n, so the denominator divides 10**9.
-    while den != 1:
-        magnitude *= 10
-        exponent -= 1
-        den = magnitude.denominator
-    number = magnitude.numerator
+    number = magnitude
+    exponent = -9
     while number % 10 == 0:
         number //= 10
         exponent += 1

@@ -11,12 +11,11 @@ import json
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from operator import attrgetter
 
 from allocator.features.taints import toleration_matches
 from allocator.model import InstanceType, NodePool, Offering, Pod, Taint, Toleration
-from allocator.quantity import Quantity
+from allocator.quantity import BINARY_SI, DECIMAL_SI, Quantity, canonical_milli
 from allocator.requirements import (
     WELL_KNOWN_LABELS,
     Requirements,
@@ -92,7 +91,7 @@ def fits(requests: Resources, available: Resources) -> bool:
 
 def format_quantity(name: str, milli: int) -> str:
     binary = name.startswith(_BINARY)
-    return Quantity(Fraction(milli, 1000), "BinarySI" if binary else "DecimalSI").canonical()
+    return canonical_milli(milli, BINARY_SI if binary else DECIMAL_SI)
 
 
 def format_resources(resources: Resources, quantities: dict | None = None) -> str:

@@ -11,6 +11,7 @@ from allocator.quantity import (
     DECIMAL_SI,
     Quantity,
     QuantityError,
+    canonical_milli,
     parse_quantity,
 )
 
@@ -169,6 +170,34 @@ def test_round_trip_from_text(n, suffix):
     assert again == q
     # Canonical form is a fixed point.
     assert again.canonical() == q.canonical()
+
+
+@pytest.mark.parametrize(
+    ("milli", "fmt", "text"),
+    [
+        (1500, DECIMAL_SI, "1500m"),  # a request of one and a half CPUs
+        (95_150, DECIMAL_SI, "95150m"),
+        (4_000_000, DECIMAL_SI, "4k"),
+        (110_000, DECIMAL_SI, "110"),  # pods
+        (80 * 2**30 * 1000, BINARY_SI, "80Gi"),  # an H100's memory
+        (1_000_000, BINARY_SI, "1k"),  # 1000 bytes: below 1024, decimal
+        (1_023_000, BINARY_SI, "1023"),
+        (1500, BINARY_SI, "1500m"),  # not whole: decimal
+        (-(2**20) * 1000, BINARY_SI, "-1Mi"),
+        (0, BINARY_SI, "0"),
+    ],
+)
+def test_canonical_milli_words_what_the_scheduler_counts(milli, fmt, text):
+    assert canonical_milli(milli, fmt) == text
+
+
+@given(st.integers(min_value=-(10**18), max_value=10**18), st.sampled_from([DECIMAL_SI, BINARY_SI]))
+def test_canonical_milli_is_the_quantitys_canonical_text(milli, fmt):
+    # The scheduler words milli-units without building a Quantity; the words must be those
+    # of the Quantity, and read back as the same value.
+    text = canonical_milli(milli, fmt)
+    assert text == Quantity(Fraction(milli, 1000), fmt).canonical()
+    assert Quantity.parse(text).milli_value() == milli
 
 
 @given(nano_values, nano_values)
