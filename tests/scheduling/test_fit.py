@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -215,6 +217,34 @@ def test_the_memo_filters_as_the_full_filter(indexed, catalog, gpus, narrow):
         if not narrow:
             # The list is the caller's: reordering it changes no later answer of the memo.
             fast.remaining.reverse()
+
+
+@given(
+    count=st.integers(1, 150),
+    seed=st.randoms(use_true_random=False),
+    drops=st.integers(0, 40),
+)
+def test_a_narrower_mask_lists_as_if_read_anew(count, seed, drops):
+    # A NodeClaim filling up drops a few instance types per pod: the index lists the new
+    # mask from the list of the one it came from. The list must be the one reading the bits
+    # gives (which instance types, in try order), across 64-bit word edges (up to 150 types).
+    offered = [Offering("us-west-2a", "on-demand", 1.0)]
+    infos = [
+        instance_type_info(
+            _it(f"c7i.{i}xlarge", str(1 + i % 7), [replace(offered[0], price=1.0 + i % 5)])
+        )
+        for i in range(count)
+    ]
+    index, _ = FilterMemo(infos).indexed(Requirements(), infos)
+    priced = [i for i in range(len(index.infos)) if index.priced >> i & 1]
+    within = sum(1 << i for i in priced if seed.random() < 0.8)
+    mask = within
+    for i in seed.sample(priced, min(drops, len(priced))):
+        mask &= ~(1 << i)
+    index.listed(within)
+    fresh, _ = FilterMemo(infos).indexed(Requirements(), infos)
+    assert index.listed(mask, within) == fresh.listed(mask)
+    assert index.listed(mask, within) == fresh.listed(mask)  # and again, from its own list
 
 
 def test_limits_refuse_instance_types_larger_than_what_remains():
