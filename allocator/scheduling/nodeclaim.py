@@ -730,16 +730,20 @@ class NodeClaim:
     def add(self, pod: PodData, decision: NodeClaimDecision, state: RunState) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
         plan = decision.plan
-        before = set(self.instance_types)
+        if plan.result is None and len(plan.candidates) == len(self.candidates):
+            released: list[str] = []  # a plan keeps a part of the candidates: here all of them
+        else:
+            before = set(self.instance_types)
+            if plan.result is not None:
+                before.update(plan.result.instance_types)
+            released = sorted(before - set(map(info_name, plan.candidates)))
         if plan.result is not None:
-            before.update(plan.result.instance_types)
             state.commit(plan.result, plan.claims)
         self.requirements = plan.requirements
         self.candidates = plan.candidates
         self.requests = plan.requests
-        kept = set(self.instance_types)
         state.cache.nodeclaim_changed(self.id)
-        for name in sorted(before - kept):
+        for name in released:
             state.allocator.release_instance_type(self.id, name)
             state.cache.released(self.id)
         state.prunes.applied(self.id, plan.term, plan.stages)

@@ -190,6 +190,10 @@ class RefusalCache:
     # NodeClaim id -> (its version, its instance types, the most template devices one of
     # them has left; None: one allows multiple allocations).
     _templates_left: dict[str, tuple[int, list, int | None]] = field(default_factory=dict)
+    # The last pod ``shape`` read and what it read of it: a pod's attempt asks twice (before
+    # its replay and for its PodData), and its fields do not change in a run (a relaxed pod
+    # is a new Pod).
+    _last_pod: tuple[Pod, tuple] | None = None
 
     @property
     def epoch(self) -> int:
@@ -598,20 +602,24 @@ class RefusalCache:
             if state != "unallocated" or key is None:
                 return None
             keys.append(key)
-        return (
-            pod.namespace,
-            repr(sorted(pod.requests.items())),
-            pod.container_count,
-            repr(pod.node_selector),
-            repr(pod.required_node_affinity),
-            repr(pod.tolerations),
-            repr(pod.resource_claims),
-            repr(pod.raw.get("spec")),
-            # An ephemeral volume's claim is the pod's own: pods of one spec differ by it.
-            tuple(pod.volumes),
-            tuple(keys),
-            outcome.validated,
-        )
+        last = self._last_pod
+        if last is not None and last[0] is pod:
+            read = last[1]
+        else:
+            read = (
+                pod.namespace,
+                repr(sorted(pod.requests.items())),
+                pod.container_count,
+                repr(pod.node_selector),
+                repr(pod.required_node_affinity),
+                repr(pod.tolerations),
+                repr(pod.resource_claims),
+                repr(pod.raw.get("spec")),
+                # An ephemeral volume's claim is the pod's own: pods of one spec differ by it.
+                tuple(pod.volumes),
+            )
+            self._last_pod = (pod, read)
+        return (*read, tuple(keys), outcome.validated)
 
     def seen_shape(self, shape: tuple) -> ShapeAttempt | None:
         """A pod just like this one failed in this very state: so does this one."""
