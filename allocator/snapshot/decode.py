@@ -30,6 +30,10 @@ from typing import Any
 
 import orjson
 
+# Imported with this module, never lazily: a long file is parsed on a worker thread, and
+# yaml-rs (0.1.6) crashes the process when used after the thread that imported it ended.
+import yaml_rs
+
 from allocator import jsonread
 from allocator.snapshot import bounds
 from allocator.snapshot.errors import BoundError
@@ -415,8 +419,6 @@ _REFUSED = object()  # yaml-rs refused the text: PyYAML decides, and words the m
 
 
 def _yaml_rs_reading(text: str) -> Any:
-    import yaml_rs  # only for YAML: a JSON snapshot's process need not load it
-
     try:
         return yaml_rs.loads(
             text,

@@ -710,3 +710,27 @@ def test_readers_read_as_the_plain_readers_read(reader, document, required):
     expected = getattr(plain, reader)(document, "results", path, required)
     assert got == expected
     assert fast_problems == plain_problems
+
+
+def test_long_yaml_files_one_after_another_in_a_fresh_process():
+    # A file of 1 MiB or more is parsed by yaml-rs on a worker thread while this thread scans
+    # it. yaml-rs 0.1.6 crashes the process (SIGSEGV) when it is used from a thread after
+    # the thread that imported it has ended, so the decoder imports it with itself, never
+    # on the worker: the second file here would otherwise bring the process down.
+    import subprocess
+    import sys
+
+    script = (
+        "from allocator.snapshot import loader\n"
+        "docs = [f'apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: team-{i}\\n'"
+        " for i in range(30000)]\n"
+        "text = '---\\n'.join(docs).encode()\n"
+        "assert len(text) > 1 << 20\n"
+        "decoded = loader.decode_files([('a.yaml', text), ('b.yaml', text)])\n"
+        "print(len(decoded.objects))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["60000"]
