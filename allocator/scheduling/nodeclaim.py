@@ -48,7 +48,7 @@ from allocator.scheduling.topology import TopologyError
 IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
 # The refusal of a NodeClaim's device-count bound (``_count_bound_refuses``), its words
 # deferred: read only, shared by every NodeClaim and pod it refuses.
-_BOUND_REFUSAL = Refusal("", "no-instance-type", deferred=True)
+BOUND_REFUSAL = Refusal("", "no-instance-type", deferred=True)
 
 
 @dataclass(slots=True, eq=False)
@@ -129,7 +129,7 @@ class NodeClaim:
             key = (self.id, shape)
             lasting = self._lasting(pod, state)
             if lasting is not None and lasting in cache.lasting_bounds:
-                return _BOUND_REFUSAL
+                return BOUND_REFUSAL
             nc_version = cache.nodeclaim_version(self.id)
             hit = cache.nodeclaim_refusal(key, self.id)
             if hit is not None:
@@ -278,7 +278,7 @@ class NodeClaim:
         if quick:
             if self._count_bound_refuses(probe, pod, state, claims):
                 # Allocate would refuse every instance type at its count stage (no DFS node).
-                return _BOUND_REFUSAL
+                return BOUND_REFUSAL
             # A success found without words is the one found with them (Allocate words the
             # instance types it refused then): it is not run again.
             result = self._quick_allocate(probe, pod, state, term, claims)
@@ -398,16 +398,15 @@ class NodeClaim:
         that nothing else refuses first (``fast``: no terms, host ports, volumes or
         topologies; no extended resources), validated already (the bound marks nothing new),
         with claims whose specs are known (``funnel_key``). None otherwise."""
-        cache = state.cache
-        if not pod.fast or pod.extended is not None or not pod.outcome.validated:
-            return None
-        claims = pod.claims
-        if not cache.specs_validated(claims):
-            return None
-        specs = tuple(cache.funnel_key(c) for c in claims)
-        if None in specs:
-            return None
-        return (self.id, specs)
+        specs = lasting_specs(pod, state)
+        return (self.id, specs) if specs is not None else None
+
+    def refused_lastingly(self, specs: tuple, state: RunState) -> bool:
+        """What ``can_add`` answers a quick attempt of a pod with ``specs`` (its
+        ``lasting_specs``) without asking it: its device-count bound refuses for as long as
+        it lives (``_lasting``), and no taint of its refuses first. The run's pods of one
+        GPU model ask every NodeClaim of another model this, pod after pod."""
+        return not self.taints and (self.id, specs) in state.cache.lasting_bounds
 
     def _count_bound_refuses(
         self, probe: Probe, pod: PodData, state: RunState, claims: list[ResourceClaim]
@@ -784,6 +783,21 @@ class Probe:
             for info in self.candidates:
                 by_name.setdefault(info.name, info.requirements)
         return by_name.get(name)
+
+
+def lasting_specs(pod: PodData, state: RunState) -> tuple | None:
+    """The pod's part of ``NodeClaim._lasting``'s key (the same on every NodeClaim): its
+    claims' specs, or None where no bound may last for it."""
+    cache = state.cache
+    if not pod.fast or pod.extended is not None or not pod.outcome.validated:
+        return None
+    claims = pod.claims
+    if not cache.specs_validated(claims):
+        return None
+    specs = tuple(cache.funnel_key(c) for c in claims)
+    if None in specs:
+        return None
+    return specs
 
 
 def _refusal_aside(

@@ -34,7 +34,7 @@ from allocator.scheduling.gosort import slice_sort_by_key
 from allocator.scheduling.hostports import host_ports
 from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.lasting import LastingRefusals
-from allocator.scheduling.nodeclaim import NodeClaim
+from allocator.scheduling.nodeclaim import BOUND_REFUSAL, NodeClaim, lasting_specs
 from allocator.scheduling.nodeclaimtemplate import NodeClaimNames, NodeClaimTemplate
 from allocator.scheduling.poddata import PodData, PodOutcome
 from allocator.scheduling.preferences import (
@@ -458,8 +458,12 @@ class Scheduler:
         reasons = outcome.reasons
         funnels = outcome.funnel_log
         state = self.state
+        specs = lasting_specs(pod, state) if quick and shape is not None else None
         for nc in node_claims:
-            found = nc.can_add(pod, state, quick, shape)
+            if specs is not None and nc.refused_lastingly(specs, state):
+                found: NodeClaimDecision | Refusal = BOUND_REFUSAL
+            else:
+                found = nc.can_add(pod, state, quick, shape)
             if isinstance(found, Refusal):
                 if found.deferred:
                     if found.unfit is not None:  # worded from what its filter recorded

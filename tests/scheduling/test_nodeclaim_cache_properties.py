@@ -4,7 +4,8 @@ Random clusters: a few existing GPU nodes (H100 or L4, some GPUs taken), optiona
 network-attached RDMA NICs any node can reach (so NodeClaims read in-cluster devices too), a
 NodePool (with or without limits) over instance types with 1 to 4 GPUs of one model in one or
 two zones, and pending pods asking for 1 to 3 GPUs of a model (T4: nobody has it), some pinned
-to a zone, some with a NIC as well. The result document with the NodeClaim caches switched on
+to a zone, some with a NIC as well; the NodePool may be tainted, and some pods tolerate it (a
+NodeClaim's taint refuses a pod before its device bound does). The result document with the NodeClaim caches switched on
 (refusals found without their words first, reused while nothing they read changed, shared
 count funnels of fresh NodeClaims) is the one with them switched off, apart from clock readings.
 """
@@ -65,10 +66,12 @@ pod_spec = st.tuples(
     st.sampled_from([1, 2, 4, 8]),
     st.none() | st.sampled_from(ZONES),
     st.booleans(),  # a NIC too
+    st.booleans(),  # tolerates the NodePool's taint
 )
+TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
-def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
+def cluster(nodes, its, pods, nics: int, limits: bool, tainted: bool = False) -> list[dict]:
     docs = [namespace("default"), device_class(), device_class("rdma.example.com")]
     for i, (model, count, taken) in enumerate(nodes):
         name = f"ip-10-0-2-{i}.us-west-2.compute.internal"
@@ -93,7 +96,13 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
                     requests=[request(count=count, selectors=model_selector(m))],
                 )
             )
-    docs.append(nodepool("gpu-pool", limits={"cpu": "48"} if limits else None))
+    docs.append(
+        nodepool(
+            "gpu-pool",
+            limits={"cpu": "48"} if limits else None,
+            taints=[TAINT] if tainted else None,
+        )
+    )
     for j, (model, count, cpu, zones) in enumerate(its):
         name = f"{model.lower()}.{count}g{j}"
         offerings = [
@@ -110,7 +119,7 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
                 slices=[template_slice(f"{name}-gpus", gpus(model, count))],
             )
         )
-    for j, (model, count, cpu, zone, nic) in enumerate(pods):
+    for j, (model, count, cpu, zone, nic, *tolerates) in enumerate(pods):
         claims = [{"name": "gpu", "resourceClaimTemplateName": f"{model.lower()}-x{count}"}]
         if nic:
             claims.append({"name": "nic", "resourceClaimTemplateName": "nic"})
@@ -121,6 +130,7 @@ def cluster(nodes, its, pods, nics: int, limits: bool) -> list[dict]:
                 created=f"2026-12-01T10:00:{j:02d}Z",
                 claims=claims,
                 node_selector={"topology.kubernetes.io/zone": zone} if zone else None,
+                tolerations=[{**TAINT, "operator": "Equal"}] if any(tolerates) else None,
             )
         )
     return docs
@@ -146,14 +156,50 @@ def run(docs: list[dict], caches: bool, tuning: Tuning | None = None) -> dict:
     pods=st.lists(pod_spec, min_size=1, max_size=12),
     nics=st.integers(0, 3),
     limits=st.booleans(),
+    tainted=st.booleans(),
 )
-def test_nodeclaim_caches_change_no_decision(nodes, its, pods, nics, limits) -> None:
-    docs = cluster(nodes, its, pods, nics, limits)
+def test_nodeclaim_caches_change_no_decision(nodes, its, pods, nics, limits, tainted) -> None:
+    docs = cluster(nodes, its, pods, nics, limits, tainted)
     fast = run(docs, True)
     plain = run(docs, False)
     assert fast == plain
     for tuning in ONE_OFF:
         assert run(docs, True, tuning) == fast, tuning
+
+
+def test_a_lasting_bound_is_known_without_asking_only_where_no_taint_refuses_first() -> None:
+    # The scheduler skips asking a NodeClaim whose device-count bound refused pods of the same
+    # claim specs (it lasts while the NodeClaim lives). can_add checks taints first: a tainted
+    # NodeClaim must be asked, so that a pod not tolerating the taint is told the taint.
+    from types import SimpleNamespace
+
+    from allocator.model import Taint
+    from allocator.requirements import Requirements
+    from allocator.scheduling.nodeclaim import NodeClaim
+    from allocator.scheduling.refusalcache import RefusalCache
+
+    specs = (("default", "l4-x2"),)
+    state = SimpleNamespace(cache=RefusalCache())
+    state.cache.lasting_bounds.add(("gpu-pool-1", specs))
+    plain = NodeClaim(
+        id="gpu-pool-1",
+        name="gpu-pool-1",
+        node_pool="gpu-pool",
+        requirements=Requirements(),
+        candidates=[],
+        taints=[],
+    )
+    tainted = NodeClaim(
+        id="gpu-pool-1",
+        name="gpu-pool-1",
+        node_pool="gpu-pool",
+        requirements=Requirements(),
+        candidates=[],
+        taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")],
+    )
+    assert plain.refused_lastingly(specs, state)
+    assert not tainted.refused_lastingly(specs, state)
+    assert not plain.refused_lastingly((("default", "l4-x1"),), state)
 
 
 def test_a_pod_failing_on_full_nodeclaims_of_another_model_is_told_the_model_first() -> None:
