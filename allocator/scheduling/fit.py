@@ -304,6 +304,9 @@ class FilterOutcome:
     # Requirement keys whose minValues the instance types that passed fall short of: key ->
     # (distinct values they offer, minValues). Karpenter's Strict policy then keeps none.
     min_values_short: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The candidates dropped, in the candidates' order, where the filter knows them without
+    # reading every candidate (a NodeClaim's own list, narrowed by its index); else None.
+    dropped: list[InstanceTypeInfo] | None = None
 
     def failure_reason(self) -> str:
         """Why nothing remained, in Karpenter's words."""
@@ -434,15 +437,32 @@ class CapacityIndex:
             if i is None or infos[i] is not info:
                 return None
             mask |= 1 << i
-        self.remember(candidates, mask)
+        self.remember(candidates, mask, listed=False)
         return mask
 
-    def remember(self, candidates: list[InstanceTypeInfo], mask: int) -> None:
+    def remember(self, candidates: list[InstanceTypeInfo], mask: int, listed: bool = True) -> None:
         """``candidates``' bits are ``mask`` (a filter's result, which a NodeClaim keeps as its
-        candidates: asked again, it is known)."""
+        candidates: asked again, it is known). ``listed``: the list is one ``listed`` gave,
+        in the order of its bits."""
         if len(self._masks) >= _CANDIDATE_MASKS:
             self._masks.clear()
-        self._masks[id(candidates)] = (candidates, mask)
+        self._masks[id(candidates)] = (candidates, mask, listed)
+
+    def in_bit_order(self, candidates: list[InstanceTypeInfo]) -> bool:
+        """Whether ``candidates`` is a list ``listed`` gave (its order is that of its bits)."""
+        hit = self._masks.get(id(candidates))
+        return hit is not None and hit[0] is candidates and hit[2]
+
+    def infos_of(self, mask: int) -> list[InstanceTypeInfo]:
+        """The instance types of ``mask`` in the order of its bits, read bit by bit (for a
+        mask of a few)."""
+        infos = self.infos
+        out = []
+        while mask:
+            low = mask & -mask
+            out.append(infos[low.bit_length() - 1])
+            mask ^= low
+        return out
 
     def holding(self, requests: Resources, mask: int) -> int:
         """The bits of ``mask`` whose instance types have every (non-zero) request."""
@@ -629,8 +649,14 @@ def _filter_indexed(
     kept = holding & index.priced
     if kept:
         remaining = index.listed(kept, mask)
+        gone = mask & ~kept
+        dropped = (
+            index.infos_of(gone)
+            if gone.bit_count() <= _DERIVED_DROPS and index.in_bit_order(candidates)
+            else None
+        )
         index.remember(remaining, kept)
-        return _with_min_values(FilterOutcome(remaining), reqs, min_values)
+        return _with_min_values(FilterOutcome(remaining, dropped=dropped), reqs, min_values)
     compatible = mask & index.compatible
     return FilterOutcome(
         [],
@@ -645,6 +671,7 @@ def _with_min_values(outcome: FilterOutcome, reqs: Requirements, min_values: boo
     if short:
         outcome.remaining = []
         outcome.min_values_short = short
+        outcome.dropped = None
     return outcome
 
 

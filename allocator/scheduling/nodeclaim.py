@@ -729,8 +729,18 @@ class NodeClaim:
     def add(self, pod: PodData, decision: NodeClaimDecision, state: RunState) -> None:
         """Karpenter's NodeClaim.Add: commit, then release the instance types it lost."""
         plan = decision.plan
+        stages = plan.stages
         if plan.result is None and len(plan.candidates) == len(self.candidates):
             released: list[str] = []  # a plan keeps a part of the candidates: here all of them
+        elif (
+            plan.result is None
+            and len(stages) == 1
+            and stages[0][0] == FILTER_STAGE
+            and stages[0][1] is self.candidates
+            and stages[0][5] is not None
+        ):
+            # One filter of its own candidates, which knew what it dropped.
+            released = sorted(info.name for info in stages[0][5])
         else:
             before = set(self.instance_types)
             if plan.result is not None:
@@ -880,7 +890,7 @@ def _filter(
     if whole:
         total = merged(requests, groups[0].overhead)
         outcome = filter_instance_types(candidates, reqs, total, memo, count=count)
-        stages.append((FILTER_STAGE, candidates, reqs, total, outcome.remaining))
+        stages.append((FILTER_STAGE, candidates, reqs, total, outcome.remaining, outcome.dropped))
         return outcome
     outcome = FilterOutcome([])
     kept: list[InstanceTypeInfo] = []
@@ -890,7 +900,7 @@ def _filter(
             continue
         total = merged(requests, group.overhead)
         found = filter_instance_types(subset, reqs, total, memo, count=count, min_values=False)
-        stages.append((FILTER_STAGE, subset, reqs, total, found.remaining))
+        stages.append((FILTER_STAGE, subset, reqs, total, found.remaining, found.dropped))
         outcome.requirements_failed += found.requirements_failed
         outcome.resources_failed += found.resources_failed
         outcome.offerings_failed += found.offerings_failed

@@ -53,7 +53,8 @@ OFFERINGS = "offerings"
 LIMITS = "limits"
 
 # Stage kinds recorded by ``NodeClaim.plan`` (cheap tuples of references).
-FILTER_STAGE = "filter"  # (FILTER_STAGE, candidates, requirements, requests, remaining)
+# (FILTER_STAGE, candidates, requirements, requests, remaining, dropped or None if unknown)
+FILTER_STAGE = "filter"
 DRA_STAGE = "dra"  # (DRA_STAGE, candidates, AllocationResult, kept)
 # DRAExtendedResource: instance types left for a group offering the pod's extended resources
 # differently (natively or not) than the group kept: (stage, dropped infos, message).
@@ -124,12 +125,14 @@ class PruneLog:
         log = self.pruned.setdefault(nc_id, {})
         for stage in stages:
             if stage[0] == FILTER_STAGE:
-                _, candidates, reqs, requests, remaining = stage
+                _, candidates, reqs, requests, remaining, dropped = stage
                 if len(remaining) == len(candidates):
                     continue  # the filter keeps a part of its candidates: it dropped none
-                kept = set(map(info_name, remaining))
-                for info in candidates:
-                    if info.name not in kept and info.name not in log:
+                if dropped is None:
+                    kept = set(map(info_name, remaining))
+                    dropped = [info for info in candidates if info.name not in kept]
+                for info in dropped:
+                    if info.name not in log:
                         log[info.name] = classify_filtered(info, reqs, requests)
             elif stage[0] == EXTENDED_STAGE:
                 for info in stage[1]:

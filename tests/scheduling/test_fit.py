@@ -211,6 +211,9 @@ def test_the_memo_filters_as_the_full_filter(indexed, catalog, gpus, narrow):
         fast = filter_instance_types(candidates, reqs, requests, memo)
         plain = filter_instance_types(candidates, reqs, requests)
         assert [i.name for i in fast.remaining] == [i.name for i in plain.remaining]
+        if fast.dropped is not None:  # what the index knew it dropped, in the candidates' order
+            kept = set(map(id, fast.remaining))
+            assert fast.dropped == [i for i in candidates if id(i) not in kept]
         if not plain.remaining:
             assert fast == plain
         kept = fast.remaining
@@ -245,6 +248,34 @@ def test_a_narrower_mask_lists_as_if_read_anew(count, seed, drops):
     fresh, _ = FilterMemo(infos).indexed(Requirements(), infos)
     assert index.listed(mask, within) == fresh.listed(mask)
     assert index.listed(mask, within) == fresh.listed(mask)  # and again, from its own list
+
+
+@given(cpus=st.lists(st.integers(1, 64), min_size=1, max_size=12), seed=st.randoms())
+def test_a_nodeclaim_filling_up_is_told_which_instance_types_it_lost(cpus, seed):
+    # A NodeClaim's candidates are the list its last filter gave; each pod asks for more
+    # CPU. The filter says which candidates it dropped (the report logs them, Add releases
+    # them) without reading the 400 others: exactly those missing, in the candidates' order.
+    offered = [Offering("us-west-2a", "on-demand", 1.0)]
+    infos = [
+        instance_type_info(_it(f"m7i.{i}xlarge", str(cpu), [replace(offered[0], price=cpu)]))
+        for i, cpu in enumerate(cpus)
+    ]
+    memo = FilterMemo(infos)
+    reqs = Requirements()
+    candidates = infos
+    asked = 0
+    for _ in range(6):
+        asked += seed.choice([0, 500, 1000, 4000])
+        outcome = filter_instance_types(candidates, reqs, {"cpu": asked, "pods": 1000}, memo)
+        kept = set(map(id, outcome.remaining))
+        lost = [i for i in candidates if id(i) not in kept]
+        if candidates is infos:
+            assert outcome.dropped is None  # the NodePool's own list: not the index's order
+        elif outcome.remaining:
+            assert outcome.dropped == lost
+        if not outcome.remaining:
+            break
+        candidates = outcome.remaining
 
 
 def test_limits_refuse_instance_types_larger_than_what_remains():
