@@ -265,9 +265,13 @@ class Quantity:
 
     def milli_value(self) -> int:
         """Value in thousandths, rounded up away from zero like Kubernetes' MilliValue."""
-        if self.value.denominator == 1:  # most quantities ("8", "64Gi"): no Fraction math
-            return self.value.numerator * 1000
-        scaled = self.value * 1000
+        value = self.value
+        denominator = value.denominator
+        if denominator == 1:  # most quantities ("8", "64Gi"): no Fraction math
+            return value.numerator * 1000
+        if 1000 % denominator == 0:  # "500m", "1.5": whole thousandths, exactly
+            return value.numerator * (1000 // denominator)
+        scaled = value * 1000
         magnitude = math.ceil(abs(scaled))
         return magnitude if scaled >= 0 else -magnitude
 

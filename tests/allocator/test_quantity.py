@@ -1,3 +1,4 @@
+import math
 import time
 from fractions import Fraction
 
@@ -198,6 +199,14 @@ def test_canonical_milli_is_the_quantitys_canonical_text(milli, fmt):
     text = canonical_milli(milli, fmt)
     assert text == Quantity(Fraction(milli, 1000), fmt).canonical()
     assert Quantity.parse(text).milli_value() == milli
+
+
+@given(nano_values)
+def test_milli_value_rounds_up_away_from_zero_as_kubernetes_does(value):
+    # Whole thousandths ("500m", "1.5") are read without Fraction arithmetic; every value
+    # gives Kubernetes' MilliValue all the same: ceil(|value| * 1000), with the sign.
+    magnitude = math.ceil(abs(value) * 1000)
+    assert Quantity(value, DECIMAL_SI).milli_value() == (magnitude if value >= 0 else -magnitude)
 
 
 @given(nano_values, nano_values)
