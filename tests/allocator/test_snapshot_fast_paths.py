@@ -439,7 +439,7 @@ def test_plain_results_take_the_fast_path():
     )
 )
 def test_refused_characters_found_as_the_regular_expression_finds_them(text):
-    expected = decode._REFUSED_CHARACTER.search(text) is not None
+    expected = re.search(decode._REFUSED_CHARACTER, text) is not None
     assert decode._has_refused_character(text) is expected
 
 
