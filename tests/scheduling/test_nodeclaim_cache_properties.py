@@ -171,6 +171,7 @@ def test_a_lasting_bound_is_known_without_asking_only_where_no_taint_refuses_fir
     # The scheduler skips asking a NodeClaim whose device-count bound refused pods of the same
     # claim specs (it lasts while the NodeClaim lives). can_add checks taints first: a tainted
     # NodeClaim must be asked, so that a pod not tolerating the taint is told the taint.
+    from dataclasses import replace
     from types import SimpleNamespace
 
     from allocator.model import Taint
@@ -189,14 +190,7 @@ def test_a_lasting_bound_is_known_without_asking_only_where_no_taint_refuses_fir
         candidates=[],
         taints=[],
     )
-    tainted = NodeClaim(
-        id="gpu-pool-1",
-        name="gpu-pool-1",
-        node_pool="gpu-pool",
-        requirements=Requirements(),
-        candidates=[],
-        taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")],
-    )
+    tainted = replace(plain, taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")])
     assert plain.refused_lastingly(specs, state)
     assert not tainted.refused_lastingly(specs, state)
     assert not plain.refused_lastingly((("default", "l4-x1"),), state)
