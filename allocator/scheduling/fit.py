@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -378,6 +378,14 @@ _LISTED_MASKS = 128
 _DERIVED_DROPS = 32
 
 
+def _low_bits(mask: int) -> Iterator[int]:
+    """Each set bit of ``mask`` as a power of two, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low
+        mask ^= low
+
+
 @dataclass(slots=True)
 class _FilterEntry:
     """What a FilterMemo knows for one requirements' content."""
@@ -457,12 +465,7 @@ class CapacityIndex:
         """The instance types of ``mask`` in the order of its bits, read bit by bit (for a
         mask of a few)."""
         infos = self.infos
-        out = []
-        while mask:
-            low = mask & -mask
-            out.append(infos[low.bit_length() - 1])
-            mask ^= low
-        return out
+        return [infos[low.bit_length() - 1] for low in _low_bits(mask)]
 
     def holding(self, requests: Resources, mask: int) -> int:
         """The bits of ``mask`` whose instance types have every (non-zero) request."""
@@ -492,11 +495,7 @@ class CapacityIndex:
                 known = list(parent)
                 # Bit i of ``within`` is at the position of the bits below it; the highest
                 # first, so that the positions of the others stay.
-                positions = []
-                while dropped:
-                    low = dropped & -dropped
-                    positions.append((within & (low - 1)).bit_count())
-                    dropped ^= low
+                positions = [(within & (low - 1)).bit_count() for low in _low_bits(dropped)]
                 for position in reversed(positions):
                     del known[position]
             else:
