@@ -27,6 +27,7 @@ from allocator.scheduling.finalization import finalized_requirements, node_claim
 from allocator.scheduling.fit import HOSTNAME, cheapest_offerings, format_quantity, info_name
 from allocator.scheduling.gating import initialization_gating
 from allocator.scheduling.nodeclaim import NodeClaim
+from allocator.scheduling.poddata import ShapeAttempt
 from allocator.scheduling.setup import Run
 
 SCHEMA_VERSION = "v1"
@@ -146,6 +147,9 @@ class _Memos:
     causes: dict = field(default_factory=dict)  # explanation/cause.py facts
     # (target, funnel id, claim place) of every entry -> what was read of that log.
     readings: dict[tuple, _LogReading] = field(default_factory=dict)
+    # id(ShapeAttempt) -> (it, the reading of its log): a remembered attempt's pod and the
+    # replicas that replayed it read it without walking their logs (PodOutcome.attempt).
+    replayed: dict[int, tuple[ShapeAttempt, _LogReading]] = field(default_factory=dict)
     # NodeClaims' instance types, requirements and prices (_node_claim_offer).
     node_claim_offers: dict[tuple, tuple] = field(default_factory=dict)
     # Grouped reasons per reasons (their length and ends, then compared whole), kinds and
@@ -183,6 +187,11 @@ class _Memos:
     def reading(self, outcome) -> tuple[_LogReading, list[str]]:
         """The pod's funnel log as read, and its claims' keys (a place names one of them)."""
         claim_keys = [c.key for c in outcome.pod_claims.claims]
+        source = outcome.attempt
+        if source is not None:
+            known = self.replayed.get(id(source))
+            if known is not None and known[0] is source:
+                return known[1], claim_keys
         place = {key: i for i, key in enumerate(claim_keys)}
         log = outcome.funnel_log
         # One pass for the key: the failed replicas of one workload read one log (5,000
@@ -202,6 +211,8 @@ class _Memos:
                 request_funnels(entries, self.causes),
                 longest_search(entries, all_mode_requests(outcome.pod_claims.claims)),
             )
+        if source is not None:
+            self.replayed[id(source)] = (source, found)
         return found, claim_keys
 
 

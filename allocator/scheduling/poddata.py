@@ -67,11 +67,30 @@ class PodOutcome:
     # Whether the last failed attempt built its words and funnels: one that will be retried
     # (another pod was placed earlier in the same pass) does not (Scheduler.solve).
     explained: bool = True
+    # The remembered attempt whose funnel log the last attempt's is, with this pod's claims
+    # in the same places: the one remembered from it, or one of a pod of the same shape it
+    # replayed (None: neither). The result reads that log once for all the replicas
+    # (result._Memos.reading).
+    attempt: ShapeAttempt | None = None
 
     @property
     def funnels(self) -> list[tuple[str, Funnel]]:
         """(target, funnel) of every refusal of the last attempt, in the order tried."""
         return [(t, f if c is None else f.for_claim(c)) for t, f, c in self.funnel_log]
+
+
+@dataclass(slots=True)
+class ShapeAttempt:
+    """A failed attempt of a pod, replayable for a pod of the same shape in the same state."""
+
+    version: int  # the state version the attempt started from
+    claim_keys: list[str]
+    reasons: list[tuple[str, str]]
+    funnel_log: list[FunnelEntry]
+    validated: bool
+    dfs_nodes: int
+    error: str | None = None  # the attempt's summary
+    reason_kinds: dict[str, tuple] = field(default_factory=dict)  # PodOutcome.reason_kinds
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ from allocator.pools import TEMPLATE
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
 from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType, info_name
-from allocator.scheduling.poddata import FunnelEntry, PodOutcome
+from allocator.scheduling.poddata import FunnelEntry, PodOutcome, ShapeAttempt
 
 ClaimState = Callable[[ResourceClaim], str]
 
@@ -123,20 +123,6 @@ class WordedRefusal:
     # instance types searched alone for it (None: not refused), in the words of claim_keys.
     narrowed: dict[tuple, ExplainedRefusal | None] = field(default_factory=dict)
     alone: dict[str, AllocationError | None] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class ShapeAttempt:
-    """A failed attempt of a pod, replayable for a pod of the same shape in the same state."""
-
-    version: int  # the state version the attempt started from
-    claim_keys: list[str]
-    reasons: list[tuple[str, str]]
-    funnel_log: list[FunnelEntry]
-    validated: bool
-    dfs_nodes: int
-    error: str | None = None  # the attempt's summary
-    reason_kinds: dict[str, tuple] = field(default_factory=dict)  # PodOutcome.reason_kinds
 
 
 @dataclass(slots=True)
@@ -629,7 +615,7 @@ class RefusalCache:
     def remember_shape(self, shape: tuple, version: int, outcome: PodOutcome) -> None:
         if _names_pod(outcome):
             return  # a reason naming the pod itself is not another pod's
-        self.shapes[shape] = ShapeAttempt(
+        outcome.attempt = self.shapes[shape] = ShapeAttempt(
             version,
             [c.key for c in outcome.pod_claims.claims],
             outcome.reasons,
@@ -656,6 +642,7 @@ class RefusalCache:
             return hit
 
         outcome.attempts += 1
+        outcome.attempt = seen
         outcome.explained = True  # only explained attempts are remembered
         outcome.reason_kinds = seen.reason_kinds  # by target, read only
         same_names = all(a == b for a, b in names.items())  # no claims: nothing renamed

@@ -185,6 +185,7 @@ class Scheduler:
         trace = state.trace
         pod = outcome.pod
         outcome.attempts += 1
+        outcome.attempt = None
         outcome.reasons = []
         outcome.reason_kinds = {}
         outcome.funnel_log = []

@@ -27,9 +27,12 @@ def test_replicas_failing_alike_share_one_reading_and_name_their_own_claims(monk
     # reasons listed one by one).
     docs = existing_nodes(nodes=12, pods=40, missing_every=10)
     readings: list[int] = []
+    walked: list[bool] = []  # whether the pod's own log was walked (not its attempt's reading)
     reading = result_module._Memos.reading
 
     def counted(self, outcome):
+        attempt = outcome.attempt
+        walked.append(attempt is None or id(attempt) not in self.replayed)
         found = reading(self, outcome)
         readings.append(len(self.readings))
         return found
@@ -39,6 +42,7 @@ def test_replicas_failing_alike_share_one_reading_and_name_their_own_claims(monk
 
     def alone(self, outcome):
         self.readings.clear()  # every log read on its own
+        self.replayed.clear()
         return reading(self, outcome)
 
     monkeypatch.setattr(result_module._Memos, "reading", alone)
@@ -49,6 +53,9 @@ def test_replicas_failing_alike_share_one_reading_and_name_their_own_claims(monk
     failed = [p for p in shared["pods"] if not p["scheduled"]]
     assert [p["pod"] for p in failed] == [f"ml-training/train-{i}" for i in (9, 19, 29, 39)]
     assert readings[-1] == 1  # four failed pods, one log read
+    # train-9 and train-19 each made an attempt of their own; train-29 and train-39 replayed
+    # train-19's: their logs are not walked again.
+    assert walked == [True, True, False, False]
     for entry in failed:
         claim = f"{entry['pod']}-gpu"
         assert {f["claim"] for f in entry["explanation"]} == {claim}
