@@ -149,7 +149,7 @@ class _Memos:
     readings: dict[tuple, _LogReading] = field(default_factory=dict)
     # id(ShapeAttempt) -> (it, the reading of its log): a remembered attempt's pod and the
     # replicas that replayed it read it without walking their logs (PodOutcome.attempt).
-    replayed: dict[int, tuple[ShapeAttempt, _LogReading]] = field(default_factory=dict)
+    by_attempt: dict[int, tuple[ShapeAttempt, _LogReading]] = field(default_factory=dict)
     # NodeClaims' instance types, requirements and prices (_node_claim_offer).
     node_claim_offers: dict[tuple, tuple] = field(default_factory=dict)
     # Grouped reasons per reasons (their length and ends, then compared whole), kinds and
@@ -189,7 +189,7 @@ class _Memos:
         claim_keys = [c.key for c in outcome.pod_claims.claims]
         source = outcome.attempt
         if source is not None:
-            known = self.replayed.get(id(source))
+            known = self.by_attempt.get(id(source))
             if known is not None and known[0] is source:
                 return known[1], claim_keys
         place = {key: i for i, key in enumerate(claim_keys)}
@@ -212,7 +212,7 @@ class _Memos:
                 longest_search(entries, all_mode_requests(outcome.pod_claims.claims)),
             )
         if source is not None:
-            self.replayed[id(source)] = (source, found)
+            self.by_attempt[id(source)] = (source, found)
         return found, claim_keys
 
 

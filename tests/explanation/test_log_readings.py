@@ -32,7 +32,7 @@ def test_replicas_failing_alike_share_one_reading_and_name_their_own_claims(monk
 
     def counted(self, outcome):
         attempt = outcome.attempt
-        walked.append(attempt is None or id(attempt) not in self.replayed)
+        walked.append(attempt is None or id(attempt) not in self.by_attempt)
         found = reading(self, outcome)
         readings.append(len(self.readings))
         return found
@@ -42,7 +42,7 @@ def test_replicas_failing_alike_share_one_reading_and_name_their_own_claims(monk
 
     def alone(self, outcome):
         self.readings.clear()  # every log read on its own
-        self.replayed.clear()
+        self.by_attempt.clear()
         return reading(self, outcome)
 
     monkeypatch.setattr(result_module._Memos, "reading", alone)
