@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from allocator.bindings import AttributeBindings
@@ -45,6 +45,7 @@ from allocator.nodeclaim import NodeClaimView
 from allocator.pipeline import Pipeline
 from allocator.pools import TEMPLATE, Pool, SliceUniverse, refilter, template_devices
 from allocator.quantity import Quantity
+from allocator.records import record
 from allocator.requests import EXACT_COUNT, ClaimData, RequestData, SelectorMatcher
 from allocator.requirements import LABEL_HOSTNAME, NODE_NAME_KEY, Requirement, Requirements
 from allocator.templateshapes import (
@@ -971,7 +972,7 @@ def _claim_requirements(path: list[PathEntry]) -> Requirements:
     return reqs
 
 
-@dataclass(slots=True)
+@record
 class AllocationResult:
     """Allocate's answer on a target: the instance types that held and the devices."""
 
@@ -1006,7 +1007,7 @@ def _names_its_target(per_it: Mapping[str, list[PathEntry]]) -> bool:
     return False
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class FreshAllocation:
     """What Allocate found on a NodeClaim that held nothing and reached no in-cluster pool
     (``Allocator._fresh_key``); read only, shared by the results of NodeClaims alike."""

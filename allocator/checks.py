@@ -14,13 +14,14 @@ Below the checks, the DFS and the explanation, so that none of them imports anot
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple, Protocol
 
 from allocator.constraints import MatchAttributeConstraint
 from allocator.features.gates import FeatureGates
 from allocator.model import DeviceID, PoolKey, ResourceSliceTemplate
 from allocator.pools import DeviceWithID
+from allocator.records import record
 from allocator.requests import ClaimData, RequestData, SelectorMatcher
 from allocator.requirements import Requirements
 from allocator.tracker import AllocationTracker
@@ -59,7 +60,7 @@ class Rejection(NamedTuple):
     facts: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Refusal:
     """Why one device check refused one candidate, worded for the refusal funnel."""
 
@@ -70,7 +71,7 @@ class Refusal:
     also: tuple[str, ...] = ()  # the other checks that refuse the device too (reason codes)
 
 
-@dataclass(slots=True)
+@record
 class Step:
     """Where the DFS stands when a check runs."""
 
@@ -81,7 +82,7 @@ class Step:
     position: int  # index of the candidate in the request's candidate list
 
 
-@dataclass(slots=True)
+@record
 class PathEntry:
     """A device the search took: for which claim and request, and the allocation result fields
     the checks gave it (``extra``; keys starting with "_" stay internal)."""

@@ -7,11 +7,12 @@ tightened by every already-allocated claim), so mutually incompatible claims fai
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.errors import AllocationError
 from allocator.model import ResourceClaim
+from allocator.records import record
 from allocator.requirements import Requirements, requirements_from_node_selector
 
 UNALLOCATED = "unallocated"
@@ -21,7 +22,7 @@ REALLOCATED = "reallocated"
 STATES = (UNALLOCATED, ALLOCATED_IN_CLUSTER, ALLOCATED_IN_MEMORY, REALLOCATED)
 
 
-@dataclass(slots=True)
+@record
 class AllocatedDevice:
     """One device of a claim's allocation, as docs/RESULT.md prints it."""
 
@@ -49,7 +50,7 @@ class AllocatedDevice:
         return out
 
 
-@dataclass(slots=True)
+@record
 class ClaimAllocationMetadata:
     """Recorded on Commit for claims first allocated in this run (in-memory reuse)."""
 
@@ -60,7 +61,7 @@ class ClaimAllocationMetadata:
     node_selector: dict | None = None
 
 
-@dataclass(slots=True)
+@record
 class ClaimOutcome:
     """Per claim of an Allocate result."""
 
@@ -100,7 +101,7 @@ def merge_devices(
     return out
 
 
-@dataclass(slots=True)
+@record
 class ClassifiedClaim:
     """A claim as classified before the search: its state and the topology it brings."""
 

@@ -9,7 +9,6 @@ plug in without edits here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 from allocator.bindings import AttributeBindings, lookup_attribute
@@ -17,9 +16,10 @@ from allocator.errors import ValidationError
 from allocator.features.gates import FeatureGates
 from allocator.model import AttributeValue, DeviceConstraint
 from allocator.pools import DeviceWithID
+from allocator.records import record
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class BindingFallback:
     """The (nodePool, instanceType) context in which runtime-only attributes are compared."""
 
@@ -176,7 +176,7 @@ class MatchAttributeConstraint:
 ConstraintParser = Callable[[DeviceConstraint, "ConstraintParseContext"], Constraint]
 
 
-@dataclass(slots=True)
+@record
 class ConstraintParseContext:
     """What a constraint parser reads: the claim, its request names, the gates."""
 

@@ -20,7 +20,7 @@ builder.py``), which reads that record and this search's state.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from allocator.bindings import AttributeBindings
@@ -38,6 +38,7 @@ from allocator.explanation.funnel import Funnel, decisive_reason, funnel_json
 from allocator.features.gates import FeatureGates
 from allocator.model import ALLOCATION_RESULTS_MAX_SIZE, DeviceID, PoolKey, ResourceSliceTemplate
 from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
+from allocator.records import record
 from allocator.requests import ALL, ClaimData, PrunedInstanceType, RequestData, SelectorMatcher
 from allocator.requirements import Requirements
 from allocator.trace import NULL_TRACE, Trace
@@ -91,7 +92,7 @@ def _chain(shared: LazyCandidates, rest: Sequence[DeviceWithID]):
     yield from rest
 
 
-@dataclass(slots=True)
+@record
 class ITOutcome:
     """The search on one instance type: whether it held, the path taken, or why not."""
 
@@ -112,7 +113,7 @@ class ITOutcome:
 _UNWORDED = "refused by counting"
 
 
-@dataclass(slots=True)
+@record
 class SearchRecord:
     """What the search of one instance type recorded about where it failed: the deepest slot
     it could not fill ((claim, request, slot) positions) with its words, and the devices that
@@ -135,7 +136,7 @@ class SearchRecord:
             self.refusals = refusals or []
 
 
-@dataclass(slots=True)
+@record
 class CountRefusal:
     """A request the count stage refuses: the stage so far (this request last), and the
     refusal's funnel and words; both None when found without words (``explain`` off)."""

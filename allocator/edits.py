@@ -18,9 +18,11 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import orjson
+
+from allocator.records import record
 
 NAMESPACED = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "ReplicaSet"})
 
@@ -44,7 +46,7 @@ class PatchError(ValueError):
     """A JSON patch that does not apply to its object (the message names the operation)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Edit:
     """One change as a user applies it."""
 
@@ -75,7 +77,7 @@ def object_name(kind: str, raw: dict) -> str:
     return f"{kind} {name}"
 
 
-@dataclass(slots=True)
+@record
 class ObjectIndex:
     """A snapshot's documents by object name (the first of a name wins, as the loader keeps
     it), and which pods use each claim or claim template (built on first use)."""

@@ -9,10 +9,11 @@ Identity types are NamedTuples because they are hashed in the DFS inner loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from allocator.quantity import Quantity
+from allocator.records import record
 
 # Kubernetes caps allocation results at this many devices per claim (AllocationResultsMaxSize).
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -41,7 +42,7 @@ class DeviceID(NamedTuple):
 
 # An attribute value as Python sees it: bool, int, str, or a Version (semver string) for the
 # ``version`` type; list-typed attributes (DRAListTypeAttributes) are tuples of those.
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Version:
     """A ``version``-typed device attribute (semantic version), compared as semver by CEL."""
 
@@ -57,7 +58,7 @@ AttributeValue = bool | int | str | Version | tuple
 # --- ResourceSlice ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class DeviceTaint:
     """A device's taint (resource.k8s.io DeviceTaint), published or from a DeviceTaintRule."""
 
@@ -67,7 +68,7 @@ class DeviceTaint:
     time_added: str | None = None
 
 
-@dataclass(slots=True)
+@record
 class CounterConsumption:
     """What a device draws from a shared counter set (``consumesCounters``)."""
 
@@ -76,7 +77,7 @@ class CounterConsumption:
     compatibility_groups: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
+@record
 class CounterSet:
     """A slice's shared counters (``sharedCounters``) that devices draw from."""
 
@@ -84,7 +85,7 @@ class CounterSet:
     counters: dict[str, Quantity]
 
 
-@dataclass(slots=True)
+@record
 class RequestPolicy:
     """How a consumable capacity may be requested (``requestPolicy``: default, values, range)."""
 
@@ -95,7 +96,7 @@ class RequestPolicy:
     valid_range_step: Quantity | None = None
 
 
-@dataclass(slots=True)
+@record
 class DeviceCapacity:
     """One capacity of a device: its value and, when consumable, its request policy."""
 
@@ -103,7 +104,7 @@ class DeviceCapacity:
     request_policy: RequestPolicy | None = None
 
 
-@dataclass(slots=True)
+@record
 class Device:
     """One device of a ResourceSlice (v1 shape; v1beta1's ``basic:`` is unwrapped on load)."""
 
@@ -124,7 +125,7 @@ class Device:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class ResourceSlice:
     """A ResourceSlice: one driver's devices of one pool, and where they are reachable."""
 
@@ -150,7 +151,7 @@ class ResourceSlice:
 # --- DeviceClass / ResourceClaim -------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class DeviceSelector:
     """One selector of a DeviceClass or request: a CEL expression."""
 
@@ -158,7 +159,7 @@ class DeviceSelector:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class DeviceClass:
     """A DeviceClass: selectors every request of the class adds, and its extended resource."""
 
@@ -168,7 +169,7 @@ class DeviceClass:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class DeviceToleration:
     """A request's toleration of device taints."""
 
@@ -179,14 +180,14 @@ class DeviceToleration:
     toleration_seconds: int | None = None
 
 
-@dataclass(slots=True)
+@record
 class CapacityRequirements:
     """What a request asks of a device's consumable capacity (``capacity.requests``)."""
 
     requests: dict[str, Quantity] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class ExactDeviceRequest:
     """The body of ``exactly`` (or of one ``firstAvailable`` entry, a subrequest)."""
 
@@ -199,7 +200,7 @@ class ExactDeviceRequest:
     capacity: CapacityRequirements | None = None
 
 
-@dataclass(slots=True)
+@record
 class DeviceSubRequest:
     """One ``firstAvailable`` alternative of a request, named ``<request>/<sub>``."""
 
@@ -207,7 +208,7 @@ class DeviceSubRequest:
     request: ExactDeviceRequest
 
 
-@dataclass(slots=True)
+@record
 class DeviceRequest:
     """A claim's request: ``exactly`` one shape, or ``firstAvailable`` alternatives."""
 
@@ -216,7 +217,7 @@ class DeviceRequest:
     first_available: list[DeviceSubRequest] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class DeviceConstraint:
     """A claim's constraint across requests: matchAttribute or distinctAttribute."""
 
@@ -226,7 +227,7 @@ class DeviceConstraint:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class DeviceRequestAllocationResult:
     """One allocated device of a claim (``status.allocation.devices.results``)."""
 
@@ -246,7 +247,7 @@ class DeviceRequestAllocationResult:
         return DeviceID(self.driver, self.pool, self.device)
 
 
-@dataclass(slots=True)
+@record
 class AllocationResult:
     """``status.allocation`` of a ResourceClaim."""
 
@@ -254,7 +255,7 @@ class AllocationResult:
     node_selector: dict | None = None  # raw v1.NodeSelector
 
 
-@dataclass(slots=True)
+@record
 class ConsumerReference:
     """Who a claim is reserved for (``status.reservedFor``): a pod, by name and UID."""
 
@@ -264,7 +265,7 @@ class ConsumerReference:
     api_group: str = ""
 
 
-@dataclass(slots=True)
+@record
 class ResourceClaimSpec:
     """What a claim asks for: requests, constraints and opaque config."""
 
@@ -273,7 +274,7 @@ class ResourceClaimSpec:
     config: list[dict] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class ResourceClaim:
     """A ResourceClaim, from the cluster or generated from a pod's template."""
 
@@ -292,7 +293,7 @@ class ResourceClaim:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(slots=True)
+@record
 class ResourceClaimTemplate:
     """A ResourceClaimTemplate: the spec a pod's generated claim gets."""
 
@@ -302,7 +303,7 @@ class ResourceClaimTemplate:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class DeviceTaintRule:
     """A DeviceTaintRule: a taint put on the devices its selector names."""
 
@@ -318,7 +319,7 @@ class DeviceTaintRule:
 # --- core/v1 ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class Namespace:
     """A Namespace: its labels, read by namespace selectors."""
 
@@ -327,7 +328,7 @@ class Namespace:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class Taint:
     """A node's taint."""
 
@@ -336,7 +337,7 @@ class Taint:
     effect: str  # NoSchedule | PreferNoSchedule | NoExecute
 
 
-@dataclass(slots=True)
+@record
 class Toleration:
     """A pod's toleration of node taints."""
 
@@ -347,7 +348,7 @@ class Toleration:
     toleration_seconds: int | None = None
 
 
-@dataclass(slots=True)
+@record
 class Node:
     """A Node: labels, allocatable resources, taints and whether it takes pods."""
 
@@ -362,7 +363,7 @@ class Node:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class OwnerReference:
     """A pod's owner (``metadata.ownerReferences``): tells DaemonSet pods and IsOwnedBy."""
 
@@ -373,7 +374,7 @@ class OwnerReference:
     controller: bool = False
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PodVolume:
     """A volume of a pod backed by a PersistentVolumeClaim (other volume kinds are not kept:
     Karpenter reads nothing from them)."""
@@ -386,7 +387,7 @@ class PodVolume:
     template_storage_class: str | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class ContainerHostPort:
     """A container port with a hostPort (API defaulting applied: protocol TCP)."""
 
@@ -396,7 +397,7 @@ class ContainerHostPort:
     container: str = ""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PodCondition:
     """One of a pod's ``status.conditions`` (PodScheduled tells a pending pod)."""
 
@@ -406,7 +407,7 @@ class PodCondition:
     message: str = ""
 
 
-@dataclass(slots=True)
+@record
 class PodResourceClaim:
     """A pod's claim entry: a claim by name, or a template to generate one from."""
 
@@ -421,7 +422,7 @@ class PodResourceClaim:
 # terms, sharing the rest.
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class LabelSelectorRequirement:
     """One ``matchExpressions`` entry of a label selector."""
 
@@ -430,7 +431,7 @@ class LabelSelectorRequirement:
     values: tuple[str, ...] = ()
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class LabelSelector:
     """A metav1.LabelSelector (an empty one selects everything; a pod term without one, None,
     selects nothing)."""
@@ -462,7 +463,7 @@ class LabelSelector:
         return True
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PodAffinityTerm:
     """A pod (anti-)affinity term: the pods it selects and the topology key it counts by."""
 
@@ -474,7 +475,7 @@ class PodAffinityTerm:
     mismatch_label_keys: tuple[str, ...] = ()
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class WeightedPodAffinityTerm:
     """A preferred pod (anti-)affinity term with its weight."""
 
@@ -482,7 +483,7 @@ class WeightedPodAffinityTerm:
     term: PodAffinityTerm
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PodAffinity:
     """``spec.affinity.podAffinity`` or ``podAntiAffinity``."""
 
@@ -490,7 +491,7 @@ class PodAffinity:
     preferred: tuple[WeightedPodAffinityTerm, ...] = ()
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class PreferredSchedulingTerm:
     """A preferred node affinity term with its weight."""
 
@@ -498,7 +499,7 @@ class PreferredSchedulingTerm:
     preference: dict  # raw NodeSelectorTerm (validated on load)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class TopologySpreadConstraint:
     """A pod's topology spread constraint."""
 
@@ -512,7 +513,7 @@ class TopologySpreadConstraint:
     match_label_keys: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
+@record
 class Pod:
     """A Pod: what the scheduler reads of it (requests, claims, affinity, spread, volumes)."""
 
@@ -563,7 +564,7 @@ class Pod:
 # --- storage (core/v1 PersistentVolume(Claim), storage.k8s.io/v1) ----------------------------
 
 
-@dataclass(slots=True)
+@record
 class PersistentVolumeClaim:
     """A PersistentVolumeClaim: the volume or storage class a pod's volume binds to."""
 
@@ -581,7 +582,7 @@ class PersistentVolumeClaim:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(slots=True)
+@record
 class PersistentVolume:
     """A PersistentVolume: the node affinity and driver that pin its pods."""
 
@@ -595,7 +596,7 @@ class PersistentVolume:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class TopologySelectorRequirement:
     """One ``allowedTopologies`` expression of a StorageClass."""
 
@@ -603,7 +604,7 @@ class TopologySelectorRequirement:
     values: tuple[str, ...]
 
 
-@dataclass(slots=True)
+@record
 class StorageClass:
     """A StorageClass: its provisioner, binding mode and allowed topologies."""
 
@@ -620,7 +621,7 @@ class StorageClass:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class CSINodeDriver:
     """One driver of a CSINode, with the volumes a node may attach."""
 
@@ -630,7 +631,7 @@ class CSINodeDriver:
     allocatable_count: int | None = None
 
 
-@dataclass(slots=True)
+@record
 class CSINode:
     """A CSINode: per CSI driver, how many volumes the node may attach."""
 
@@ -642,7 +643,7 @@ class CSINode:
 # --- apps/v1 ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class DaemonSet:
     """A DaemonSet: the pod it runs on every node it tolerates (overhead, room kept)."""
 
@@ -662,7 +663,7 @@ class DaemonSet:
 # --- Karpenter -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class NodePool:
     """A Karpenter NodePool: requirements, template, taints, limits and weight."""
 
@@ -677,7 +678,7 @@ class NodePool:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class NodeClaim:
     """A Karpenter NodeClaim already in the cluster (launched, or its node not registered yet)."""
 
@@ -694,7 +695,7 @@ class NodeClaim:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class Offering:
     """An instance type's offering: zone, capacity type, price and availability."""
 
@@ -706,7 +707,7 @@ class Offering:
     requirements: list[dict] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class ResourceSliceTemplate:
     """What a node's DRA driver will publish (node-local); devices have the slice shape."""
 
@@ -718,7 +719,7 @@ class ResourceSliceTemplate:
     raw: dict = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class AttributeBindingDecl:
     """Devices of an instance type that will report the same value of ``attribute``."""
 
@@ -726,7 +727,7 @@ class AttributeBindingDecl:
     devices: list[DeviceID] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class InstanceType:
     """An instance type a NodePool may launch: capacity, requirements, offerings and devices."""
 
@@ -742,7 +743,7 @@ class InstanceType:
 # --- the snapshot ----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class Snapshot:
     """Everything one upload holds, typed, plus the raw documents it came from."""
 

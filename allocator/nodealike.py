@@ -20,10 +20,10 @@ selectors read whole devices.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from allocator.model import Device
 from allocator.pools import Pool
+from allocator.records import record
 from allocator.templateshapes import ReadAttributes
 from allocator.tracker import AllocationTracker
 
@@ -37,7 +37,7 @@ _READ_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class NodeAlike:
     """What the count stage reads on one node, names taken out, and the names to map back."""
 

@@ -3,10 +3,11 @@ in-flight NodeClaims look the same to it), and a plain implementation of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, runtime_checkable
 
 from allocator.model import ResourceSliceTemplate
+from allocator.records import record
 from allocator.requirements import Requirements
 
 
@@ -26,7 +27,7 @@ class NodeClaimView(Protocol):
         ...
 
 
-@dataclass(slots=True)
+@record
 class SimpleNodeClaim:
     """A NodeClaimView from plain data.
 

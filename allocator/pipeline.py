@@ -17,7 +17,6 @@ constructible so the design's plain behaviour stays testable.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from allocator.checks import CheckFactory, DeviceCheck, PathEntry, Reusable, SearchState
 from allocator.claims import ClaimOutcome
@@ -53,6 +52,7 @@ from allocator.model import (
     ResourceSliceTemplate,
 )
 from allocator.quantity import Quantity
+from allocator.records import record
 from allocator.validation import FirstAvailableHandler, RequestValidator
 
 # (in-cluster devices by ID, gates, claims, their outcomes, paths per instance type, pod,
@@ -71,7 +71,7 @@ NodeResources = Callable[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class DeviceCheckSpec:
     """One device check: its name (the trace's reason code family) and its factory, called
     once per instance type's search; the factory may return None when the check has nothing
@@ -84,7 +84,7 @@ class DeviceCheckSpec:
         return self.factory
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FeatureCheckSpec:
     """A DRA feature's check that reads what the features keep for the Allocator (a ledger,
     the taint index): its factory gets that state too. Without it (a pipeline without the
@@ -104,7 +104,7 @@ def _nothing(ctx: SearchState) -> None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Pipeline:
     """What one run's Allocator applies, in order.
 

@@ -9,9 +9,10 @@ pools of one NodeClaim never scans every device of the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice, ResourceSliceTemplate
+from allocator.records import record
 from allocator.requirements import Requirements, requirements_from_node_selector
 
 IN_CLUSTER = "in-cluster"
@@ -19,7 +20,7 @@ TEMPLATE = "template"
 HOSTNAME = "kubernetes.io/hostname"
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class DeviceWithID:
     """A candidate device. Hashed by identity: template devices of two instance types may share
     a DeviceID but differ in attributes."""
@@ -48,7 +49,7 @@ class DeviceWithID:
         return self.source == TEMPLATE
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class Pool:
     """A device pool (driver, pool name): its slices' devices, and whether it is usable."""
 
@@ -69,7 +70,7 @@ class Pool:
     has_shared_devices: bool = False
 
 
-@dataclass(slots=True)
+@record
 class PoolInfo:
     """Global facts about a pool, computed across ALL its slices (matching or not)."""
 
@@ -84,7 +85,7 @@ class PoolInfo:
         return self.slice_count != self.declared_count
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class _SliceEntry:
     """A slice of a pool with its node terms and its devices."""
 

@@ -19,9 +19,10 @@ exact Python fractions, unlike inf.Dec's lazy scale, grow with the exponent.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+
+from allocator.records import record
 
 DECIMAL_SI = "DecimalSI"
 BINARY_SI = "BinarySI"
@@ -117,7 +118,7 @@ def _interpret_suffix(text: str, suffix: str) -> tuple[int, int, str]:
     )
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(frozen=True, eq=False)
 class Quantity:
     """An exact quantity; ``format`` only steers canonical printing, never comparisons."""
 

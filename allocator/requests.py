@@ -8,18 +8,19 @@ importing another.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.constraints import Constraint
 from allocator.model import DeviceClass, DeviceSelector, ExactDeviceRequest, ResourceClaim
 from allocator.pools import DeviceWithID
+from allocator.records import record
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class RequestData:
     """A request (or subrequest) prepared for the search: class, selectors, count, devices."""
 
@@ -57,7 +58,7 @@ class RequestData:
         return exact is not None and exact.admin_access and "/" not in self.name
 
 
-@dataclass(slots=True)
+@record
 class ClaimData:
     """A claim prepared for the search: its requests and constraints."""
 
@@ -70,7 +71,7 @@ class ClaimData:
     pruned_instance_types: dict[str, PrunedInstanceType] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class PrunedInstanceType:
     """Why Request Validation took an instance type away from a claim: ``code`` is the trace's
     reason (``no-devices``: an All-mode request matches nothing there; ``exceeding-maximum``:

@@ -7,7 +7,7 @@ run, so the document is assembled from the final NodeClaims, not while placing p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter
 
 from allocator.claims import in_cluster_devices
@@ -21,6 +21,7 @@ from allocator.explanation.karpenter_search import (
     stall_warning,
 )
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
+from allocator.records import record
 from allocator.resultbudget import within_budget
 from allocator.scheduling.explain import MAX_PLAIN_REASONS, grouped_reasons, target_kinds
 from allocator.scheduling.finalization import finalized_requirements, node_claim_annotations
@@ -125,7 +126,7 @@ def _cluster_devices(claim: ResourceClaim) -> list[dict]:
     return [d.to_json() for d in in_cluster_devices(claim)]
 
 
-@dataclass(slots=True)
+@record
 class _LogReading:
     """What the result reads of a pod's funnel log, its claims named by their place among
     the pod's claims: pods whose claims have the same specs get the same (cached) funnels
@@ -137,7 +138,7 @@ class _LogReading:
     longest: LongSearch | None  # explanation/karpenter_search.py longest_search
 
 
-@dataclass(slots=True)
+@record
 class _Memos:
     """What was read of each funnel object and each funnel log, shared by every pod of one
     result (the outcomes keep the funnels alive; a cached funnel stands for many targets and

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from allocator.features.bindingconditions import DEFAULT_BINDING_TIMEOUT_SECONDS
@@ -20,6 +20,7 @@ from allocator.features.gates import (
     kubernetes_version,
 )
 from allocator.model import Snapshot
+from allocator.records import record
 from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ _OPTION_FIELDS = {
 }
 
 
-@dataclass(slots=True)
+@record
 class SimulationOptions:
     """A run's options: timeout, feature gates, disruption, trace, suggestions."""
 
@@ -122,7 +123,7 @@ class SimulationOptions:
         }
 
 
-@dataclass(slots=True)
+@record
 class SimulationOutput:
     """A run's result document, and its trace when asked for."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.cel.engine import split_name
 from allocator.checks import PathEntry
@@ -26,6 +26,7 @@ from allocator.dfs import ITOutcome
 from allocator.explanation.funnel import Funnel
 from allocator.model import DeviceID, ResourceSliceTemplate
 from allocator.pools import TEMPLATE, DeviceWithID
+from allocator.records import record
 from allocator.requests import ClaimData, RequestData
 
 # Attribute names (domain, identifier) the claims read; None: any attribute may be read.
@@ -132,7 +133,7 @@ def signature(templates: Sequence[ResourceSliceTemplate], read: ReadAttributes) 
     return tuple(out)
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class InstanceTypeShape:
     """One instance type's template devices under a reading of the claims."""
 
@@ -204,7 +205,7 @@ def portable(path: Sequence[PathEntry], devices: Sequence[DeviceWithID]) -> list
     return out
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class SharedOutcome:
     """One instance type's outcome that the others of its shape and state take: a success
     (its devices by position), or a count-stage refusal (its words, which name no pool and no

@@ -8,7 +8,7 @@ handler (DRAPrioritizedList) and its request validators (admin access, capacity,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from allocator.constraints import ConstraintParseContext, ConstraintParser, parse_constraint
@@ -23,6 +23,7 @@ from allocator.model import (
     ResourceClaim,
 )
 from allocator.pools import DeviceWithID, Pool
+from allocator.records import record
 from allocator.requests import (
     ALL,
     EXACT_COUNT,
@@ -48,7 +49,7 @@ class ValidationRules(Protocol):
     def constraint_parser(self, kind: str) -> ConstraintParser | None: ...
 
 
-@dataclass(slots=True)
+@record
 class ValidationContext:
     """What a claim's validators read: the claim, pools, devices and the run's rules."""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from allocator.catalog import DEFAULT_REGION, neuron, nvidia
+from allocator.records import record
 
 API_VERSION = "dra-web.io/v1alpha1"
 CAPACITY_TYPES = ("on-demand", "spot")
@@ -33,7 +33,7 @@ class CatalogError(ValueError):
     """An unknown region or family, or a family not sold in the region."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class CatalogOptions:
     """How catalog instance types are written: MIG, capacity types, names."""
 

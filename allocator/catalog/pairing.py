@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.catalog import aws, nvidia
+from allocator.records import record
 from allocator.requirements import RequirementError, Requirements
 
 AWS_NODE_CLASS_GROUP = "karpenter.k8s.aws"
@@ -32,7 +33,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 _ZONE_SUFFIX = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)[a-z]$")
 
 
-@dataclass(slots=True)
+@record
 class Pairing:
     """The catalog documents to add (empty when none apply) and what was decided, in words."""
 

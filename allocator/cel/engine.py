@@ -17,7 +17,6 @@ share across threads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from allocator.cel import runtime as rt
@@ -26,13 +25,14 @@ from allocator.cel.fields import device_fields
 from allocator.cel.interp import COST, build
 from allocator.cel.parser import ParseError, location, parse
 from allocator.model import Device
+from allocator.records import record
 
 
 class CelCompileError(ValueError):
     """A selector that does not compile; the message contains "failed to compile"."""
 
 
-@dataclass(slots=True)
+@record
 class MatchOutcome:
     """A selector's answer for one device: matched, or the runtime error."""
 
@@ -40,7 +40,7 @@ class MatchOutcome:
     error: str | None = None  # the runtime error's message when evaluation failed
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class CompiledSelector:
     """A checked and compiled selector, with the device fields it reads."""
 

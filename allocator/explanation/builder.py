@@ -22,7 +22,7 @@ an ``AlikeRefusal``, its example devices mapped to each node's own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from allocator.checks import ALLOCATED, POOL_REASONS, Refusal, Rejection
 from allocator.dfs import CountRefusal, DFSContext
@@ -38,12 +38,13 @@ from allocator.explanation.funnel import (
 from allocator.explanation.messages import EXPLAIN, Wording, generic
 from allocator.nodealike import NodeAlike
 from allocator.pools import DeviceWithID
+from allocator.records import record
 from allocator.requests import ALL, ClaimData, PrunedInstanceType, RequestData
 
 _COUNT_PASSES = "passes"  # memo: the request passes the count stage
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(frozen=True, eq=False)
 class AlikeRefusal:
     """An existing node's count-stage refusal that nodes alike take (``nodealike.py``): its
     words name none of the node's own names; its example devices are mapped by position."""

@@ -18,7 +18,6 @@ A snapshot without a NodePool says so: no new NodeClaim can be created for the p
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.explanation.funnel import (
     DEVICE_IS,
@@ -29,11 +28,12 @@ from allocator.explanation.funnel import (
     short_cause,
     show_value,
 )
+from allocator.records import record
 
 MAX_VALUES = 4  # values a selector cause names
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Cause:
     """A failed pod's decisive cause, in words, with its reason code."""
 

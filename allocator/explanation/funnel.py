@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import islice
 from typing import Any
+
+from allocator.records import record
 
 MAX_EXAMPLES = 5  # example devices per rejection group, example targets per funnel
 MAX_CAUSES = 3  # rejection groups an error message names
@@ -55,7 +57,7 @@ def is_state(reason: str) -> bool:
     return lasting_rank(reason) > len(DEVICE_IS)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class RejectionGroup:
     """Devices a funnel refused for one reason: the cause in words, and examples."""
 
@@ -67,7 +69,7 @@ class RejectionGroup:
     also: tuple[str, ...] = ()  # other checks refusing some of these devices, decisive order
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Funnel:
     """Why a request found too few devices: candidates, usable, and each refusal counted."""
 

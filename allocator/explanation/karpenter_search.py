@@ -14,8 +14,8 @@ budget). Only failed pods are weighed: their refusal funnels are kept, a placed 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from allocator.records import record
 from allocator.requests import ALL
 
 # Placements of one Allocate call from which Karpenter's search may run past its 5 s. On a
@@ -51,7 +51,7 @@ def _counted(usable: int) -> int:
 _ORDERINGS = tuple(_counted(n) for n in range(32))  # a failed pod's log reads thousands
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class LongSearch:
     """The target of a pod's refusals where Karpenter's search would make the most placements."""
 
@@ -88,7 +88,7 @@ def longest_search(funnel_log: Iterable, all_mode: set[str]) -> LongSearch | Non
     return LongSearch(target, walk.placements, walk.asked, walk.usable, walk.instance_types)
 
 
-@dataclass(slots=True)
+@record
 class _Walk:
     """What one target's count refusals add up to, as they are read."""
 

@@ -10,7 +10,7 @@ to its function; a reason without one is worded by ``generic``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.checks import (
@@ -26,6 +26,7 @@ from allocator.features.taints import TaintIndex, describe_taint
 from allocator.model import DeviceID, ResourceClaim
 from allocator.pools import DeviceWithID
 from allocator.quantity import Quantity
+from allocator.records import record
 from allocator.requests import RequestData
 from allocator.tracker import AllocationTracker
 
@@ -126,7 +127,7 @@ class HolderIndex:
         return out
 
 
-@dataclass(slots=True)
+@record
 class Wording:
     """What the words of a refusal read beyond the device, the request and the target, for one
     Allocator: the run's selector engine (which selector failed, with the values it read), the

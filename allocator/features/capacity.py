@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.checks import CAPACITY, PathEntry, Rejection, SearchState, Step
 from allocator.errors import ValidationError
@@ -35,6 +35,7 @@ from allocator.model import (
 )
 from allocator.pools import DeviceWithID
 from allocator.quantity import Quantity
+from allocator.records import record
 from allocator.requests import ClaimData, RequestData
 from allocator.validation import ValidationContext
 
@@ -236,7 +237,7 @@ def shared_devices_in_cluster(claims: Iterable[ResourceClaim]) -> set[DeviceID]:
     }
 
 
-@dataclass(slots=True)
+@record
 class _Share:
     """Capacity of a shared device taken by a NodeClaim's pods on one of its instance types."""
 
@@ -346,7 +347,7 @@ class CapacityLedger:
         return out
 
 
-@dataclass(slots=True)
+@record
 class CapacityView:
     """What one Allocate sees of shared devices, updated as the DFS adds and removes shares."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.checks import (
     COMPATIBILITY_GROUP,
@@ -44,6 +44,7 @@ from allocator.model import (
 )
 from allocator.pools import DeviceWithID, newest_generation
 from allocator.quantity import Quantity
+from allocator.records import record
 from allocator.requests import ClaimData, RequestData
 
 GATE = "DRAPartitionableDevices"
@@ -57,7 +58,7 @@ TEMPLATE = "template"
 CounterKey = tuple[str, str, str, str]
 
 
-@dataclass(slots=True)
+@record
 class CounterPool:
     """The counter sets of one pool and what each of its devices consumes."""
 
@@ -172,7 +173,7 @@ def gate_blocks_device(device: Device, gates: FeatureGates) -> str | None:
 # --- compatibility group state ---------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class GroupState:
     """Running intersection of the groups of the devices on one counter set, as counts so that
     removing a device restores the previous intersection exactly."""

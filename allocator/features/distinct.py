@@ -14,7 +14,7 @@ by exactly one ``remove`` with the same arguments, in reverse order, so the DFS 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.constraints import request_in_scope
@@ -24,11 +24,12 @@ from allocator.features.capacity import GATE as CAPACITY_GATE
 from allocator.features.gates import FeatureGates
 from allocator.features.prioritized import constraint_applies
 from allocator.model import AttributeValue, Device, DeviceConstraint, DeviceID
+from allocator.records import record
 
 LIST_GATE = "DRAListTypeAttributes"
 
 
-@dataclass(slots=True)
+@record
 class DistinctAttributeConstraint:
     """``distinctAttribute``: no two constrained devices share a value."""
 
@@ -95,7 +96,7 @@ class DistinctAttributeConstraint:
         return len(self._values)
 
 
-@dataclass(slots=True)
+@record
 class ListMatchAttributeState:
     """The concrete-value path of ``matchAttribute`` when values may be lists.
 

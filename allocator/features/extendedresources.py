@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.model import (
     DeviceClass,
@@ -38,6 +38,7 @@ from allocator.model import (
     ResourceClaimSpec,
 )
 from allocator.quantity import Quantity, QuantityError
+from allocator.records import record
 
 GATE = "DRAExtendedResource"
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -144,7 +145,7 @@ def _container_requests(container: dict) -> dict[str, Quantity]:
     return out
 
 
-@dataclass(slots=True)
+@record
 class _Request:
     """A pod's extended resource served by DRA, and how many it asks for."""
 
@@ -287,7 +288,7 @@ def existing_claim(
     return earlier.get((pod.namespace, pod.name, pod.uid or ""))
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class ExtendedClaim:
     """A pending pod's extended resources that a DeviceClass can serve, and its claim.
 
@@ -389,7 +390,7 @@ def _request_origin(ext: ExtendedClaim, request: str) -> tuple[str, int, str] | 
     return "containers", index - len(init), names[position]
 
 
-@dataclass(slots=True)
+@record
 class FewerDevices:
     """A pod changed so that one request of its extended resource claim asks for fewer
     devices: the container's quantity is lowered by what the request loses."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from allocator.records import record
 
 GATE_NAMES: tuple[str, ...] = (
     "DRADeviceTaints",
@@ -103,7 +105,7 @@ def kubernetes_version(text: str) -> str:
     return release
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class FeatureGates:
     """Effective gate values; ``enabled("DRADeviceTaints")`` is the one way to ask."""
 

@@ -25,7 +25,7 @@ times the multiplier. Overhead is per pod, plus per container that references th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 
 from allocator.checks import PathEntry
@@ -38,6 +38,7 @@ from allocator.features.taints import pod_claim_entries
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, ResourceSliceTemplate
 from allocator.pools import TEMPLATE
 from allocator.quantity import BINARY_SI, Quantity, QuantityError
+from allocator.records import record
 
 GATE = "DRANodeAllocatableResources"
 
@@ -46,7 +47,7 @@ class NodeAllocatableError(ValueError):
     pass
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class ResourceMapping:
     """A device capacity that becomes a node resource, times a multiplier."""
 
@@ -55,7 +56,7 @@ class ResourceMapping:
     multiplier: Quantity
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class ResourceOverhead:
     """A node resource a device's pods add per pod or per container."""
 
@@ -64,7 +65,7 @@ class ResourceOverhead:
     per_container: Quantity | None
 
 
-@dataclass(slots=True)
+@record
 class NodeAllocatable:
     """A device's node resources (DRANodeAllocatableResources): mappings and overheads."""
 
@@ -75,7 +76,7 @@ class NodeAllocatable:
         return bool(self.mappings or self.overheads)
 
 
-@dataclass(slots=True)
+@record
 class AllocatedDevice:
     """One device a pod's claim got, as node resource accounting needs it."""
 

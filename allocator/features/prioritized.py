@@ -9,11 +9,11 @@ subrequest is chosen; constraints naming ``<request>/<subrequest>`` apply only t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.errors import ValidationError
 from allocator.features.gates import FeatureGates
 from allocator.model import DeviceRequest, ExactDeviceRequest
+from allocator.records import record
 from allocator.requests import RequestData
 from allocator.validation import ValidationContext, validate_exact_request
 
@@ -24,7 +24,7 @@ class PrioritizedListError(ValueError):
     """A request that cannot be served; the message carries "only Exactly requests"."""
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class RequestAlternative:
     """One way of satisfying a request: the request itself, or one of its subrequests."""
 

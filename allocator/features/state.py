@@ -11,7 +11,7 @@ every feature module.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.checks import PathEntry
@@ -36,9 +36,10 @@ from allocator.model import (
     ResourceSlice,
 )
 from allocator.pools import DeviceWithID, PoolInfo
+from allocator.records import record
 
 
-@dataclass(slots=True)
+@record
 class FeatureState:
     """What the features keep for one Allocator (one scheduling loop)."""
 
@@ -84,7 +85,7 @@ class FeatureState:
         release_shares(self.capacity, node_claim_id, instance_type)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FeatureInputs:
     """What ``setup_features`` reads of the Allocator being built."""
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.model import DaemonSet, OwnerReference, Pod, Taint
+from allocator.records import record
 from allocator.requirements import WELL_KNOWN_LABELS, Requirement, Requirements
 from allocator.scheduling.fit import (
     InstanceTypeInfo,
@@ -176,7 +176,7 @@ def template_requirements(requirements: Requirements) -> Requirements:
     return out
 
 
-@dataclass(slots=True)
+@record
 class DaemonOverheadGroup:
     """Karpenter's DaemonOverheadGroup: a NodePool's instance types that would run the same
     DaemonSet pods, their requests (the overhead a node of them carries) and host ports."""

@@ -8,16 +8,17 @@ is a decision that is never committed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.model import ResourceClaim
+from allocator.records import record
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType, Resources
 from allocator.scheduling.poddata import FunnelEntry, Target
 from allocator.scheduling.topology import TopologyError
 
 
-@dataclass(slots=True)
+@record
 class Refusal:
     """Why a target cannot take the pod, in the words the result reports. The scheduler only
     reads it: a refusal many targets give alike may be one shared object."""
@@ -43,7 +44,7 @@ class Refusal:
     lasting: bool = False
 
 
-@dataclass(slots=True)
+@record
 class Plan:
     """A NodeClaim's state after adding a pod (Karpenter's CanAdd output, applied by Add)."""
 
@@ -59,7 +60,7 @@ class Plan:
     stages: list[tuple] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@record
 class Decision:
     """Where the pod would go and what it would get there (a trial's answer too)."""
 
@@ -69,7 +70,7 @@ class Decision:
     dra_resources: Resources  # what the devices add to the pod's node resources
 
 
-@dataclass(slots=True)
+@record
 class ExistingNodeDecision(Decision):
     """An existing node takes the pod: what it charges and the claims committed."""
 
@@ -77,7 +78,7 @@ class ExistingNodeDecision(Decision):
     claims: list[ResourceClaim] = field(default_factory=list)  # committed with ``result``
 
 
-@dataclass(slots=True)
+@record
 class NodeClaimDecision(Decision):
     """A NodeClaim takes the pod: its plan, and whether the NodeClaim is new."""
 

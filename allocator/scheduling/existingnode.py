@@ -14,10 +14,11 @@ Three of the NodeClaim abstraction's lifecycle phases (``NodeClaimView`` of docs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.errors import AllocationError
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
+from allocator.records import record
 from allocator.requirements import (
     LABEL_HOSTNAME,
     WELL_KNOWN_LABELS,
@@ -60,7 +61,7 @@ _NO_STRICT: frozenset[str] = frozenset()
 MAX_REMEMBERED_SHAPES = 16  # pod shapes a node remembers refusals of (5,000 nodes x 16)
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class ExistingNode:
     """A node (or a launched NodeClaim) that exists before the run."""
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter
 
 from allocator.features.taints import toleration_matches
 from allocator.model import InstanceType, NodePool, Offering, Pod, Taint, Toleration
 from allocator.quantity import BINARY_SI, DECIMAL_SI, Quantity, canonical_milli
+from allocator.records import record
 from allocator.requirements import (
     WELL_KNOWN_LABELS,
     Requirements,
@@ -193,7 +194,7 @@ def node_pool_requirements(pool: NodePool) -> Requirements:
 # --- instance types --------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class InstanceTypeInfo:
     """An instance type with its requirements and allocatable precomputed once per run."""
 
@@ -291,7 +292,7 @@ def _values_key(reqs: Requirements, key: str) -> tuple | None:
     return (r.complement, r._values, r.greater_than, r.less_than)
 
 
-@dataclass(slots=True)
+@record
 class FilterOutcome:
     """The instance types left by a filter, and counts of why the others were not."""
 
@@ -324,7 +325,7 @@ class FilterOutcome:
         return " or ".join(parts) if parts else "no instance types available"
 
 
-@dataclass(slots=True)
+@record
 class NoInstanceType:
     """A NodeClaim's instance type filter that kept none, recorded as data (what it asked and
     what it counted) and worded only when read: for a pod that failed everywhere, or a
@@ -386,7 +387,7 @@ def _low_bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
-@dataclass(slots=True)
+@record
 class _FilterEntry:
     """What a FilterMemo knows for one requirements' content."""
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.model import Pod
+from allocator.records import record
 
 _UNSPECIFIED = "0.0.0.0"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class HostPort:
     """One (IP, port, protocol) a pod binds on its node."""
 
@@ -67,7 +67,7 @@ def host_ports(pod: Pod) -> tuple[HostPort, ...]:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class HostPortConflict:
     """Why a pod cannot join a node: its ``port`` collides with ``existing``, bound by
     ``holder`` (``namespace/name``)."""

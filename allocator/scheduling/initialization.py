@@ -8,7 +8,7 @@ bindings), and the ResourceClaims of pending pods, generating those that templat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.claims import reallocated
 from allocator.model import (
@@ -21,6 +21,7 @@ from allocator.model import (
     ResourceSlice,
     Snapshot,
 )
+from allocator.records import record
 from allocator.scheduling.fit import (
     INITIALIZED,
     NODEPOOL,
@@ -119,7 +120,7 @@ def binding_instance_types(
 # --- claims of pods --------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class PodClaims:
     """A pod's ResourceClaims in ``spec.resourceClaims`` order, or why they cannot be had."""
 

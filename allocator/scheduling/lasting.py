@@ -15,8 +15,10 @@ traced runs ask every node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
+
+from allocator.records import record
 
 # Pod shapes remembered at once (each keeps a list of up to every existing node).
 MAX_SHAPES = 64
@@ -26,7 +28,7 @@ class _Node(Protocol):
     id: str
 
 
-@dataclass(slots=True)
+@record
 class _Left:
     """The existing nodes not yet known to refuse a pod shape for good."""
 

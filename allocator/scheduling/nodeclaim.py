@@ -9,13 +9,14 @@ allocation, the NodeClaim's new state, and the release of the instance types it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 
 from allocator.allocator import narrowed
 from allocator.errors import AllocationError
 from allocator.explanation.funnel import names_any, renamed
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
+from allocator.records import record
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.daemonsets import DaemonOverheadGroup
@@ -51,7 +52,7 @@ IN_FLIGHT = "in-flight"  # the target kind of a NodeClaim created in this run
 BOUND_REFUSAL = Refusal("", "no-instance-type", deferred=True)
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class NodeClaim:
     """A NodeClaim this run creates: a superposition of candidate instance types."""
 
@@ -764,7 +765,7 @@ class NodeClaim:
         state.topology.record(pod.pod, self.taints, plan.requirements)
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class Probe:
     """What a NodeClaim would look like with one more pod: handed to Allocate before Add
     (Karpenter's draNodeClaim). Allocate must see the tightened requirements and the

@@ -6,10 +6,11 @@ NodeClaim made from it for a pod no existing node and no NodeClaim of the run ca
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter
 
 from allocator.model import NodePool, Snapshot, Taint
+from allocator.records import record
 from allocator.requirements import Requirements
 from allocator.scheduling import explain
 from allocator.scheduling.daemonsets import (
@@ -45,7 +46,7 @@ _NAME = attrgetter("name")
 _LARGEST_KEPT = 256  # sets of instance types whose largest capacity is remembered
 
 
-@dataclass(slots=True)
+@record
 class NodeClaimTemplate:
     """A NodePool as the scheduler uses it: requirements, launchable types, limits."""
 

@@ -4,10 +4,11 @@ and, for one attempt, what every target reads of it (Karpenter's ``PodData``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Protocol
 
 from allocator.model import Pod, ResourceClaim
+from allocator.records import record
 from allocator.requirements import Requirements
 from allocator.scheduling.fit import Resources
 from allocator.scheduling.hostports import HostPort
@@ -35,7 +36,7 @@ class Target(Protocol):
 FunnelEntry = tuple[str, "Funnel", str | None]
 
 
-@dataclass(slots=True)
+@record
 class PodOutcome:
     """One pod's outcome: where it went, its claims, or every target's refusal."""
 
@@ -79,7 +80,7 @@ class PodOutcome:
         return [(t, f if c is None else f.for_claim(c)) for t, f, c in self.funnel_log]
 
 
-@dataclass(slots=True)
+@record
 class ShapeAttempt:
     """A failed attempt of a pod, replayable for a pod of the same shape in the same state."""
 
@@ -93,7 +94,7 @@ class ShapeAttempt:
     reason_kinds: dict[str, tuple] = field(default_factory=dict)  # PodOutcome.reason_kinds
 
 
-@dataclass(slots=True)
+@record
 class PodData:
     """One attempt's view of a pod, computed once and read by every target it is tried on.
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
 
 from allocator.model import (
     Pod,
@@ -27,6 +26,7 @@ from allocator.model import (
     Toleration,
     TopologySpreadConstraint,
 )
+from allocator.records import record
 from allocator.requirements import RequirementError, Requirements
 from allocator.scheduling.gosort import slice_sort
 
@@ -43,7 +43,7 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFER_NO_SCHEDULE_TOLERATION = {"operator": "Exists", "effect": "PreferNoSchedule"}
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Relaxation:
     """One preference dropped to place a pod (the result's ``relaxed`` entries)."""
 
@@ -54,7 +54,7 @@ class Relaxation:
         return {"kind": self.kind, "term": copy.deepcopy(self.term)}
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class Preferences:
     """Karpenter's preference relaxation: what is dropped from a pod, one at a time."""
 

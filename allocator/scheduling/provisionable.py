@@ -16,10 +16,10 @@ hand-written snapshot) counts as marked unschedulable.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 
 from allocator.model import Pod
+from allocator.records import record
 from allocator.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -50,7 +50,7 @@ class IgnoreCode(StrEnum):
     VOLUME_TOPOLOGY = "volume-topology"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class IgnoreReason:
     """Why Karpenter does not provision for a pod."""
 
@@ -62,7 +62,7 @@ class IgnoreReason:
         return self.message
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class IgnoredPod:
     """A pod Karpenter does not provision for, and why."""
 
@@ -306,7 +306,7 @@ def ignore_reason(pod: Pod, storage: Storage) -> IgnoreReason | None:
 # --- the pods of one run -------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class Provisioning:
     """The pending pods split as Karpenter's provisioner splits them."""
 

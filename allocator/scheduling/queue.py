@@ -6,9 +6,10 @@ then UID; namespace/name breaks the remaining ties so that a run is reproducible
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.model import Node, NodeClaim, Pod
+from allocator.records import record
 from allocator.scheduling.provisionable import IgnoredPod, partition
 from allocator.scheduling.volumes import Storage, VolumeTopology
 
@@ -16,7 +17,7 @@ _NO_RESCHEDULE_OWNERS = frozenset({"DaemonSet", "Node"})  # DaemonSet pods; mirr
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-@dataclass(slots=True)
+@record
 class PodSets:
     """The pods the loop works on, derived once from the snapshot."""
 

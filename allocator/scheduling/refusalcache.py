@@ -20,7 +20,7 @@ property tests in tests/explanation and tests/scheduling compare both).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import repeat
 from operator import sub
 
@@ -28,6 +28,7 @@ from allocator.errors import AllocationError
 from allocator.explanation.funnel import Funnel, count_message, renamed
 from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.pools import TEMPLATE
+from allocator.records import record
 from allocator.scheduling import explain
 from allocator.scheduling.decision import Refusal
 from allocator.scheduling.fit import InstanceTypeInfo, NoInstanceType, info_name
@@ -36,7 +37,7 @@ from allocator.scheduling.poddata import FunnelEntry, PodOutcome, ShapeAttempt
 ClaimState = Callable[[ResourceClaim], str]
 
 
-@dataclass(slots=True)
+@record
 class CountStage:
     """A failed Allocate's count stage for one request on one single-instance-type target."""
 
@@ -46,7 +47,7 @@ class CountStage:
     words: int | None  # what the refusal's words depend on besides the claim, as a small int
 
 
-@dataclass(slots=True)
+@record
 class NodeClaimRefusal:
     """A NodeClaim of this run refused a pod of this shape."""
 
@@ -63,7 +64,7 @@ class NodeClaimRefusal:
     explained: ExplainedRefusal | None = None
 
 
-@dataclass(slots=True)
+@record
 class ExplainedRefusal:
     """A deferred NodeClaim refusal in words, for the pod whose claims are ``claim_keys``;
     another pod of the same shape gets it with its own claims named instead."""
@@ -94,7 +95,7 @@ class ExplainedRefusal:
         return True
 
 
-@dataclass(slots=True)
+@record
 class AllocateRefusal:
     """Allocate refused these claim specs on a NodeClaim with these instance types."""
 
@@ -108,7 +109,7 @@ class AllocateRefusal:
     explained: ExplainedRefusal | None = None
 
 
-@dataclass(slots=True)
+@record
 class WordedRefusal:
     """Allocate's answer, in words, over every instance type of a NodeClaim (``error`` None:
     it did not refuse): pods of one workload but of other sizes keep some of them each, and
@@ -125,7 +126,7 @@ class WordedRefusal:
     alone: dict[str, AllocationError | None] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@record
 class RefusalCache:
     """Refusals remembered while nothing they read changed (speed only)."""
 

@@ -21,11 +21,12 @@ Both are called by ``result.build_result``; docs/INTERFACES.md lists the shapes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from allocator.model import DeviceID
+from allocator.records import record
 from allocator.requirements import Requirements
 from allocator.scheduling.finalization import REQUESTED_DRA_DRIVERS
 from allocator.scheduling.fit import (
@@ -61,7 +62,7 @@ DRA_STAGE = "dra"  # (DRA_STAGE, candidates, AllocationResult, kept)
 EXTENDED_STAGE = "extended-resources"
 
 
-@dataclass(slots=True)
+@record
 class Pruned:
     """An instance type a stage dropped. Its words are built only when the report is written:
     a ``resources`` refusal keeps the numbers (what the pods asked, what the type has), since
@@ -86,7 +87,7 @@ class Pruned:
         return {"name": self.name, "reason": self.reason, "message": self.message}
 
 
-@dataclass(slots=True)
+@record
 class PruneLog:
     """Per NodeClaim id: the instance types dropped (in the order they were dropped, each once:
     a NodeClaim's candidates only shrink) and its requirements before DRA."""

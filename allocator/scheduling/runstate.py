@@ -5,11 +5,12 @@ the trace and the topology. Built once per run by ``setup.build_run``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.errors import AllocationError
 from allocator.features.nodeallocatable import DeclaringDevices, claim_maps_node_resources
 from allocator.model import DeviceID, ResourceClaim
+from allocator.records import record
 from allocator.scheduling import explain
 from allocator.scheduling.devicecount import DeviceCounter
 from allocator.scheduling.fit import FilterMemo
@@ -24,7 +25,7 @@ from allocator.trace import NULL_TRACE, Trace
 MAX_RESOURCE_WORDS = 20_000  # remembered "exceeds node resources" words; memory stays bounded
 
 
-@dataclass(slots=True, eq=False)
+@record(eq=False)
 class RunState:
     """What a run's targets share: the allocator, caches, topology, trace."""
 

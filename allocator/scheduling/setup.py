@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.allocator import Allocator
 from allocator.bindings import AttributeBindings
@@ -11,6 +11,7 @@ from allocator.explanation.messages import HolderIndex
 from allocator.features.gates import FeatureGates
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.pipeline import Pipeline
+from allocator.records import record
 from allocator.requirements import LABEL_HOSTNAME
 from allocator.scheduling import hooks
 from allocator.scheduling.daemonsets import DaemonPods, daemon_pods
@@ -44,7 +45,7 @@ from allocator.scheduling.volumes import usage_of as volume_usage_of
 from allocator.trace import Trace
 
 
-@dataclass(slots=True)
+@record
 class Run:
     """A run as composed: scheduler, allocator, pipeline and the pods to place."""
 

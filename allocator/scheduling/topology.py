@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from allocator.model import (
     LabelSelector,
@@ -49,6 +48,7 @@ from allocator.model import (
     Taint,
     TopologySpreadConstraint,
 )
+from allocator.records import record
 from allocator.requirements import LABEL_HOSTNAME, Requirement, Requirements
 from allocator.scheduling.topologydomaingroup import TopologyDomainGroup
 from allocator.scheduling.topologygroup import (
@@ -154,7 +154,7 @@ class TopologyError(Exception):
         return f"{self} [{whose} {held}]"
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class _GroupSpec:
     """A topology a pod's constraint asks for, before it is looked up or created."""
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from allocator.model import LabelSelector, Pod, Taint
+from allocator.records import record
 from allocator.requirements import LABEL_HOSTNAME, NORMALIZED_LABELS, Requirement, Requirements
 from allocator.scheduling.topologynodefilter import TopologyNodeFilter
 
@@ -33,7 +33,7 @@ class TopologyType(enum.Enum):
         return self.value
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class DomainCause:
     """A domain that refused a pod: its count and (some of) the pods counted there."""
 

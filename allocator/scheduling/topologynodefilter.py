@@ -11,10 +11,10 @@ makes the domain list honour taints (``TopologyDomainGroup.domains``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.features.taints import toleration_matches
 from allocator.model import Pod, Taint, Toleration
+from allocator.records import record
 from allocator.requirements import Requirements
 
 HONOR = "Honor"
@@ -33,7 +33,7 @@ def _toleration_identity(t: Toleration) -> tuple:
     return (t.key, t.operator, t.value, t.effect, t.toleration_seconds)
 
 
-@dataclass(slots=True, frozen=True)
+@record(frozen=True)
 class TopologyNodeFilter:
     """The nodes a topology group counts domains on (its node affinity and taint policies)."""
 

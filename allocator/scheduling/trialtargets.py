@@ -9,10 +9,10 @@ them all: the first of those targets that takes the pod.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from allocator.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class TrialTargets:
     """The targets a suggestion's change reaches, where its trial is asked."""
 

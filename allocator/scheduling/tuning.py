@@ -5,10 +5,10 @@ the benchmarks. Not a simulation option: no user or API reaches it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from allocator.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Tuning:
     """The scheduler's fast paths, each switched off only to compare it with the plain path."""
 

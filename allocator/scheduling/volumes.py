@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from allocator.model import (
     CSINode,
@@ -35,6 +35,7 @@ from allocator.model import (
     Snapshot,
     StorageClass,
 )
+from allocator.records import record
 from allocator.requirements import LABEL_HOSTNAME, Requirement, Requirements
 
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -64,7 +65,7 @@ STORAGE_CLASS_NOT_FOUND = "storage-class-not-found"
 IMMEDIATE_UNBOUND = "immediate-unbound"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Storage:
     """The snapshot's storage objects, looked up by key."""
 
@@ -91,7 +92,7 @@ class Storage:
         return self.claims.get(f"{pod.namespace}/{volume.claim_name}")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class VolumeProblem:
     """Why Karpenter will not provision for a pod because of one of its volumes."""
 
@@ -208,7 +209,7 @@ def _validate_claim(
 # --- topology ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class VolumeTopologySource:
     """The object that pins a pod's volume: a bound PersistentVolume's node affinity, or the
     StorageClass of an unbound claim."""
@@ -221,7 +222,7 @@ class VolumeTopologySource:
         return f"{self.kind} {self.name} of PersistentVolumeClaim {self.claim}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class VolumeAlternative:
     """One combination of the volumes' topology terms: requirements a target must meet, and
     the objects each term came from."""
@@ -237,7 +238,7 @@ class VolumeAlternative:
         return f"{'; '.join(str(s) for s in self.sources)}: {shown}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class VolumeTopology:
     """A pod's volume requirement alternatives; none when its volumes constrain nothing."""
 
@@ -404,7 +405,7 @@ def csi_limits(csi_node: CSINode | None) -> dict[str, int]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class VolumeLimitExceeded:
     """A CSI driver's attach limit that the pod's volumes would pass."""
 
@@ -480,7 +481,7 @@ def usage_of(csi_node: CSINode | None, pods: Iterable[Pod], storage: Storage) ->
 # --- what the scheduler reads per pod ------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@record
 class RunVolumes:
     """The volumes of one run's pods as the scheduler reads them: a pod's topology
     alternatives (worked out once, when the pending pods were sorted out: Karpenter's

@@ -10,14 +10,14 @@ each of those that constrains the zone; it changes no decision.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from allocator.model import Pod
+from allocator.records import record
 from allocator.requirements import LABEL_ZONE, Requirements
 from allocator.scheduling.preferences import strict_pod_requirements
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ZonePin:
     """What pins a new NodeClaim's zone, for the result and the run page."""
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -35,6 +34,7 @@ import orjson
 import yaml_rs
 
 from allocator import jsonread
+from allocator.records import record
 from allocator.snapshot import bounds
 from allocator.snapshot.errors import BoundError
 
@@ -191,7 +191,7 @@ def _diverges(docs: list[Any]) -> bool:
     return False
 
 
-@dataclass(slots=True)
+@record
 class RawObject:
     """A decoded object and where it came from (file, place in the file)."""
 
@@ -533,7 +533,7 @@ def read_piece(text: str) -> list[Any] | None:
     return [obj for obj, _ in _flatten(docs)]  # within the bounds: _flatten raises nothing
 
 
-@dataclass(slots=True)
+@record
 class Unchecked:
     """A file yaml-rs read, before its verdict (``_yaml_rs_verdict``): its objects as read
     stand only if ``within`` says so; otherwise ``settle`` reads the file as ``decode_file``

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from allocator.collector import collector_paused
 from allocator.model import Snapshot
+from allocator.records import record
 from allocator.snapshot import apps, beside, core, karpenter, resource, storage
 from allocator.snapshot.decode import RawObject, Unchecked, decode_file, read_file, settle
 from allocator.snapshot.errors import SnapshotError
@@ -25,7 +26,7 @@ from allocator.snapshot.unsimulated import SkippedKinds, field_warnings, kind_ro
 SNAPSHOT_EXTENSIONS = (".yaml", ".yml", ".json")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class KindSpec:
     """How one kind is read: its API group, whether namespaced, its builder and store."""
 
@@ -279,7 +280,7 @@ def load_files(files: list[tuple[str, bytes | str]]) -> Snapshot:
         return load_decoded(decode_files(files))
 
 
-@dataclass(slots=True)
+@record
 class Decoded:
     """Files decoded (``decode_files``): per file, its objects in order and its problems.
 

@@ -12,7 +12,9 @@ not read (skipped, with this warning instead of the generic "unknown kind" one).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from allocator.records import record
 
 MAX_EXAMPLES = 3
 
@@ -39,7 +41,7 @@ def _nonempty(*path: str) -> Callable[[dict], bool]:
     return present
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class FieldRow:
     """A field the simulation reads otherwise than the cluster, and how to find it."""
 
@@ -50,7 +52,7 @@ class FieldRow:
     pending_only: bool = False  # counted on pods not bound to a node yet
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class KindRow:
     """A kind the simulation does not read, and what that changes."""
 
@@ -110,7 +112,7 @@ def _label(obj: dict) -> str:
     return f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name
 
 
-@dataclass(slots=True)
+@record
 class _Seen:
     """How many objects showed a field, and the first few named."""
 

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import orjson
 
@@ -50,6 +50,7 @@ from allocator.model import (
     Taint,
     Toleration,
 )
+from allocator.records import record
 from allocator.requirements import LABEL_HOSTNAME, Requirements
 from allocator.scheduling.decision import Decision
 from allocator.scheduling.fit import (
@@ -78,7 +79,7 @@ MAX_PAIR_TRIALS = 8  # two-change trials per pod, when no single change places i
 MAX_PER_KIND = 3  # candidates of one kind per pod (taints, selectors, holders ...)
 
 
-@dataclass(slots=True)
+@record
 class SuggestionReport:
     """The verified suggestions per pod, and what finding them cost."""
 
@@ -88,7 +89,7 @@ class SuggestionReport:
     seconds: float = 0.0
 
 
-@dataclass(slots=True)
+@record
 class _Candidate:
     """A change that may place a pod, before a trial verifies it."""
 
@@ -229,7 +230,7 @@ def _names(outcome) -> dict[str, str]:
     return out
 
 
-@dataclass(slots=True)
+@record
 class _Written:
     """A replica's suggestions, written once for renaming per replica: as JSON text (non-ASCII
     as is, as orjson writes it; the standard library writes what orjson refuses, an integer
@@ -546,7 +547,7 @@ def _refused_everywhere(ctx: _Context, outcome) -> bool:
     )
 
 
-@dataclass(slots=True)
+@record
 class _Found:
     """A verified candidate (or two applied together) and the trial's decision."""
 

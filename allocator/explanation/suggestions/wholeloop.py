@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import orjson
 
 from allocator.explanation.suggestions.documents import apply_change
 from allocator.model import Snapshot
+from allocator.records import record
 from allocator.scheduling.poddata import PodOutcome
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.loader import load_documents
@@ -59,7 +60,7 @@ def _content_key(changes: list[dict]) -> bytes:
 Placement = tuple | None
 
 
-@dataclass(slots=True)
+@record
 class Rerun:
     """The answer of one re-run for the suggestion's pod."""
 
@@ -68,7 +69,7 @@ class Rerun:
     affects: list[dict]  # [{"pod", "from", "to"}] for the other pods that moved
 
 
-@dataclass(slots=True)
+@record
 class WholeLoop:
     """What re-running the loop needs: the loop as the run composed it (``solve``: a snapshot's
     pending pods placed, as ``simulation`` runs them), the run's own placements and time."""
