@@ -26,9 +26,9 @@ from allocator.dfs import DFSContext, ITOutcome, TimedOut, pool_variants
 from allocator.eligibility import pool_refusal
 from allocator.errors import AllocationError, AllocationTimeout, ValidationError
 from allocator.explanation.builder import FunnelBuilder
-from allocator.explanation.funnel import Funnel, renamed, whole_funnel
 from allocator.explanation.messages import Wording
 from allocator.features.state import FeatureInputs, FeatureState
+from allocator.funnel import Funnel, renamed, whole_funnel
 from allocator.model import (
     DeviceClass,
     DeviceID,
@@ -125,7 +125,7 @@ class Allocator:
         # Template candidates per instance type: (the template list they were built from, them).
         self._template_cache: dict[str, tuple[list, list]] = {}
         self.resource_claims = dict(resource_claims or {})
-        # The refusal funnels of the last Allocate that failed (explanation/funnel.py).
+        # The refusal funnels of the last Allocate that failed (funnel.py).
         self.last_funnels: list[Funnel] = []
         # (request, instance type) -> (the template list read, the count of its devices the
         # request's selectors accept, or None): ``template_matches``.

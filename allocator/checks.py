@@ -18,7 +18,7 @@ from dataclasses import field
 from typing import Any, NamedTuple, Protocol
 
 from allocator.constraints import MatchAttributeConstraint
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import DeviceID, PoolKey, ResourceSliceTemplate
 from allocator.pools import DeviceWithID
 from allocator.records import record

@@ -18,7 +18,7 @@ from typing import TextIO
 from allocator import jsonwrite
 from allocator.collector import collector_paused
 from allocator.edits import object_patches
-from allocator.features.gates import (
+from allocator.featuregates import (
     KUBERNETES_VERSIONS,
     FeatureGateError,
     FeatureGates,
@@ -424,7 +424,7 @@ MAX_REASON_CHARS = 160
 
 
 def _clip(text: str) -> str:
-    from allocator.explanation.funnel import clip_words
+    from allocator.funnel import clip_words
 
     return clip_words(text, MAX_REASON_CHARS)
 
@@ -451,7 +451,7 @@ MAX_FUNNELS = 6
 def _funnel_lines(pod: dict) -> list[str]:
     """The pod's refusal funnels (``explanation``), two lines each: which devices were in
     reach, and what refused them."""
-    from allocator.explanation.funnel import summary_lines
+    from allocator.funnel import summary_lines
 
     funnels = pod.get("explanation") or []
     if not funnels:

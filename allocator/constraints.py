@@ -13,7 +13,7 @@ from typing import Protocol
 
 from allocator.bindings import AttributeBindings, lookup_attribute
 from allocator.errors import ValidationError
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import AttributeValue, DeviceConstraint
 from allocator.pools import DeviceWithID
 from allocator.records import record

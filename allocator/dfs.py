@@ -34,8 +34,8 @@ from allocator.checks import (
 )
 from allocator.constraints import BindingFallback, MatchAttributeConstraint
 from allocator.errors import Counted
-from allocator.explanation.funnel import Funnel, decisive_reason, funnel_json
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
+from allocator.funnel import Funnel, decisive_reason, funnel_json
 from allocator.model import ALLOCATION_RESULTS_MAX_SIZE, DeviceID, PoolKey, ResourceSliceTemplate
 from allocator.pools import TEMPLATE, DeviceWithID, Pool, refilter
 from allocator.records import record

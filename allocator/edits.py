@@ -2,7 +2,7 @@
 patch --type json`` accepts, the object after it, and whether the object must be recreated.
 
 A suggestion names its change as ``{object: "Kind ns/name", field: "spec.x[0].y", op: "set",
-value}`` (allocator/explanation/suggestions/). Written as a merge patch, an empty value is a
+value}`` (allocator/suggestions/). Written as a merge patch, an empty value is a
 no-op (``nodeSelector: {}`` removes nothing) and a list index has no form; here the field
 becomes a JSON pointer with real indices and an empty or null value a real ``remove``.
 

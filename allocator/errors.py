@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from allocator.explanation.funnel import Funnel
+from allocator.funnel import Funnel
 from allocator.model import PoolKey
 
 # The count stage of one instance type, request by request until the first refused one:
@@ -17,7 +17,7 @@ class AllocationError(Exception):
 
     - ``code``: a short machine-readable reason (``validation``, ``no-instance-type``,
       ``timeout``, ``node-resources``, ...) for the trace and the result document;
-    - ``funnels``: the refusal funnels (``explanation/funnel.py``): per request and target, the
+    - ``funnels``: the refusal funnels (``funnel.py``): per request and target, the
       devices in reach and what refused each; empty when none were built (a timeout, a search
       run without its words);
     - ``counted``: when a single instance type was tried, its count stage (see ``Counted``),

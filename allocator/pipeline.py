@@ -28,6 +28,7 @@ from allocator.eligibility import (
     SelectorCheck,
     TopologyCheck,
 )
+from allocator.featuregates import FeatureGates
 from allocator.features import (
     adminaccess,
     attributes,
@@ -40,7 +41,6 @@ from allocator.features import (
     prioritized,
     taints,
 )
-from allocator.features.gates import FeatureGates
 from allocator.features.state import FeatureInputs, FeatureState, setup_features
 from allocator.model import (
     Device,

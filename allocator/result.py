@@ -13,13 +13,13 @@ from operator import attrgetter
 from allocator.claims import in_cluster_devices
 from allocator.edits import annotate_all
 from allocator.explanation.cause import ClaimSlot, cause_of, request_funnels
-from allocator.explanation.funnel import MAX_FUNNELS, Funnel, FunnelGroup, funnel_groups
 from allocator.explanation.karpenter_search import (
     LongSearch,
     all_mode_requests,
     longest_search,
     stall_warning,
 )
+from allocator.funnel import MAX_FUNNELS, Funnel, FunnelGroup, funnel_groups
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, Snapshot
 from allocator.records import record
 from allocator.resultbudget import within_budget
@@ -133,7 +133,7 @@ class _LogReading:
     from the same targets, and the log is read once for all of them."""
 
     kinds: dict[str, tuple]  # scheduling/explain.py target_kinds
-    groups: list[tuple[ClaimSlot | None, FunnelGroup]]  # explanation/funnel.py funnel_groups
+    groups: list[tuple[ClaimSlot | None, FunnelGroup]]  # funnel.py funnel_groups
     requests: dict[tuple[ClaimSlot, str], list[tuple[Funnel, int]]]  # cause.py request_funnels
     longest: LongSearch | None  # explanation/karpenter_search.py longest_search
 
@@ -144,7 +144,7 @@ class _Memos:
     result (the outcomes keep the funnels alive; a cached funnel stands for many targets and
     many pods)."""
 
-    signatures: dict = field(default_factory=dict)  # explanation/funnel.py signature
+    signatures: dict = field(default_factory=dict)  # funnel.py signature
     causes: dict = field(default_factory=dict)  # explanation/cause.py facts
     # (target, funnel id, claim place) of every entry -> what was read of that log.
     readings: dict[tuple, _LogReading] = field(default_factory=dict)
@@ -424,7 +424,7 @@ def build_result(
 
 def _add_suggestions(result: dict, report, snapshot: Snapshot) -> None:
     """``pods[].suggestions`` (``[]`` for placed pods and when no single change helps) and
-    their cost in ``stats`` (allocator/explanation/suggestions/); each with its JSON patch,
+    their cost in ``stats`` (allocator/suggestions/); each with its JSON patch,
     manifest and ``recreate`` (allocator/edits.py)."""
     for entry in result["pods"]:
         entry["suggestions"] = report.by_pod.get(entry["pod"], [])

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import TYPE_CHECKING
 
-from allocator.features.bindingconditions import DEFAULT_BINDING_TIMEOUT_SECONDS
-from allocator.features.gates import (
+from allocator.featuregates import (
     ALL_ON,
     KUBERNETES_VERSIONS,
     FeatureGateError,
     FeatureGates,
     kubernetes_version,
 )
+from allocator.features.bindingconditions import DEFAULT_BINDING_TIMEOUT_SECONDS
 from allocator.model import Snapshot
 from allocator.records import record
 from allocator.trace import DEFAULT_MAX_NODES, NULL_TRACE, Trace
@@ -171,8 +171,8 @@ def simulate(
     suggestions = None
     if options.suggestions:
         # After the loop: its final state is what every failed pod saw on its last attempt.
-        from allocator.explanation.suggestions import suggest
-        from allocator.explanation.suggestions.wholeloop import WholeLoop, loop_work
+        from allocator.suggestions import suggest
+        from allocator.suggestions.wholeloop import WholeLoop, loop_work
 
         def solve_again(changed: Snapshot) -> list:
             """The loop composed as this run's was, on a snapshot with a suggestion applied."""

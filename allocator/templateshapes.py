@@ -23,7 +23,7 @@ from dataclasses import field
 from allocator.cel.engine import split_name
 from allocator.checks import PathEntry
 from allocator.dfs import ITOutcome
-from allocator.explanation.funnel import Funnel
+from allocator.funnel import Funnel
 from allocator.model import DeviceID, ResourceSliceTemplate
 from allocator.pools import TEMPLATE, DeviceWithID
 from allocator.records import record
@@ -215,7 +215,7 @@ class SharedOutcome:
     rejection groups (numbers, words, example devices) are shared, not copied, so that a
     failed pod's funnels over every NodeClaim and instance type cost one small object each
     (Karpenter's benchmark: 400 instance types, 2 GB otherwise). The example devices are only
-    ever shown for the first funnel of a kind (``explanation/funnel.aggregate``), which is the
+    ever shown for the first funnel of a kind (``funnel.aggregate``), which is the
     representative's: it comes before every instance type that takes its outcome."""
 
     out: ITOutcome

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from allocator.constraints import ConstraintParseContext, ConstraintParser, parse_constraint
 from allocator.errors import ValidationError
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import (
     ALLOCATION_RESULTS_MAX_SIZE,
     DeviceClass,

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from allocator.allocator import Allocator  # noqa: E402
 from allocator.bindings import AttributeBindings  # noqa: E402
 from allocator.cel import SelectorEngine  # noqa: E402
-from allocator.features.gates import ALL_ON  # noqa: E402
+from allocator.featuregates import ALL_ON  # noqa: E402
 from allocator.model import Device, DeviceCapacity  # noqa: E402
 from allocator.pipeline import build_pipeline  # noqa: E402
 from allocator.quantity import Quantity  # noqa: E402

@@ -127,11 +127,11 @@ def phases(path: str) -> None:
     # The modules a run imports, first: Karpenter's Solve is timed in a process that has
     # them, so the phases below compare like with like (the whole process counts them).
     started = time.perf_counter()
-    from allocator.explanation.suggestions import suggest
     from allocator.result import build_result
     from allocator.scheduling.setup import build_run
     from allocator.simulation import SimulationOptions
     from allocator.snapshot import load_paths
+    from allocator.suggestions import suggest
     from allocator.trace import NULL_TRACE
 
     imported = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from allocator.cli import build_parser
-from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS, gate_stage
+from allocator.featuregates import GATE_NAMES, KUBERNETES_VERSIONS, gate_stage
 from allocator.snapshot.loader import KINDS
 from allocator.snapshot.unsimulated import FIELDS
 from allocator.snapshot.unsimulated import KINDS as UNSIMULATED_KINDS

@@ -27,7 +27,8 @@ from dataclasses import replace
 from allocator.checks import ALLOCATED, POOL_REASONS, Refusal, Rejection
 from allocator.dfs import CountRefusal, DFSContext
 from allocator.errors import Counted
-from allocator.explanation.funnel import (
+from allocator.explanation.messages import EXPLAIN, Wording, generic
+from allocator.funnel import (
     Funnel,
     build_funnel,
     cause_suffix,
@@ -35,7 +36,6 @@ from allocator.explanation.funnel import (
     lasting_rank,
     names_any,
 )
-from allocator.explanation.messages import EXPLAIN, Wording, generic
 from allocator.nodealike import NodeAlike
 from allocator.pools import DeviceWithID
 from allocator.records import record

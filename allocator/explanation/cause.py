@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from allocator.explanation.funnel import (
+from allocator.funnel import (
     DEVICE_IS,
     Funnel,
     RejectionGroup,

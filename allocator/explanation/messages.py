@@ -21,8 +21,8 @@ from allocator.checks import (
     Rejection,
 )
 from allocator.claims import ClaimAllocationMetadata
-from allocator.explanation.funnel import holder_text
 from allocator.features.taints import TaintIndex, describe_taint
+from allocator.funnel import holder_text
 from allocator.model import DeviceID, ResourceClaim
 from allocator.pools import DeviceWithID
 from allocator.quantity import Quantity

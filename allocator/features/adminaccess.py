@@ -12,8 +12,8 @@ from __future__ import annotations
 from allocator.checks import ADMIN_ACCESS, ALLOCATED, Rejection, SearchState, Step
 from allocator.eligibility import AllocatedCheck, taken_on_path
 from allocator.errors import ValidationError
+from allocator.featuregates import FeatureGates
 from allocator.features.capacity import GATE as CAPACITY_GATE
-from allocator.features.gates import FeatureGates
 from allocator.model import DeviceID, Namespace, ResourceClaim
 from allocator.pools import DeviceWithID
 from allocator.requests import ClaimData, RequestData

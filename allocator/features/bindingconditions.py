@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from allocator.checks import BINDING_CONDITION, Rejection, SearchState, Step
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import Device, DeviceID, ResourceClaim
 from allocator.pools import DeviceWithID
 from allocator.requests import ClaimData, RequestData

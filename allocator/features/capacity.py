@@ -23,7 +23,7 @@ from dataclasses import field
 
 from allocator.checks import CAPACITY, PathEntry, Rejection, SearchState, Step
 from allocator.errors import ValidationError
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import (
     CapacityRequirements,
     Device,

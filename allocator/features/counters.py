@@ -33,7 +33,7 @@ from allocator.checks import (
     SearchState,
     Step,
 )
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import (
     CounterConsumption,
     Device,

@@ -19,9 +19,9 @@ from typing import Any
 
 from allocator.constraints import request_in_scope
 from allocator.errors import ValidationError
+from allocator.featuregates import FeatureGates
 from allocator.features.attributes import as_value_set, is_list_value, lookup_attribute
 from allocator.features.capacity import GATE as CAPACITY_GATE
-from allocator.features.gates import FeatureGates
 from allocator.features.prioritized import constraint_applies
 from allocator.model import AttributeValue, Device, DeviceConstraint, DeviceID
 from allocator.records import record

@@ -39,49 +39,16 @@ from allocator.model import (
 )
 from allocator.quantity import Quantity, QuantityError
 from allocator.records import record
+from allocator.snapshot.names import extended_resource_name_problem
 
 GATE = "DRAExtendedResource"
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 CLAIM_SUFFIX = "-extended-resources"
 
-_NATIVE_NAMESPACE = "kubernetes.io/"
-_QUOTA_PREFIX = "requests."
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
-
-# --- names (k8s.io/kubernetes pkg/apis/core/v1/helper, pkg/scheduler/util) ---------------------
-
-
-def _qualified_name_problem(value: str) -> str | None:
-    """apimachinery's IsQualifiedName: ``[prefix/]name``, prefix a DNS subdomain."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and ("/" in prefix or not prefix):
-        return "a qualified name must have at most one '/' and a non-empty prefix"
-    if not name or len(name) > 63 or not _NAME.match(name):
-        return (
-            "the name part must be at most 63 characters of alphanumerics, '-', '_' or '.', "
-            "starting and ending with an alphanumeric"
-        )
-    if slash and (
-        len(prefix) > 253 or not all(_DNS_LABEL.match(label) for label in prefix.split("."))
-    ):
-        return "the prefix must be a lowercase DNS subdomain"
-    return None
-
-
-def extended_resource_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid extended resource name (None when it is): it needs a domain
-    prefix outside ``kubernetes.io/``, must not start with ``requests.``, and
-    ``requests.<name>`` must be a qualified name (v1helper.IsExtendedResourceName)."""
-    if "/" not in name:
-        return "needs a domain prefix, as in example.com/gpu"
-    if _NATIVE_NAMESPACE in name:
-        return "the kubernetes.io/ domain is reserved for native resources"
-    if name.startswith(_QUOTA_PREFIX):
-        return "must not start with 'requests.'"
-    return _qualified_name_problem(_QUOTA_PREFIX + name)
+# --- names (k8s.io/kubernetes pkg/apis/core/v1/helper, pkg/scheduler/util; the name rules
+# themselves are in snapshot/names.py, where the loader checks a DeviceClass's) --------------
 
 
 def is_extended_resource_name(name: str) -> bool:

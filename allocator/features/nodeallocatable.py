@@ -32,8 +32,8 @@ from allocator.checks import PathEntry
 from allocator.claims import REALLOCATED, UNALLOCATED, ClaimOutcome
 from allocator.claims import AllocatedDevice as ClaimDevice
 from allocator.errors import AllocationError
+from allocator.featuregates import FeatureGates
 from allocator.features.capacity import resolve_capacity_name
-from allocator.features.gates import FeatureGates
 from allocator.features.taints import pod_claim_entries
 from allocator.model import Device, DeviceID, Pod, ResourceClaim, ResourceSliceTemplate
 from allocator.pools import TEMPLATE

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from allocator.checks import NODE_OPERATIONS, Rejection, SearchState, Step
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import Node
 from allocator.pools import DeviceWithID
 from allocator.requests import ClaimData, RequestData

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from allocator.featuregates import FeatureGates
 from allocator.features.attributes import lookup_attribute
 from allocator.features.capacity import CapacityLedger
 from allocator.features.counters import build_counter_pool
-from allocator.features.gates import FeatureGates
 from allocator.features.taints import TaintIndex
 from allocator.model import Device, DeviceID, PoolKey, ResourceSlice
 from allocator.pools import newest_generation

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from allocator.errors import ValidationError
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import DeviceRequest, ExactDeviceRequest
 from allocator.records import record
 from allocator.requests import RequestData

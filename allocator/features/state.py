@@ -16,6 +16,7 @@ from typing import Any
 
 from allocator.checks import PathEntry
 from allocator.claims import reallocated
+from allocator.featuregates import FeatureGates
 from allocator.features.capacity import SHARE, CapacityLedger, commit_shares, release_shares
 from allocator.features.counters import (
     CounterLedger,
@@ -23,7 +24,6 @@ from allocator.features.counters import (
     pool_has_compatibility_groups,
     release_counters,
 )
-from allocator.features.gates import FeatureGates
 from allocator.features.taints import TaintIndex
 from allocator.model import (
     Device,

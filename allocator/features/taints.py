@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from allocator.checks import TAINT, Rejection, SearchState, Step
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import (
     Device,
     DeviceClass,

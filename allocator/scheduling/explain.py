@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from allocator.explanation.funnel import signature
+from allocator.funnel import signature
 from allocator.scheduling.fit import Resources, format_resources
 from allocator.scheduling.topology import TopologyError
 

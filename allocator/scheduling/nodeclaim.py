@@ -14,7 +14,7 @@ from functools import partial
 
 from allocator.allocator import narrowed
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import names_any, renamed
+from allocator.funnel import names_any, renamed
 from allocator.model import Pod, ResourceClaim, ResourceSliceTemplate, Taint
 from allocator.records import record
 from allocator.requirements import WELL_KNOWN_LABELS, Requirements

@@ -16,7 +16,7 @@ from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.volumes import VolumeAlternative, Volumes
 
 if TYPE_CHECKING:
-    from allocator.explanation.funnel import Funnel
+    from allocator.funnel import Funnel
 
 
 class Target(Protocol):

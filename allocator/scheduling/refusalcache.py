@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import sub
 
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import Funnel, count_message, renamed
+from allocator.funnel import Funnel, count_message, renamed
 from allocator.model import Pod, PoolKey, ResourceClaim
 from allocator.pools import TEMPLATE
 from allocator.records import record
@@ -397,7 +397,7 @@ class RefusalCache:
         """``cause_text`` of a cached funnel, computed once per funnel object."""
         hit = self._causes.get(id(funnel))
         if hit is None or hit[0] is not funnel:
-            from allocator.explanation.funnel import cause_text
+            from allocator.funnel import cause_text
 
             hit = self._causes[id(funnel)] = (funnel, cause_text(funnel))
         return hit[1]

@@ -172,7 +172,7 @@ class RunState:
     def traced_refusal(self, pod_node: int, label: str, refusal) -> None:
         """A target refused from the refusal cache (its devices were counted out for an earlier
         pod of the same claims, nothing changed since): one failed node with that funnel."""
-        from allocator.explanation.funnel import decisive_reason, funnel_json
+        from allocator.funnel import decisive_reason, funnel_json
 
         funnels = [f.for_claim(claim) if claim else f for _, f, claim in refusal.funnels]
         code = (decisive_reason(funnels[0]) if funnels else None) or "devices"
@@ -180,7 +180,7 @@ class RunState:
         self.trace.add(pod_node, "target", label, "failed", code, refusal.reason, funnel=funnel)
 
     def trace_funnels(self, node: int, err: AllocationError) -> None:
-        from allocator.explanation.funnel import funnel_json
+        from allocator.funnel import funnel_json
 
         funnels = err.funnels
         if node >= 0 and funnels:
@@ -189,7 +189,7 @@ class RunState:
 
 def target_code(err: AllocationError) -> str:
     """A target refused by counting carries the decisive cause's code (selector, counter ...)."""
-    from allocator.explanation.funnel import decisive_reason
+    from allocator.funnel import decisive_reason
 
     code = err.code
     funnels = err.funnels

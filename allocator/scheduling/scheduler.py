@@ -17,7 +17,7 @@ from operator import attrgetter
 from typing import TypeVar
 
 from allocator.errors import AllocationError
-from allocator.explanation.funnel import Funnel, trace_target_key
+from allocator.funnel import Funnel, trace_target_key
 from allocator.model import Pod, ResourceClaim
 from allocator.scheduling.decision import Decision, NodeClaimDecision, Refusal
 from allocator.scheduling.devicecount import claims_minimum
@@ -622,7 +622,7 @@ class Scheduler:
                     allocator.dfs_nodes = nodes
             if node >= 0 and found:
                 # Refused by counting: the trace node shows the funnel and its decisive cause.
-                from allocator.explanation.funnel import decisive_reason, funnel_json
+                from allocator.funnel import decisive_reason, funnel_json
 
                 funnels = [e[1].for_claim(e[2]) if e[2] else e[1] for e in found]
                 trace.nodes[node]["funnel"] = [funnel_json(f) for f in funnels]
@@ -637,7 +637,7 @@ class Scheduler:
                 x for e in log for x in (e if isinstance(e, list) else (e,)) if x is not None
             ]
 
-    # --- trials (allocator/explanation/suggestions/) ---------------------------------------
+    # --- trials (allocator/suggestions/) ---------------------------------------
 
     def trial(
         self,
@@ -710,7 +710,7 @@ _HOSTNAME = attrgetter("hostname")
 
 def _claim_error_funnels(outcome: PodOutcome) -> list[Funnel]:
     """A pod whose claims cannot even be generated or found: refused as a whole."""
-    from allocator.explanation.funnel import whole_funnel
+    from allocator.funnel import whole_funnel
 
     error = outcome.pod_claims.error or ""
     claims = outcome.pod_claims.claims

@@ -8,7 +8,7 @@ from dataclasses import field
 from allocator.allocator import Allocator
 from allocator.bindings import AttributeBindings
 from allocator.explanation.messages import HolderIndex
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.model import Pod, ResourceClaim, ResourceSlice, Snapshot
 from allocator.pipeline import Pipeline
 from allocator.records import record

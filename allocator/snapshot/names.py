@@ -75,3 +75,39 @@ def label_value_problem(value: str) -> str | None:
         f"invalid label value {value!r}: must be at most 63 characters (letters, digits, '-', "
         "'_' and '.', starting and ending with a letter or digit), or empty"
     )
+
+
+# --- extended resource names (k8s.io/kubernetes pkg/apis/core/v1/helper) ----------------------
+
+_NATIVE_NAMESPACE = "kubernetes.io/"
+_QUOTA_PREFIX = "requests."
+
+
+def _qualified_name_problem(value: str) -> str | None:
+    """apimachinery's IsQualifiedName: ``[prefix/]name``, prefix a DNS subdomain."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and ("/" in prefix or not prefix):
+        return "a qualified name must have at most one '/' and a non-empty prefix"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (
+            "the name part must be at most 63 characters of alphanumerics, '-', '_' or '.', "
+            "starting and ending with an alphanumeric"
+        )
+    if slash and (
+        len(prefix) > 253 or not all(_DNS_LABEL.match(label) for label in prefix.split("."))
+    ):
+        return "the prefix must be a lowercase DNS subdomain"
+    return None
+
+
+def extended_resource_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid extended resource name (None when it is): it needs a domain
+    prefix outside ``kubernetes.io/``, must not start with ``requests.``, and
+    ``requests.<name>`` must be a qualified name (v1helper.IsExtendedResourceName)."""
+    if "/" not in name:
+        return "needs a domain prefix, as in example.com/gpu"
+    if _NATIVE_NAMESPACE in name:
+        return "the kubernetes.io/ domain is reserved for native resources"
+    if name.startswith(_QUOTA_PREFIX):
+        return "must not start with 'requests.'"
+    return _qualified_name_problem(_QUOTA_PREFIX + name)

@@ -37,6 +37,7 @@ from allocator.model import (
 )
 from allocator.quantity import Quantity, QuantityError
 from allocator.snapshot.fields import Context
+from allocator.snapshot.names import extended_resource_name_problem
 
 # Versions whose devices wrap their fields in ``basic:`` and whose requests are flat.
 LEGACY_VERSIONS = frozenset({"v1beta1", "v1alpha3"})
@@ -471,8 +472,6 @@ def read_selectors(ctx: Context, d: dict, path: str) -> list[DeviceSelector]:
 
 
 def build_device_class(ctx: Context, obj: dict) -> DeviceClass:
-    from allocator.features.extendedresources import extended_resource_name_problem
-
     spec = ctx.map(obj, "spec", "spec")
     extended = ctx.str(spec, "extendedResourceName", "spec.extendedResourceName")
     if extended is not None:

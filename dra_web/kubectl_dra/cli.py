@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from allocator.collector import collector_for_a_run
-from allocator.features.gates import KUBERNETES_VERSIONS, release_of
+from allocator.featuregates import KUBERNETES_VERSIONS, release_of
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError, load_files
 from dra_web.kubectl_dra import server, why

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.explanation.funnel import clip_words, summary_lines
+from allocator.funnel import clip_words, summary_lines
 from dra_web.pages.presenters import suggestion_view
 
 MAX_FIXES = 3

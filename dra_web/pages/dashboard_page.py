@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from allocator.features.gates import GATE_NAMES
+from allocator.featuregates import GATE_NAMES
 from dra_web.pages.presenters import page_of
 from dra_web.reviews import selectors as review_selectors
 from dra_web.runs import selectors as run_selectors

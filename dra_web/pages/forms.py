@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS
+from allocator.featuregates import GATE_NAMES, KUBERNETES_VERSIONS
 from dra_web.reviews.models import Review
 from dra_web.snapshots.forms import CatalogForm
 

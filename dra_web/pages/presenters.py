@@ -1069,7 +1069,7 @@ def gates_view(options: dict[str, Any] | None) -> dict[str, Any]:
     """Which gates a run had (from its options or its result: both carry ``featureGates`` and
     ``kubernetesVersion``): the preset's label, and each gate with its preset default and
     whether the run set it apart from that default."""
-    from allocator.features.gates import KUBERNETES_VERSIONS, preset
+    from allocator.featuregates import KUBERNETES_VERSIONS, preset
 
     options = options or {}
     gates = options.get("featureGates") or {}
@@ -1102,7 +1102,7 @@ def gates_view(options: dict[str, Any] | None) -> dict[str, Any]:
 
 def gate_presets() -> dict[str, Any]:
     """Every gate's default in each release that has a preset: the run form's reference."""
-    from allocator.features.gates import GATE_NAMES, KUBERNETES_VERSIONS, preset
+    from allocator.featuregates import GATE_NAMES, KUBERNETES_VERSIONS, preset
 
     by_version = {v: preset(v) for v in KUBERNETES_VERSIONS}
     return {
@@ -1121,7 +1121,7 @@ def version_choices(
     ``fixed``: the form runs one known snapshot, whose runs default to ``cluster_version`` (its
     live-imported server's release, ``server_version`` as the server said it) or to every
     gate on when that is None."""
-    from allocator.features.gates import KUBERNETES_VERSIONS
+    from allocator.featuregates import KUBERNETES_VERSIONS
 
     if not fixed:
         auto = "the snapshot's: a live import's cluster version, else every DRA feature on"

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.http import Http404
 
-from allocator.features.gates import GATE_NAMES
+from allocator.featuregates import GATE_NAMES
 from dra_web.pages import presenters
 from dra_web.pages import selectors as page_selectors
 from dra_web.reviews import selectors as review_selectors

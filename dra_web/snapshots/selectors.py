@@ -63,7 +63,7 @@ def objects_by_kind(snapshot: Snapshot) -> dict[str, list[dict]]:
 def run_kubernetes_version(snapshot: Snapshot) -> str | None:
     """The feature gate preset a run of this snapshot starts from when its options do not
     name one: the live-imported server's release, where there is a preset for it."""
-    from allocator.features.gates import KUBERNETES_VERSIONS, release_of
+    from allocator.featuregates import KUBERNETES_VERSIONS, release_of
 
     release = release_of(snapshot.kubernetes_version) if snapshot.kubernetes_version else None
     return release if release in KUBERNETES_VERSIONS else None

@@ -456,7 +456,7 @@ def import_cluster(
 
 def _version_warnings(server_version: str) -> list[str]:
     """A server whose release has no feature gate preset: its runs keep every gate on."""
-    from allocator.features.gates import KUBERNETES_VERSIONS, release_of
+    from allocator.featuregates import KUBERNETES_VERSIONS, release_of
 
     if not server_version or release_of(server_version) in KUBERNETES_VERSIONS:
         return []

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from allocator.bindings import AttributeBindings
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.featuregates import ALL_ON, FeatureGates
 from allocator.model import (
     AllocationResult,
     AttributeBindingDecl,

@@ -10,7 +10,7 @@ from allocator.constraints import (
     parse_constraint,
 )
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import DeviceConstraint, DeviceID
 from allocator.pipeline import core_pipeline
 from allocator.pools import TEMPLATE, DeviceWithID

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from allocator.errors import AllocationError, AllocationTimeout
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import Device, DeviceID
 from allocator.pipeline import DeviceCheckSpec, Pipeline, build_pipeline, core_pipeline
 from allocator.trace import Trace

@@ -9,7 +9,7 @@ import pytest
 from allocator.checks import ALLOCATED, POOL_INCOMPLETE, POOL_INVALID, SELECTOR
 from allocator.eligibility import pool_refusal, taken_on_path
 from allocator.errors import AllocationError
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import DeviceID, PoolKey
 from allocator.pipeline import build_pipeline, core_pipeline
 from allocator.pools import DeviceWithID, Pool

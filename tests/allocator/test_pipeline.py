@@ -8,8 +8,8 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from allocator.eligibility import AllocatedCheck
+from allocator.featuregates import ALL_ON, FeatureGates
 from allocator.features.adminaccess import FeatureAllocatedCheck
-from allocator.features.gates import ALL_ON, FeatureGates
 from allocator.model import DeviceTaint
 from allocator.pipeline import Pipeline, build_pipeline, core_pipeline
 from allocator.simulation import SimulationOptions, simulate

@@ -4,7 +4,7 @@ pod does not grow with the number of nodes."""
 
 from __future__ import annotations
 
-from allocator.explanation.funnel import trace_target_key
+from allocator.funnel import trace_target_key
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
 from allocator.trace import Trace

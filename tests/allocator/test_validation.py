@@ -8,7 +8,7 @@ import pytest
 
 from allocator.cel import SelectorEngine
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import DeviceSelector
 from allocator.pipeline import build_pipeline, core_pipeline
 from allocator.pools import SliceUniverse, template_devices

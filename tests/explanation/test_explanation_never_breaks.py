@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_files
+from tests.allocator.test_funnel_properties import check_counts
 from tests.contract.conftest import (
     claim_template,
     device_class,
@@ -23,7 +24,6 @@ from tests.contract.conftest import (
     request,
     resource_slice,
 )
-from tests.explanation.test_funnel_properties import check_counts
 
 DRIVER = "gpu.nvidia.com"
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from allocator import cli
 from allocator import result as result_module
-from allocator.explanation.funnel import Funnel
 from allocator.explanation.karpenter_search import (
     STALL_PLACEMENTS,
     _counted,
@@ -22,6 +21,7 @@ from allocator.explanation.karpenter_search import (
     orderings,
     stall_warning,
 )
+from allocator.funnel import Funnel
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import load_documents
 from bench.workloads import karpenter_benchmark, to_json

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from allocator.cel import SelectorEngine
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.featuregates import ALL_ON, FeatureGates
 from allocator.model import DeviceID, Snapshot
 from allocator.snapshot import load_files, load_paths
 

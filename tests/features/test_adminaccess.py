@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from allocator.featuregates import ALL_ON
 from allocator.features.adminaccess import (
     AdminAccessError,
     admin_may_take,
     check_admin_access,
     claim_admin_access_problems,
 )
-from allocator.features.gates import ALL_ON
 from allocator.model import ResourceClaim
 from tests.features.conftest import gates_with, load_example
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from allocator.featuregates import ALL_ON
 from allocator.features.bindingconditions import (
     allocation_node_selector,
     binding_failed,
@@ -10,7 +11,6 @@ from allocator.features.bindingconditions import (
     device_result_fields,
     device_selectable,
 )
-from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID
 from allocator.pools import SliceUniverse
 from allocator.requirements import node_requirements

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.featuregates import ALL_ON
 from allocator.features.capacity import (
     CapacityError,
     CapacityLedger,
@@ -16,7 +17,6 @@ from allocator.features.capacity import (
     share_id,
     shared_devices_in_cluster,
 )
-from allocator.features.gates import ALL_ON
 from allocator.model import CapacityRequirements, DeviceID
 from allocator.quantity import Quantity
 from tests.features.conftest import (

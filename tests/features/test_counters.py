@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.featuregates import ALL_ON
 from allocator.features.counters import (
     CounterLedger,
     GroupState,
     build_counter_pool,
     pool_incomplete_without_groups_gate,
 )
-from allocator.features.gates import ALL_ON
 from allocator.model import (
     CounterConsumption,
     CounterSet,

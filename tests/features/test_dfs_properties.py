@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from allocator.allocator import AllocationError, Allocator
 from allocator.bindings import AttributeBindings
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import (
     CounterConsumption,
     CounterSet,

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from allocator.allocator import AllocationError, Allocator
 from allocator.bindings import AttributeBindings
+from allocator.featuregates import ALL_ON
 from allocator.features.distinct import (
     DistinctAttributeConstraint,
     ListMatchAttributeState,
     match_values,
 )
-from allocator.features.gates import ALL_ON
 from allocator.model import (
     Device,
     DeviceClass,

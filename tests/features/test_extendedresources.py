@@ -15,10 +15,11 @@ import json
 import pytest
 import yaml
 
+from allocator.featuregates import FeatureGates
 from allocator.features import extendedresources as ext
-from allocator.features.gates import FeatureGates
 from allocator.simulation import SimulationOptions, simulate
 from allocator.snapshot import SnapshotError, load_files
+from allocator.snapshot.names import extended_resource_name_problem
 from tests.features.conftest import EXAMPLES, load_example
 
 EXAMPLE = "features-extended-resources.yaml"
@@ -431,6 +432,9 @@ def test_a_pods_allocated_claim_of_an_earlier_cycle_is_used_as_it_is() -> None:
         ("requests.example.com/gpu", "must not start with 'requests.'"),
         ("Example.COM/gpu", "lowercase DNS subdomain"),
         ("example.com/-gpu", "the name part"),
+        # Go's regexp ends at the text's end: no trailing newline slips past "$".
+        ("example.com/gpu\n", "the name part"),
+        ("example.com\n/gpu", "lowercase DNS subdomain"),
     ],
 )
 def test_a_bad_extended_resource_name_names_file_object_and_field(name: str, why: str) -> None:
@@ -444,7 +448,7 @@ def test_a_bad_extended_resource_name_names_file_object_and_field(name: str, why
 
 def test_good_extended_resource_names() -> None:
     for name in ("example.com/gpu", "nvidia.com/gpu", "gpu.example.com/a100_80gb", "x.io/a.b-c"):
-        assert ext.extended_resource_name_problem(name) is None, name
+        assert extended_resource_name_problem(name) is None, name
     assert ext.is_dra_extended_resource_name("deviceclass.resource.kubernetes.io/gpu.example.com")
     assert not ext.is_dra_extended_resource_name("cpu")
     assert not ext.is_dra_extended_resource_name("hugepages-2Mi")
@@ -459,7 +463,7 @@ def test_the_example_loads() -> None:
 
 
 def test_fewer_gpus_are_suggested_on_the_pods_container_and_the_change_applies() -> None:
-    from allocator.explanation.suggestions import apply_change
+    from allocator.suggestions import apply_change
 
     docs = _without_pods(_docs()) + [_pod("big-0", {"example.com/gpu": "3"}, node="kind-worker")]
     snapshot = load_files([("snapshot.yaml", yaml.safe_dump_all(docs))])
@@ -483,7 +487,7 @@ def test_fewer_gpus_are_suggested_on_the_pods_container_and_the_change_applies()
 
 
 def test_an_init_containers_extra_is_reduced_on_the_init_container() -> None:
-    from allocator.explanation.suggestions import apply_change
+    from allocator.suggestions import apply_change
 
     init = [_init("warmup", "3")]
     docs = _without_pods(_docs()) + [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.features.nodeallocatable import (
     AllocatedDevice,
     NodeAllocatableError,

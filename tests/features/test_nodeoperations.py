@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.features.nodeoperations import (
     node_problem,
     skip_node_operations,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.features.poolstatus import pool_status
 from allocator.features.taints import TaintIndex
 from allocator.model import DeviceID

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.features.taints import (
     TaintIndex,
     blocking_taints,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from allocator.features.gates import GATE_NAMES, preset
+from allocator.featuregates import GATE_NAMES, preset
 from dra_web.reviews import services as review_services
 from tests.pages.builders import FIXTURE, make_run
 

@@ -25,7 +25,7 @@ def eks_run(maria):
 @pytest.fixture
 def eks_trial_run(maria, monkeypatch):
     """The run with suggestions from trials only: no whole-loop re-run moves their targets."""
-    from allocator.explanation.suggestions import wholeloop
+    from allocator.suggestions import wholeloop
 
     monkeypatch.setattr(wholeloop, "MAX_RERUNS", 0)
     return _eks_run(maria)

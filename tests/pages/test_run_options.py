@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from allocator.features.gates import preset
+from allocator.featuregates import preset
 from bench.workloads import synthetic_cluster, to_yaml
 from dra_web.runs.models import Run
 from dra_web.snapshots.services import create_snapshot

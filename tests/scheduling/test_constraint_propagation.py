@@ -3,7 +3,7 @@ filter re-run and intersected with the allocator's instance types; dropped types
 
 from __future__ import annotations
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.pipeline import build_pipeline
 from allocator.scheduling.setup import build_run
 from allocator.simulation import SimulationOptions

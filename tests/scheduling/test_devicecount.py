@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.pipeline import build_pipeline
 from allocator.scheduling.setup import build_run
 from allocator.trace import NULL_TRACE, Trace

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from allocator.features.taints import toleration_matches as tolerates
 from allocator.model import InstanceType, Offering, Pod, Taint, Toleration
 from allocator.quantity import Quantity

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import DeviceID
 from allocator.pipeline import build_pipeline
 from allocator.scheduling.initialization import allocated_device_seed, slice_universe

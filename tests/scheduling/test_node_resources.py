@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allocator.features.gates import FeatureGates
+from allocator.featuregates import FeatureGates
 from tests.scheduling.k8s import (
     claim,
     device_class,

@@ -277,7 +277,7 @@ def test_device_taints_off_excludes_nothing():
 
 
 def _gates(**values):
-    from allocator.features.gates import FeatureGates
+    from allocator.featuregates import FeatureGates
 
     return FeatureGates.from_mapping(values)
 

@@ -4,7 +4,7 @@ decision (``add``) places it; a fix suggestion's trial is a decision that is nev
 
 from __future__ import annotations
 
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.pipeline import build_pipeline
 from allocator.scheduling.decision import ExistingNodeDecision, NodeClaimDecision, Refusal
 from allocator.scheduling.setup import build_run

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from allocator.features.gates import GATE_NAMES, preset
+from allocator.featuregates import GATE_NAMES, preset
 from bench.workloads import synthetic_cluster
 from dra_web.snapshots.models import Snapshot
 

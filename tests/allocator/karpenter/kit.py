@@ -16,7 +16,7 @@ import pytest
 
 from allocator.allocator import Allocator
 from allocator.errors import AllocationError
-from allocator.features.gates import ALL_ON, FeatureGates
+from allocator.featuregates import ALL_ON, FeatureGates
 from allocator.model import (
     CapacityRequirements,
     CounterConsumption,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from allocator.featuregates import ALL_ON
 from allocator.features.counters import CounterLedger, build_counter_pool
-from allocator.features.gates import ALL_ON
 from allocator.model import DeviceID, PoolKey
 from allocator.pipeline import build_pipeline
 from allocator.pools import SliceUniverse, refilter

@@ -9,7 +9,7 @@ import pytest
 from allocator.cel import SelectorEngine
 from allocator.cel.engine import CelCompileError
 from allocator.errors import ValidationError
-from allocator.features.gates import ALL_ON
+from allocator.featuregates import ALL_ON
 from allocator.model import DeviceConstraint, DeviceRequest, DeviceSelector, ExactDeviceRequest
 from allocator.pipeline import build_pipeline
 from allocator.pools import SliceUniverse, template_devices

@@ -15,7 +15,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.explanation.suggestions import apply_suggestion
+from allocator.suggestions import apply_suggestion
 from tests.scheduling.k8s import (
     GPU,
     claim,
@@ -212,7 +212,7 @@ def test_the_fast_paths_offer_exactly_what_the_plain_search_offers(docs):
     largest node instead of bisecting, change no suggestion."""
     import pytest
 
-    from allocator.explanation.suggestions import core
+    from allocator.suggestions import core
 
     fast = run(docs)
     with pytest.MonkeyPatch.context() as plain:
@@ -275,7 +275,7 @@ def test_a_trial_of_only_the_targets_its_change_reaches_offers_what_a_trial_of_a
     trial asking every target offers."""
     import pytest
 
-    from allocator.explanation.suggestions import core
+    from allocator.suggestions import core
 
     narrow = run(docs)
     with pytest.MonkeyPatch.context() as plain:

@@ -16,8 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.explanation.suggestions import apply_change, apply_suggestion
-from tests.explanation.test_suggestions import failed, first, placed_after
+from allocator.suggestions import apply_change, apply_suggestion
 from tests.scheduling.k8s import (
     ZONE,
     instance_type,
@@ -28,6 +27,7 @@ from tests.scheduling.k8s import (
     pod_result,
     run,
 )
+from tests.suggestions.test_suggestions import failed, first, placed_after
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "allocator" / "result_schema.json").read_text())

@@ -1,4 +1,4 @@
-"""The funnel's grouping, aggregation and words (allocator/explanation/funnel.py)."""
+"""The funnel's grouping, aggregation and words (allocator/funnel.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator.checks import Refusal
-from allocator.explanation.funnel import (
+from allocator.funnel import (
     aggregate,
     build_funnel,
     cause_text,

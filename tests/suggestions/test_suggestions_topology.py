@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from allocator.explanation.suggestions import apply_suggestion
+from allocator.suggestions import apply_suggestion
 from tests.scheduling.k8s import pod_result, run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

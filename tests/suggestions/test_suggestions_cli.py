@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from allocator.explanation.suggestions import apply_change
+from allocator.suggestions import apply_change
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "suggestions"
@@ -427,7 +427,7 @@ def _simulate_in_process(name: str) -> dict:
 def test_the_trial_cap_bounds_trials_and_keeps_the_least_invasive(monkeypatch, cap):
     """With room for ``cap`` trials only the first candidates in scope order are tried: the
     claim's own selector before the NodePool, before the catalog."""
-    from allocator.explanation.suggestions import core as suggestions
+    from allocator.suggestions import core as suggestions
 
     full = _simulate_in_process("missing-model.yaml")
     monkeypatch.setattr(suggestions, "MAX_TRIALS_PER_POD", cap)

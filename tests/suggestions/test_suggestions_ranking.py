@@ -8,7 +8,7 @@ snapshot's documents: the pod must be placed where the suggestion says.
 
 from __future__ import annotations
 
-from allocator.explanation.suggestions import apply_suggestion
+from allocator.suggestions import apply_suggestion
 from tests.scheduling.k8s import (
     GPU,
     claim,
@@ -217,7 +217,7 @@ def test_a_fix_that_costs_another_pod_its_placement_says_so_and_ranks_last():
 
 
 def test_affects_is_null_when_the_run_is_too_large_to_re_run(monkeypatch):
-    from allocator.explanation.suggestions import wholeloop
+    from allocator.suggestions import wholeloop
 
     monkeypatch.setattr(wholeloop, "MAX_RUN_SIZE", 0)
     docs = [

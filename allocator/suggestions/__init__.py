@@ -3,7 +3,7 @@ and verifies candidate changes, ``ranking`` says what each touches and orders th
 ``wholeloop`` re-runs the whole loop with a change to find the pods it affects,
 ``documents`` applies a change to the snapshot's documents."""
 
-from allocator.explanation.suggestions.core import SuggestionReport, suggest
-from allocator.explanation.suggestions.documents import apply_change, apply_suggestion
+from allocator.suggestions.core import SuggestionReport, suggest
+from allocator.suggestions.documents import apply_change, apply_suggestion
 
 __all__ = ["SuggestionReport", "apply_change", "apply_suggestion", "suggest"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from allocator.cli import main
-from allocator.explanation.suggestions import apply_change
+from allocator.suggestions import apply_change
 from tests.scheduling.k8s import (
     GPU,
     NIC,

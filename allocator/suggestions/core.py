@@ -27,17 +27,8 @@ from dataclasses import field
 
 import orjson
 
-from allocator.explanation.funnel import RejectionGroup
-from allocator.explanation.suggestions.ranking import (
-    SCOPES,
-    rank_key,
-    scope_of,
-    shared_note,
-    trial_order,
-    widest,
-)
-from allocator.explanation.suggestions.wholeloop import WholeLoop, lost_pods
 from allocator.features.taints import toleration_matches, toleration_to_json
+from allocator.funnel import RejectionGroup
 from allocator.model import (
     DeviceSelector,
     DeviceTaint,
@@ -73,6 +64,15 @@ from allocator.scheduling.initialization import PodClaims
 from allocator.scheduling.nodeclaim import largest_count
 from allocator.scheduling.poddata import PodOutcome
 from allocator.scheduling.trialtargets import TrialTargets
+from allocator.suggestions.ranking import (
+    SCOPES,
+    rank_key,
+    scope_of,
+    shared_note,
+    trial_order,
+    widest,
+)
+from allocator.suggestions.wholeloop import WholeLoop, lost_pods
 
 MAX_TRIALS_PER_POD = 24
 MAX_PAIR_TRIALS = 8  # two-change trials per pod, when no single change places it

@@ -7,8 +7,8 @@ the others kept as ``also``). Devices refused the same way form one ``RejectionG
 
 A funnel depends on the request's spec, the device source and the allocation state, never on
 the pod, so the scheduler computes it once and reuses it (``scheduling/refusalcache.py``). The
-checks refuse, ``messages.py`` words each refusal and ``builder.py`` collects them per request;
-this module only groups, aggregates and words them.
+checks refuse, ``explanation/messages.py`` words each refusal and ``explanation/builder.py``
+collects them per request; this module only groups, aggregates and words them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allocator.cli import main
-from allocator.features.gates import (
+from allocator.featuregates import (
     GATE_NAMES,
     GATE_STAGES,
     KUBERNETES_VERSIONS,

@@ -3,15 +3,15 @@ with the change applied, loaded again and simulated from the start."""
 
 from __future__ import annotations
 
-from allocator.explanation.suggestions.wholeloop import (
+from allocator.scheduling.initialization import PodClaims
+from allocator.scheduling.poddata import PodOutcome
+from allocator.suggestions.wholeloop import (
     MAX_RERUN_WORK,
     MAX_RERUNS,
     MAX_RUN_SIZE,
     WholeLoop,
     loop_work,
 )
-from allocator.scheduling.initialization import PodClaims
-from allocator.scheduling.poddata import PodOutcome
 from tests.scheduling.k8s import families, instance_type, node_pool, pod, snapshot
 
 LIMIT = {"object": "NodePool general", "field": "spec.limits", "op": "set", "value": {"cpu": "64"}}
@@ -55,7 +55,7 @@ def test_no_re_run_past_the_budget_or_for_a_large_run():
 def test_a_run_too_large_to_re_run_writes_no_edit_as_a_key(monkeypatch):
     # 4,000 failed replicas each carry a workload-wide edit listing all of them: nothing is
     # re-run for a run that large, so none of those lists is written.
-    from allocator.explanation.suggestions import wholeloop
+    from allocator.suggestions import wholeloop
 
     def written(changes):
         raise AssertionError("no key is needed")

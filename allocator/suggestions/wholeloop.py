@@ -22,12 +22,12 @@ from dataclasses import field
 
 import orjson
 
-from allocator.explanation.suggestions.documents import apply_change
 from allocator.model import Snapshot
 from allocator.records import record
 from allocator.scheduling.poddata import PodOutcome
 from allocator.snapshot.errors import SnapshotError
 from allocator.snapshot.loader import load_documents
+from allocator.suggestions.documents import apply_change
 
 # A re-run is made only for a run of at most this many pending pods and existing nodes (a
 # larger cluster gets null ``affects``: a re-run per suggestion would cost more than the run
