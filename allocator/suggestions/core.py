@@ -1214,6 +1214,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                     changed = _copy_claim(claim)
                     rest = _slot(changed, ri, k).selectors
                     _set_selector(rest, si, relaxed)
+                    claims = _with_claim(outcome, index, changed)
                     own.append(
                         _Candidate(
                             "relax-selector",
@@ -1225,9 +1226,12 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                             },
                             f"relax selector {selector.cel!r} of request {label} of claim "
                             f"{claim.key}: drop {dropped!r}{_condition_on(dropped)}",
-                            claims=_with_claim(outcome, index, changed),
+                            claims=claims,
                             order=0 if selector.cel in preferred else 1,
                             gives_up=_other_hardware(ctx, dropped),
+                            # A wider selector asks as many devices as before: targets without
+                            # room for that many refuse it still.
+                            targets=_room_for(ctx, claims),
                         )
                     )
             device_class = ctx.allocator.device_classes.get(exact.device_class_name)
@@ -1256,6 +1260,7 @@ def _selectors(ctx: _Context, outcome) -> list[_Candidate]:
                             override=_class_override(ctx, device_class, rest),
                             order=0 if selector.cel in preferred else 1,
                             gives_up=_other_hardware(ctx, dropped),
+                            targets=_room_for(ctx, outcome.pod_claims.claims),
                         )
                     )
     own.sort(key=lambda c: c.order)

@@ -271,8 +271,8 @@ def crowded_clusters(draw) -> list[dict]:
 def test_a_trial_of_only_the_targets_its_change_reaches_offers_what_a_trial_of_all_offers(docs):
     """A trial that asks only the targets its change reaches (the nodes whose devices a
     deletion frees, the new NodeClaims of the NodePool it widens or raises, the NodeClaims
-    and NodePools with room for a lowered count) offers every pod exactly the suggestions a
-    trial asking every target offers."""
+    and NodePools with room for a lowered count or for the count of a wider selector) offers
+    every pod exactly the suggestions a trial asking every target offers."""
     import pytest
 
     from allocator.suggestions import core
