@@ -58,10 +58,10 @@ def _process(cls: _T, *, frozen: bool, eq: bool) -> _T:
         _set(cls, _repr([f.name for f in fields if f.repr]))
     if eq:
         if not has_eq:
-            _set(cls, _eq(_values([f.name for f in fields if f.compare])))
+            _set(cls, _eq([f.name for f in fields if f.compare]))
         if frozen and not has_hash:
             hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-            _set(cls, _hash(_values(hashed)))
+            _set(cls, _hash(hashed))
         elif not has_hash:
             cls.__hash__ = None  # mutable and compared by value: unhashable
     return cls
@@ -73,35 +73,66 @@ def _set(cls: type, method: Callable) -> None:
 
 
 def _values(names: list[str]) -> Callable[[Any], tuple]:
-    """The named attributes of an object as a tuple (attrgetter gives a bare value for one)."""
+    """The named attributes of an object as a tuple, read at C speed (attrgetter gives a bare
+    value for one name: a one-field record is read by its own closures)."""
     if len(names) > 1:
         return attrgetter(*names)
-    if names:
-        only = attrgetter(names[0])
-        return lambda obj: (only(obj),)
     return lambda obj: ()
 
 
 def _repr(names: list[str]) -> Callable[[Any], str]:
-    @reprlib.recursive_repr()
-    def __repr__(self: Any) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
-        return f"{self.__class__.__qualname__}({shown})"
+    # One %-format of the values: as fast as the f-string @dataclass compiles.
+    shown = "(" + ", ".join(f"{name}=%r" for name in names) + ")"
+    if len(names) == 1:
+        only = attrgetter(names[0])
+
+        @reprlib.recursive_repr()
+        def __repr__(self: Any) -> str:
+            return self.__class__.__qualname__ + shown % (only(self),)
+
+    else:
+        values = _values(names)
+
+        @reprlib.recursive_repr()
+        def __repr__(self: Any) -> str:
+            return self.__class__.__qualname__ + shown % values(self)
 
     return __repr__
 
 
-def _eq(values: Callable[[Any], tuple]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return values(self) == values(other)
-        return NotImplemented
+def _eq(names: list[str]) -> Callable[[Any, Any], Any]:
+    # Tuples compared, as @dataclass compares them: identity first, then ==.
+    if len(names) == 1:
+        only = attrgetter(names[0])
+
+        def __eq__(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return (only(self),) == (only(other),)
+            return NotImplemented
+
+    else:
+        values = _values(names)
+
+        def __eq__(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return values(self) == values(other)
+            return NotImplemented
 
     return __eq__
 
 
-def _hash(values: Callable[[Any], tuple]) -> Callable[[Any], int]:
-    def __hash__(self: Any) -> int:
-        return hash(values(self))
+def _hash(names: list[str]) -> Callable[[Any], int]:
+    # The hash of the same tuple as @dataclass's: sets of records iterate alike.
+    if len(names) == 1:
+        only = attrgetter(names[0])
+
+        def __hash__(self: Any) -> int:
+            return hash((only(self),))
+
+    else:
+        values = _values(names)
+
+        def __hash__(self: Any) -> int:
+            return hash(values(self))
 
     return __hash__
