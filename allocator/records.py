@@ -73,10 +73,13 @@ def _set(cls: type, method: Callable) -> None:
 
 
 def _values(names: list[str]) -> Callable[[Any], tuple]:
-    """The named attributes of an object as a tuple, read at C speed (attrgetter gives a bare
-    value for one name: a one-field record is read by its own closures)."""
+    """The named attributes of an object as a tuple, read at C speed for several names
+    (attrgetter gives one name's value bare: the one-field closures below read it inline)."""
     if len(names) > 1:
         return attrgetter(*names)
+    if names:
+        only = attrgetter(names[0])
+        return lambda obj: (only(obj),)
     return lambda obj: ()
 
 
