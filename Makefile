@@ -26,7 +26,8 @@ $(STAMP): pyproject.toml
 
 # An editable install leaves the project's own modules uncompiled (pip compiles those of a
 # regular install): under PYTHONDONTWRITEBYTECODE every process would compile them again, about
-# 0.15 s of CPU per `python -m allocator`. Stale files are recompiled here and ignored by Python.
+# 0.15 s of CPU per `python -m allocator`. Stale files are recompiled here and ignored by Python:
+# `run`, `test` and `bench` ask for it, so a checkout newer than its .venv is compiled too.
 bytecode:
 	$(PY) -m compileall -q allocator dra_web >/dev/null
 
@@ -52,7 +53,7 @@ demo: $(STAMP)
 # runserver plus a Celery worker (scripts/run-dev.sh); without REDIS_URL the broker is a
 # directory (kombu's filesystem transport). The demo user is created here, for local use only.
 run: export DRA_WEB_BROKER_DIR := $(if $(REDIS_URL),,$(or $(DRA_WEB_BROKER_DIR),$(CURDIR)/.celery-broker))
-run: $(STAMP)
+run: $(STAMP) bytecode
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_demo_user
 	$(PY) manage.py load_demo
@@ -60,7 +61,7 @@ run: $(STAMP)
 	@echo "log in with the user printed above"
 	PY=$(PY) HOST=$(HOST) PORT=$(PORT) bash scripts/run-dev.sh
 
-test: system-deps $(STAMP)
+test: system-deps $(STAMP) bytecode
 	$(PY) -m ruff check allocator dra_web tests bench
 	$(PY) -m ruff format --check allocator dra_web tests bench
 	bash scripts/run-tests.sh

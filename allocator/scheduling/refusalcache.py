@@ -631,15 +631,12 @@ class RefusalCache:
         """This pod's attempt, from the attempt of a pod of the same shape in the same state:
         the same targets refuse it with the same words, naming its own claims."""
         names = {a: b.key for a, b in zip(seen.claim_keys, outcome.pod_claims.claims, strict=True)}
-        words: dict[str, str] = {}
+        words: dict[str, str] = {}  # targets refused alike share their words
 
-        def renamed(text: str) -> str:
+        def renamed_once(text: str) -> str:
             hit = words.get(text)
             if hit is None:
-                hit = text
-                for a, b in names.items():
-                    hit = hit.replace(f"claim {a}", f"claim {b}")
-                words[text] = hit
+                hit = words[text] = renamed(text, names)
             return hit
 
         outcome.attempts += 1
@@ -650,7 +647,7 @@ class RefusalCache:
         if same_names:
             outcome.reasons = list(seen.reasons)
         else:
-            outcome.reasons = [(t, renamed(r)) for t, r in seen.reasons]
+            outcome.reasons = [(t, renamed_once(r)) for t, r in seen.reasons]
         outcome.funnel_log = [
             (t, f, names.get(c or f.claim, c or f.claim)) for t, f, c in seen.funnel_log
         ]
