@@ -1,7 +1,7 @@
 """The scheduler's fast paths, each of which must decide exactly as the plain path: switched
-off only by the property tests that compare both (``tests/explanation/
-test_funnel_properties.py``, ``tests/scheduling/test_nodeclaim_cache_properties.py``) and by
-the benchmarks. Not a simulation option: no user or API reaches it."""
+off only by the property tests that compare both (``tests/allocator/test_funnel_properties.py``,
+``tests/scheduling/test_nodeclaim_cache_properties.py``) and by the benchmarks. Not a
+simulation option: no user or API reaches it."""
 
 from __future__ import annotations
 
